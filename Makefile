@@ -1,0 +1,39 @@
+# The two commands of the README, and a few helpers.
+#   make run   set up the machine, build (Release), seed demo data if the
+#              database is empty, serve on :8080
+#   make test  set up the machine, build, run every test (and the
+#              ASan+UBSan build of the unit and HTTP tests)
+JOBS ?= 2
+DB ?= sqlite:data/hotrow.db
+
+.PHONY: all setup build run test test-release test-sanitize bench clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build -j$(JOBS)
+
+run: build
+	build/hotrow seed dateplans --count 1000 --if-empty --db $(DB)
+	build/hotrow serve --db $(DB)
+
+test: test-release test-sanitize
+
+test-release: build
+	ctest --test-dir build --output-on-failure -j$(JOBS) --timeout 600
+
+test-sanitize: setup
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHOTROW_SANITIZE=ON >/dev/null
+	cmake --build build-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) --timeout 900 -L 'unit|http'
+
+bench: build
+	bench/dateplan.sh
+
+clean:
+	rm -rf build build-asan

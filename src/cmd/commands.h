@@ -1,0 +1,34 @@
+// The hotrow subcommands. Each Add* registers its options on the CLI11 app
+// and returns the subcommand; Run* is called when it was chosen and returns
+// the process exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace hotrow::cmd {
+
+struct ServeFlags {
+  std::string host = "0.0.0.0";
+  int port = 8080;
+  std::string db = "sqlite:data/hotrow.db";
+  int threads = 0;
+  int max_connections = 10000;
+  std::string admin_token;
+  int request_timeout_ms = 30000;
+  std::string log_level = "info";
+};
+CLI::App* AddServe(CLI::App& app, ServeFlags& flags);
+int RunServe(const ServeFlags& flags);
+
+struct SeedFlags {
+  std::string what;
+  std::string db = "sqlite:data/hotrow.db";
+  int64_t count = 100000;
+  uint64_t seed = 42;
+  bool if_empty = false;
+  bool replace = false;
+};
+CLI::App* AddSeed(CLI::App& app, SeedFlags& flags);
+int RunSeed(const SeedFlags& flags);
+
+}  // namespace hotrow::cmd

@@ -1,0 +1,77 @@
+#include "dateplan/catalog.h"
+
+#include <algorithm>
+
+namespace hotrow::dateplan {
+
+void Catalog::Put(Plan plan) {
+  std::unique_lock lock(mutex_);
+  auto it = plans_.find(plan.id);
+  if (it != plans_.end()) {
+    plan.like = std::max(plan.like, it->second.like);
+    EraseLocked(it);
+  }
+  int64_t id = plan.id;
+  all_.Insert(id);
+  categories_[plan.category].Insert(id);
+  ranking_.insert({-plan.like, id});
+  plans_.emplace(id, std::move(plan));
+}
+
+bool Catalog::Erase(int64_t id) {
+  std::unique_lock lock(mutex_);
+  auto it = plans_.find(id);
+  if (it == plans_.end()) return false;
+  EraseLocked(it);
+  return true;
+}
+
+void Catalog::EraseLocked(std::unordered_map<int64_t, Plan>::iterator it) {
+  const Plan& p = it->second;
+  all_.Erase(p.id);
+  auto cat = categories_.find(p.category);
+  if (cat != categories_.end()) {
+    cat->second.Erase(p.id);
+    if (cat->second.empty()) categories_.erase(cat);
+  }
+  ranking_.erase({-p.like, p.id});
+  plans_.erase(it);
+}
+
+void Catalog::SetLike(int64_t id, int64_t like) {
+  std::unique_lock lock(mutex_);
+  auto it = plans_.find(id);
+  if (it == plans_.end() || like <= it->second.like) return;
+  ranking_.erase({-it->second.like, id});
+  it->second.like = like;
+  ranking_.insert({-like, id});
+}
+
+std::vector<RankEntry> Catalog::Ranking(size_t limit) const {
+  std::shared_lock lock(mutex_);
+  std::vector<RankEntry> out;
+  out.reserve(std::min(limit, ranking_.size()));
+  for (auto it = ranking_.begin(); it != ranking_.end() && out.size() < limit; ++it) {
+    const Plan& p = plans_.at(it->second);
+    out.push_back({p.id, p.title, p.category, p.like});
+  }
+  return out;
+}
+
+std::vector<CategoryCount> Catalog::Categories() const {
+  std::vector<CategoryCount> out;
+  {
+    std::shared_lock lock(mutex_);
+    out.reserve(categories_.size());
+    for (const auto& [name, set] : categories_) out.push_back({name, set.size()});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
+  return out;
+}
+
+size_t Catalog::size() const {
+  std::shared_lock lock(mutex_);
+  return plans_.size();
+}
+
+}  // namespace hotrow::dateplan

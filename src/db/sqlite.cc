@@ -1,0 +1,141 @@
+#include "db/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <cassert>
+
+namespace hotrow::db::sqlite {
+
+namespace {
+Status ErrorFor(sqlite3* db, int rc, std::string_view context) {
+  std::string message = std::string(context) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  int primary = rc & 0xFF;
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return Status::Unavailable(std::move(message));
+  if (primary == SQLITE_CONSTRAINT) return Status::Conflict(std::move(message));
+  return Status::Internal(std::move(message));
+}
+}  // namespace
+
+Query::~Query() {
+  if (stmt_) {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+}
+
+Query& Query::Bind(int index, int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+Query& Query::Bind(int index, std::string_view text) {
+  sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Query& Query::BindBlob(int index, std::string_view bytes) {
+  sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Query& Query::BindNull(int index) {
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+
+Result<bool> Query::Step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return ErrorFor(sqlite3_db_handle(stmt_), rc, sqlite3_sql(stmt_));
+}
+
+Status Query::Run() {
+  while (true) {
+    auto r = Step();
+    if (!r.ok()) return r.status();
+    if (!*r) return Status::Ok();
+  }
+}
+
+int64_t Query::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+double Query::Double(int column) const { return sqlite3_column_double(stmt_, column); }
+bool Query::IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+std::string_view Query::Text(int column) const {
+  auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, column))) : std::string_view{};
+}
+std::string_view Query::Blob(int column) const {
+  auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, column));
+  return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, column))) : std::string_view{};
+}
+
+Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, OpenMode mode) {
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_NOMUTEX;  // one thread per connection at a time
+  flags |= mode == OpenMode::kReadWrite ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = ErrorFor(db, rc, "cannot open " + path);
+    sqlite3_close(db);
+    return Status::Unavailable(s.message());
+  }
+  std::unique_ptr<Connection> conn(new Connection(db, path));
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_extended_result_codes(db, 1);
+  Status s = conn->Exec(mode == OpenMode::kReadWrite
+                            ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+                            : "PRAGMA foreign_keys=ON;");
+  if (!s.ok()) return s;
+  return conn;
+}
+
+Connection::~Connection() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Status Connection::Exec(std::string_view sql) {
+  std::string text(sql);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string message = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    return ErrorFor(nullptr, rc, message + " in: " + text.substr(0, 200));
+  }
+  return Status::Ok();
+}
+
+Result<Query> Connection::Prepare(std::string_view sql) {
+  auto it = statements_.find(std::string(sql));
+  if (it == statements_.end()) {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
+                                nullptr);
+    if (rc != SQLITE_OK) {
+      Status s = ErrorFor(db_, rc, "prepare");
+      assert(false && "SQL does not compile");
+      return s;
+    }
+    it = statements_.emplace(std::string(sql), stmt).first;
+  }
+  return Query(it->second, this);
+}
+
+int64_t Connection::LastInsertRowid() const { return sqlite3_last_insert_rowid(db_); }
+int Connection::Changes() const { return sqlite3_changes(db_); }
+bool Connection::InTransaction() const { return !sqlite3_get_autocommit(db_); }
+Status Connection::LastError(std::string_view context) const {
+  return ErrorFor(db_, sqlite3_errcode(db_), context);
+}
+
+Result<int64_t> QueryInt(Connection& conn, std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(conn.raw(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return conn.LastError("prepare");
+  rc = sqlite3_step(stmt);
+  int64_t v = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return conn.LastError(sql);
+  return v;
+}
+
+}  // namespace hotrow::db::sqlite

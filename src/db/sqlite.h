@@ -1,0 +1,95 @@
+// A small RAII layer over the SQLite C API: connections with a cache of
+// prepared statements, and statements that reset themselves after use.
+// Only this file and sqlite.cc include <sqlite3.h>.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "ops/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace hotrow::db::sqlite {
+
+class Connection;
+
+// A prepared statement in use. Binds are 1-based, columns 0-based. The
+// statement is reset (and its bindings cleared) when the Query goes out of
+// scope, so the cached statement can be used again.
+class Query {
+ public:
+  Query(Query&& other) noexcept : stmt_(std::exchange(other.stmt_, nullptr)), conn_(other.conn_) {}
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+  ~Query();
+
+  Query& Bind(int index, int64_t value);
+  Query& Bind(int index, int value) { return Bind(index, static_cast<int64_t>(value)); }
+  Query& Bind(int index, std::string_view text);
+  Query& BindBlob(int index, std::string_view bytes);
+  Query& BindNull(int index);
+
+  // Advances: true when a row is available, false when done.
+  Result<bool> Step();
+  // Runs to completion, ignoring any rows.
+  Status Run();
+
+  int64_t Int(int column) const;
+  std::string_view Text(int column) const;
+  std::string_view Blob(int column) const;
+  double Double(int column) const;
+  bool IsNull(int column) const;
+
+ private:
+  friend class Connection;
+  Query(sqlite3_stmt* stmt, Connection* conn) : stmt_(stmt), conn_(conn) {}
+  sqlite3_stmt* stmt_;
+  Connection* conn_;
+};
+
+enum class OpenMode { kReadWrite, kReadOnly };
+
+class Connection {
+ public:
+  // Opens (creating when kReadWrite) the database at `path` with WAL,
+  // synchronous=FULL, foreign keys on and a 5 s busy timeout.
+  static Result<std::unique_ptr<Connection>> Open(const std::string& path, OpenMode mode);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs one or more statements without results.
+  Status Exec(std::string_view sql);
+  // A cached prepared statement for `sql` (compiled on first use). Fails
+  // only when `sql` does not compile, which is a bug: such errors abort in
+  // debug builds.
+  Result<Query> Prepare(std::string_view sql);
+
+  int64_t LastInsertRowid() const;
+  int Changes() const;
+  bool InTransaction() const;
+  const std::string& path() const { return path_; }
+
+  // The error status for the last failed call, with the statement's context.
+  Status LastError(std::string_view context) const;
+
+  sqlite3* raw() { return db_; }
+
+ private:
+  Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_;
+  std::string path_;
+  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+};
+
+// Runs `sql` once (prepared, not cached) and returns its first column of
+// the first row as an integer; for PRAGMAs and counts.
+Result<int64_t> QueryInt(Connection& conn, std::string_view sql);
+
+}  // namespace hotrow::db::sqlite

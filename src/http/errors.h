@@ -1,0 +1,20 @@
+// The one place where error codes become HTTP statuses and the one JSON error
+// shape: {"error":{"code":"invalid_field","message":"...","field":"title"}}.
+#pragma once
+
+#include "http/message.h"
+#include "ops/status.h"
+
+namespace hotrow::http {
+
+// The HTTP status for a code (kInvalidField -> 400, kOverloaded -> 503, ...).
+int HttpStatusFor(ErrorCode code);
+
+// A complete error response for a non-OK status, with the headers its status
+// calls for (Retry-After on 503, WWW-Authenticate on 401).
+Response ErrorResponse(const Status& status);
+
+// Seconds a client should wait after a 503 before retrying.
+inline constexpr int kRetryAfterSeconds = 1;
+
+}  // namespace hotrow::http

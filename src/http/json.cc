@@ -1,0 +1,140 @@
+#include "http/json.h"
+
+#include <charconv>
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
+
+namespace hotrow::http {
+
+std::string_view JsonKindName(JsonObject::Kind kind) {
+  switch (kind) {
+    case JsonObject::Kind::kNull: return "null";
+    case JsonObject::Kind::kBool: return "a boolean";
+    case JsonObject::Kind::kNumber: return "a number";
+    case JsonObject::Kind::kString: return "a string";
+    case JsonObject::Kind::kObject: return "an object";
+    case JsonObject::Kind::kArray: return "an array";
+  }
+  return "unknown";
+}
+
+// SAX handler: records top-level fields, skips the insides of nested values.
+struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonObjectBuilder> {
+  JsonObject* obj;
+  int depth = 0;
+  bool root_is_object = false;
+  std::string duplicate;
+
+  bool Value(JsonObject::Kind kind, const char* text = nullptr, size_t length = 0) {
+    if (depth == 0) return false;  // root is not an object
+    if (depth == 1) {
+      auto& f = obj->fields_.back();
+      f.kind = kind;
+      if (text) f.text.assign(text, length);
+    }
+    return true;
+  }
+  bool Null() { return Value(JsonObject::Kind::kNull); }
+  bool Bool(bool) { return Value(JsonObject::Kind::kBool); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    return Value(JsonObject::Kind::kNumber, s, n);
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool) {
+    return Value(JsonObject::Kind::kString, s, n);
+  }
+  bool StartObject() {
+    if (depth == 0) root_is_object = true;
+    else if (!Value(JsonObject::Kind::kObject)) return false;
+    ++depth;
+    return true;
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    if (depth == 1) {
+      std::string_view name(s, n);
+      if (obj->Find(name)) {
+        duplicate.assign(name);
+        return false;
+      }
+      obj->fields_.push_back({std::string(name), JsonObject::Kind::kNull, {}});
+    }
+    return true;
+  }
+  bool EndObject(rapidjson::SizeType) { return --depth, true; }
+  bool StartArray() {
+    if (!Value(JsonObject::Kind::kArray)) return false;
+    ++depth;
+    return true;
+  }
+  bool EndArray(rapidjson::SizeType) { return --depth, true; }
+};
+
+Result<JsonObject> JsonObject::Parse(std::string_view text) {
+  JsonObject obj;
+  JsonObjectBuilder builder;
+  builder.obj = &obj;
+  rapidjson::MemoryStream stream(text.data(), text.size());
+  rapidjson::Reader reader;
+  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
+                              rapidjson::kParseNumbersAsStringsFlag;
+  rapidjson::ParseResult ok = reader.Parse<kFlags>(stream, builder);
+  if (!builder.duplicate.empty())
+    return Status::InvalidField(builder.duplicate, "field '" + builder.duplicate + "' appears more than once");
+  if (!ok) {
+    if (ok.Code() == rapidjson::kParseErrorTermination || (ok.Code() == rapidjson::kParseErrorNone))
+      return Status::BadRequest("request body must be a JSON object");
+    if (ok.Code() == rapidjson::kParseErrorDocumentEmpty)
+      return Status::BadRequest("request body is empty; expected a JSON object");
+    return Status::BadRequest(std::string("request body is not valid JSON: ") +
+                              rapidjson::GetParseError_En(ok.Code()) + " (at byte " +
+                              std::to_string(ok.Offset()) + ")");
+  }
+  if (!builder.root_is_object) return Status::BadRequest("request body must be a JSON object");
+  return obj;
+}
+
+const JsonObject::Field* JsonObject::Find(std::string_view name) const {
+  for (const auto& f : fields_)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+Status JsonObject::OnlyFields(std::initializer_list<std::string_view> allowed) const {
+  for (const auto& f : fields_) {
+    bool known = false;
+    for (auto a : allowed) known = known || a == f.name;
+    if (!known) return Status::InvalidField(f.name, "unknown field '" + f.name + "'");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> JsonObject::String(std::string_view name) const {
+  const Field* f = Find(name);
+  if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
+  if (f->kind != Kind::kString)
+    return Status::InvalidField(f->name, f->name + " must be a string, not " + std::string(JsonKindName(f->kind)));
+  return f->text;
+}
+
+Result<int64_t> JsonObject::Integer(std::string_view name, int64_t min, int64_t max) const {
+  const Field* f = Find(name);
+  if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
+  auto range = [&] {
+    return Status::InvalidField(f->name, f->name + " must be between " + std::to_string(min) + " and " +
+                                             std::to_string(max));
+  };
+  if (f->kind != Kind::kNumber)
+    return Status::InvalidField(f->name, f->name + " must be an integer, not " + std::string(JsonKindName(f->kind)));
+  if (f->text.find_first_of(".eE") != std::string::npos)
+    return Status::InvalidField(f->name, f->name + " must be an integer literal (no fraction or exponent)");
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(f->text.data(), f->text.data() + f->text.size(), v);
+  if (ec == std::errc::result_out_of_range) return range();
+  if (ec != std::errc() || end != f->text.data() + f->text.size())
+    return Status::InvalidField(f->name, f->name + " must be an integer");
+  if (v < min || v > max) return range();
+  return v;
+}
+
+}  // namespace hotrow::http

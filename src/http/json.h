@@ -1,0 +1,97 @@
+// JSON in and out, on RapidJSON.
+//
+// Out: JsonWriter appends to a std::string through RapidJSON's Writer, which
+// escapes every string it is given; no JSON is ever built by concatenating
+// untrusted text.
+//
+// In: every request body hotrow accepts is one flat JSON object ({"title":
+// "...", "score": 5}). JsonObject parses it with RapidJSON's SAX reader
+// (iterative, so deep nesting cannot exhaust the stack; UTF-8 validated) into
+// a list of top-level fields. Numbers are kept as their literal text so that
+// "integers are JSON integer literals only" can be enforced exactly: 5 is an
+// integer, 5.0 and 5e0 are not, and 2^63 is out of range rather than rounded.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rapidjson/writer.h>
+
+#include "ops/status.h"
+
+namespace hotrow::http {
+
+namespace detail {
+// RapidJSON output stream that appends to a std::string.
+struct StringAppender {
+  using Ch = char;
+  std::string* out;
+  void Put(char c) { out->push_back(c); }
+  void Flush() {}
+};
+}  // namespace detail
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : stream_{&out}, writer_(stream_) {}
+
+  void StartObject() { writer_.StartObject(); }
+  void EndObject() { writer_.EndObject(); }
+  void StartArray() { writer_.StartArray(); }
+  void EndArray() { writer_.EndArray(); }
+  void Key(std::string_view k) { writer_.Key(k.data(), static_cast<unsigned>(k.size())); }
+  void String(std::string_view s) { writer_.String(s.data(), static_cast<unsigned>(s.size())); }
+  void Int(int64_t v) { writer_.Int64(v); }
+  void Bool(bool b) { writer_.Bool(b); }
+  void Null() { writer_.Null(); }
+  void Double(double d) { writer_.Double(d); }
+
+  // Key and value in one call, for the common case.
+  void Field(std::string_view k, std::string_view v) { Key(k), String(v); }
+  void Field(std::string_view k, const char* v) { Key(k), String(v); }
+  void Field(std::string_view k, int64_t v) { Key(k), Int(v); }
+  void Field(std::string_view k, int v) { Key(k), Int(v); }
+
+ private:
+  detail::StringAppender stream_;
+  rapidjson::Writer<detail::StringAppender> writer_;
+};
+
+// One flat JSON object, as a request body.
+class JsonObject {
+ public:
+  enum class Kind { kNull, kBool, kNumber, kString, kObject, kArray };
+
+  // Parses `text`. Fails with bad_request when it is not valid JSON (the
+  // message says where), not valid UTF-8, or not an object, and with
+  // invalid_field when a field name repeats.
+  static Result<JsonObject> Parse(std::string_view text);
+
+  // invalid_field naming the first field not in `allowed`.
+  Status OnlyFields(std::initializer_list<std::string_view> allowed) const;
+
+  bool Has(std::string_view name) const { return Find(name) != nullptr; }
+
+  // A required string field: invalid_field when missing or not a string.
+  Result<std::string> String(std::string_view name) const;
+  // A required integer field: a JSON integer literal within [min, max].
+  Result<int64_t> Integer(std::string_view name, int64_t min, int64_t max) const;
+
+ private:
+  struct Field {
+    std::string name;
+    Kind kind;
+    std::string text;  // string value, or a number's literal
+  };
+  friend struct JsonObjectBuilder;
+  const Field* Find(std::string_view name) const;
+
+  std::vector<Field> fields_;
+};
+
+std::string_view JsonKindName(JsonObject::Kind kind);
+
+}  // namespace hotrow::http

@@ -1,0 +1,87 @@
+// The request and response types that handlers see. They carry no Beast
+// types, so domain code and unit tests build without Boost headers; the
+// server (http/server.cc) fills a Request from the wire and writes a Response
+// back.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hotrow::http {
+
+enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions, kOther };
+
+std::string_view MethodName(Method m);
+
+inline constexpr std::string_view kJsonContentType = "application/json; charset=utf-8";
+
+// A parsed request. Every string_view points into memory the server owns for
+// as long as the request is being handled, that is until the Responder is
+// used. An asynchronous handler copies what it needs before returning.
+struct Request {
+  Method method = Method::kGet;
+  std::string_view target;  // as sent: path and query
+  std::string_view path;    // target up to '?'
+  std::string_view query;   // after '?', without it; empty when absent
+  std::string_view body;
+  // Header fields in arrival order; names as sent (compare case-insensitively).
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  // Path parameters matched by the router ("{id}"), percent-decoded.
+  std::vector<std::string> params;
+
+  // The first value of the named header (case-insensitive), or empty.
+  std::string_view Header(std::string_view name) const;
+  bool HasHeader(std::string_view name) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string body;
+  std::string_view content_type = kJsonContentType;
+  // Extra headers (Location, Allow, Retry-After, Cache-Control, ...).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Close the connection after this response.
+  bool close = false;
+
+  void AddHeader(std::string name, std::string value) {
+    headers.emplace_back(std::move(name), std::move(value));
+  }
+};
+
+// Where a response goes. The server implements it per connection.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // Thread-safe: may be called from any thread, exactly once per request.
+  virtual void Send(Response&& response) = 0;
+};
+
+// A one-shot handle that delivers the response for one request. Copyable so
+// it can travel through std::function callbacks; only the first Send counts
+// (later ones are a programming error and are ignored in release builds).
+class Responder {
+ public:
+  Responder() = default;
+  explicit Responder(std::shared_ptr<ResponseSink> sink) : sink_(std::move(sink)) {}
+
+  void Send(Response&& response) {
+    if (auto sink = std::exchange(sink_, nullptr)) sink->Send(std::move(response));
+  }
+  explicit operator bool() const { return sink_ != nullptr; }
+
+ private:
+  std::shared_ptr<ResponseSink> sink_;
+};
+
+// The token of an "Authorization: Bearer <token>" header, or nullopt when
+// there is no such header (or it uses another scheme).
+std::optional<std::string_view> BearerToken(const Request& request);
+
+// Case-insensitive ASCII comparison, for header names and tokens.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+}  // namespace hotrow::http

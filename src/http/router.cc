@@ -1,0 +1,132 @@
+#include "http/router.h"
+
+#include <cassert>
+
+#include "http/errors.h"
+#include "http/query.h"
+
+namespace hotrow::http {
+
+namespace {
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> parts;
+  if (path.empty() || path[0] != '/') return parts;
+  path.remove_prefix(1);
+  while (true) {
+    size_t slash = path.find('/');
+    parts.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return parts;
+}
+
+bool IsParam(std::string_view segment) {
+  return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+bool IsJsonContentType(std::string_view content_type) {
+  size_t semi = content_type.find(';');
+  if (!EqualsIgnoreCase(Trim(content_type.substr(0, semi)), "application/json")) return false;
+  while (semi != std::string_view::npos) {
+    content_type.remove_prefix(semi + 1);
+    semi = content_type.find(';');
+    std::string_view param = Trim(content_type.substr(0, semi));
+    size_t eq = param.find('=');
+    if (eq == std::string_view::npos) continue;
+    if (EqualsIgnoreCase(Trim(param.substr(0, eq)), "charset")) {
+      std::string_view value = Trim(param.substr(eq + 1));
+      if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+      if (!EqualsIgnoreCase(value, "utf-8")) return false;
+    }
+  }
+  return true;
+}
+
+void Router::Add(Method method, std::string_view pattern, Handler handler, BodyPolicy body) {
+  std::vector<std::string> segments;
+  for (auto s : SplitPath(pattern)) segments.emplace_back(s);
+  for (auto& r : routes_) {
+    if (r.segments == segments) {
+      for (auto& m : r.methods) assert(m.method != method && "route registered twice");
+      r.methods.push_back({method, std::move(handler), body});
+      return;
+    }
+  }
+  Route r;
+  r.segments = std::move(segments);
+  for (auto& s : r.segments) r.literal_count += IsParam(s) ? 0 : 1;
+  r.methods.push_back({method, std::move(handler), body});
+  routes_.push_back(std::move(r));
+}
+
+const Router::Route* Router::Match(std::string_view path, std::vector<std::string_view>* params) const {
+  auto parts = SplitPath(path);
+  const Route* best = nullptr;
+  for (const auto& r : routes_) {
+    if (r.segments.size() != parts.size()) continue;
+    bool ok = true;
+    for (size_t i = 0; i < parts.size() && ok; ++i)
+      ok = IsParam(r.segments[i]) ? !parts[i].empty() : r.segments[i] == parts[i];
+    if (ok && (!best || r.literal_count > best->literal_count)) best = &r;
+  }
+  if (best) {
+    params->clear();
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (IsParam(best->segments[i])) params->push_back(parts[i]);
+  }
+  return best;
+}
+
+void Router::Dispatch(Request& request, Responder responder) const {
+  std::vector<std::string_view> raw_params;
+  const Route* route = Match(request.path, &raw_params);
+  if (!route) {
+    responder.Send(ErrorResponse(Status::NotFound("no resource at " + std::string(request.path))));
+    return;
+  }
+  const MethodHandler* mh = nullptr;
+  for (const auto& m : route->methods)
+    if (m.method == request.method) mh = &m;
+  if (!mh) {
+    std::string allow;
+    for (const auto& m : route->methods) {
+      if (!allow.empty()) allow += ", ";
+      allow += MethodName(m.method);
+    }
+    Response r = ErrorResponse({ErrorCode::kMethodNotAllowed, std::string(MethodName(request.method)) +
+                                                                  " is not allowed here; allowed: " + allow});
+    r.AddHeader("Allow", allow);
+    responder.Send(std::move(r));
+    return;
+  }
+  if (mh->body == BodyPolicy::kJson) {
+    std::string_view ct = request.Header("Content-Type");
+    if (request.HasHeader("Content-Type") && !IsJsonContentType(ct)) {
+      responder.Send(ErrorResponse({ErrorCode::kUnsupportedMediaType,
+                                    "Content-Type must be application/json, not '" + std::string(ct) + "'"}));
+      return;
+    }
+  }
+  request.params.clear();
+  for (auto p : raw_params) {
+    std::string decoded;
+    if (!PercentDecode(p, decoded, false)) {
+      responder.Send(ErrorResponse(Status::BadRequest("malformed percent-escape in the path")));
+      return;
+    }
+    request.params.push_back(std::move(decoded));
+  }
+  mh->handler(request, std::move(responder));
+}
+
+}  // namespace hotrow::http

@@ -1,0 +1,55 @@
+// Maps (method, path) to a handler.
+//
+// Patterns are '/'-separated segments; "{name}" matches one non-empty
+// segment, which reaches the handler percent-decoded in Request::params.
+// When several patterns match a path the one with the most literal segments
+// wins, so "/datePlan/ranking" takes precedence over "/datePlan/{id}". The
+// winning pattern alone decides: a method it does not have is 405 with Allow,
+// never a fall-through to a less specific pattern.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http/message.h"
+
+namespace hotrow::http {
+
+using Handler = std::function<void(Request&, Responder)>;
+
+// Whether a route reads a body, which decides the Content-Type check.
+enum class BodyPolicy {
+  kNone,  // any body and Content-Type are ignored
+  kJson,  // Content-Type must be application/json when present, else 415
+};
+
+class Router {
+ public:
+  void Add(Method method, std::string_view pattern, Handler handler, BodyPolicy body = BodyPolicy::kNone);
+
+  // Routes the request, answering 404 / 405 / 415 itself.
+  void Dispatch(Request& request, Responder responder) const;
+
+ private:
+  struct MethodHandler {
+    Method method;
+    Handler handler;
+    BodyPolicy body;
+  };
+  struct Route {
+    std::vector<std::string> segments;  // "{...}" marks a parameter
+    int literal_count = 0;
+    std::vector<MethodHandler> methods;
+  };
+  const Route* Match(std::string_view path, std::vector<std::string_view>* params) const;
+
+  std::vector<Route> routes_;
+};
+
+// True when a Content-Type value names JSON ("application/json", optionally
+// with "; charset=utf-8"), case-insensitively.
+bool IsJsonContentType(std::string_view content_type);
+
+}  // namespace hotrow::http

@@ -1,0 +1,79 @@
+// The HTTP/1.1 server: Boost.Beast over Boost.Asio.
+//
+// Threads: one io_context per worker thread (--threads, default one per
+// core). One acceptor hands new connections to the workers round-robin, and a
+// connection lives on its worker for good, so a session needs no locks.
+// Handlers may answer later from any thread (the group-commit writer does);
+// the Responder posts the response back to the connection's worker.
+//
+// Bounds (each answered with the error named, then a graceful close):
+//   header block   > header_bytes_max (8 KiB)   -> 431 headers_too_large
+//   body           > body_bytes_max   (64 KiB)  -> 413 payload_too_large
+//   open conns     > connections_max  (10,000)  -> 503 overloaded
+//   a request not complete request_timeout (30 s) after its first read began,
+//   or an idle keep-alive connection past it     -> closed without a response
+// After an error response the server shuts down its sending side and reads
+// and discards up to drain_bytes_max for at most drain_timeout, so the client
+// reads the response instead of a connection reset.
+//
+// Shutdown (SIGTERM/SIGINT or Shutdown()): stop accepting; close idle
+// connections; let in-flight requests finish and answer with
+// "Connection: close"; once no connection is left (or drain_timeout_max has
+// passed) call before_stop (the caller flushes pending commits there), stop
+// the workers and return from Run().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "http/router.h"
+#include "ops/status.h"
+
+namespace hotrow::http {
+
+struct ServerState;
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 8080;  // 0 picks a free port; see Server::port()
+  int threads = 0;       // 0: one per core
+  int connections_max = 10000;
+  std::chrono::milliseconds request_timeout{30000};
+  size_t body_bytes_max = 64 * 1024;
+  size_t header_bytes_max = 8 * 1024;
+  size_t drain_bytes_max = 1024 * 1024;
+  std::chrono::milliseconds drain_timeout{2000};
+  std::chrono::milliseconds shutdown_timeout_max{15000};
+  bool handle_signals = true;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, Handler handler);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens. After it, port() is the bound port.
+  Status Listen();
+  uint16_t port() const;
+  int threads() const;
+
+  // Serves until shutdown completes. before_stop runs once no connection is
+  // left, on the calling thread, before the event loops stop.
+  void Run(const std::function<void()>& before_stop);
+
+  // Begins a graceful shutdown. Thread-safe; idempotent.
+  void Shutdown();
+
+  // Connections open right now.
+  int connections() const;
+
+ private:
+  std::unique_ptr<struct ServerState> impl_;
+};
+
+}  // namespace hotrow::http

@@ -1,0 +1,35 @@
+// Logging: a thin facade over spdlog, so call sites do not depend on it.
+// Lines go to stderr with a timestamp and level; --log-level sets the floor.
+#pragma once
+
+#include <string_view>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+namespace hotrow::log {
+
+// Sends log lines to stderr (stdout stays free for a command's output).
+void Init();
+
+// "trace", "debug", "info", "warn", "error", "off"; false if unknown.
+bool SetLevel(std::string_view level);
+
+template <typename... Args>
+void Debug(spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  spdlog::debug(fmt, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void Info(spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  spdlog::info(fmt, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void Warn(spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  spdlog::warn(fmt, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void Error(spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  spdlog::error(fmt, std::forward<Args>(args)...);
+}
+
+}  // namespace hotrow::log

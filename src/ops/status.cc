@@ -1,0 +1,38 @@
+#include "ops/status.h"
+
+namespace hotrow {
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "ok";
+    case ErrorCode::kBadRequest: return "bad_request";
+    case ErrorCode::kInvalidField: return "invalid_field";
+    case ErrorCode::kUnauthorized: return "unauthorized";
+    case ErrorCode::kForbidden: return "forbidden";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kMethodNotAllowed: return "method_not_allowed";
+    case ErrorCode::kConflict: return "conflict";
+    case ErrorCode::kPayloadTooLarge: return "payload_too_large";
+    case ErrorCode::kUnsupportedMediaType: return "unsupported_media_type";
+    case ErrorCode::kHeadersTooLarge: return "headers_too_large";
+    case ErrorCode::kOverloaded: return "overloaded";
+    case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  std::string s(ErrorCodeName(code_));
+  s += ": ";
+  s += message_;
+  if (!field_.empty()) {
+    s += " (field ";
+    s += field_;
+    s += ")";
+  }
+  return s;
+}
+
+}  // namespace hotrow
