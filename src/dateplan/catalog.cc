@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dateplan/plan_json.h"
+
 namespace hotrow::dateplan {
 
 void Catalog::Put(Plan plan) {
@@ -12,10 +14,11 @@ void Catalog::Put(Plan plan) {
     EraseLocked(it);
   }
   int64_t id = plan.id;
-  all_.Insert(id);
-  categories_[plan.category].Insert(id);
-  ranking_.insert({-plan.like, id});
-  plans_.emplace(id, std::move(plan));
+  plan.json_head = RenderPlanHead(plan);
+  const Plan* stored = &plans_.emplace(id, std::move(plan)).first->second;
+  all_.Insert(id, stored);
+  categories_[stored->category].Insert(id, stored);
+  ranking_.insert({-stored->like, id});
 }
 
 bool Catalog::Erase(int64_t id) {
@@ -35,7 +38,7 @@ void Catalog::EraseLocked(std::unordered_map<int64_t, Plan>::iterator it) {
     if (cat->second.empty()) categories_.erase(cat);
   }
   ranking_.erase({-p.like, p.id});
-  plans_.erase(it);
+  plans_.erase(it);  // last: p refers into it
 }
 
 void Catalog::SetLike(int64_t id, int64_t like) {

@@ -11,6 +11,9 @@
 // the larger count, so completions that arrive out of order (several
 // database connections, several instances) cannot move a count backwards.
 //
+// Rendering: Put renders each plan's JSON up to its like count once
+// (Plan::json_head), so serving a plan is a copy plus one number.
+//
 // Concurrency: one writer-preferring RwLock. Readers visit a plan under the
 // shared lock (serialising it there, so no copy is made); writers hold the
 // exclusive lock for a few hash and tree operations.
@@ -73,14 +76,14 @@ class Catalog {
   template <typename Rng, typename Visit>
   bool WithRandom(std::optional<std::string_view> category, Rng& rng, Visit&& visit) const {
     std::shared_lock lock(mutex_);
-    const RandomSet* set = &all_;
+    const RandomSet<const Plan*>* set = &all_;
     if (category) {
       auto it = categories_.find(*category);
       if (it == categories_.end()) return false;
       set = &it->second;
     }
     if (set->empty()) return false;
-    visit(plans_.at(set->Pick(rng)));
+    visit(*set->Pick(rng));
     return true;
   }
 
@@ -97,8 +100,8 @@ class Catalog {
 
   mutable RwLock mutex_;
   std::unordered_map<int64_t, Plan> plans_;
-  RandomSet all_;
-  std::map<std::string, RandomSet, std::less<>> categories_;
+  RandomSet<const Plan*> all_;  // plans_ is node-based: pointers stay valid
+  std::map<std::string, RandomSet<const Plan*>, std::less<>> categories_;
   std::set<RankKey> ranking_;
 };
 

@@ -34,6 +34,8 @@ struct Plan {
   std::string category;
   int64_t like = 0;
   std::string edit_token_hash;
+  // Set by the Catalog: the plan's JSON up to its like count (plan_json.h).
+  std::string json_head = {};
 };
 
 // invalid_field naming the first field that breaks its rule: title 1-100 code

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "dateplan/plan_json.h"
 #include "http/errors.h"
 #include "http/json.h"
 #include "http/query.h"
@@ -27,10 +28,8 @@ void WritePlan(JsonWriter& w, const Plan& p) {
 Response PlanResponse(const Plan& p, int status = 200) {
   Response r;
   r.status = status;
-  JsonWriter w(r.body);
-  w.StartObject();
-  WritePlan(w, p);
-  w.EndObject();
+  r.body.reserve(p.json_head.size() + 24);
+  AppendPlanJson(r.body, p);
   return r;
 }
 

@@ -1,5 +1,6 @@
 #include "http/router.h"
 
+#include <array>
 #include <cassert>
 
 #include "http/errors.h"
@@ -69,26 +70,38 @@ void Router::Add(Method method, std::string_view pattern, Handler handler, BodyP
   routes_.push_back(std::move(r));
 }
 
-const Router::Route* Router::Match(std::string_view path, std::vector<std::string_view>* params) const {
-  auto parts = SplitPath(path);
+// Walks the path's segments without allocating: a path has at most
+// kPathSegmentsMax segments worth matching (routes are short).
+const Router::Route* Router::Match(std::string_view path, ParamViews* params) const {
+  std::array<std::string_view, kPathSegmentsMax> parts;
+  size_t count = 0;
+  if (path.empty() || path[0] != '/') return nullptr;
+  path.remove_prefix(1);
+  while (true) {
+    if (count == parts.size()) return nullptr;
+    size_t slash = path.find('/');
+    parts[count++] = path.substr(0, slash);
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
   const Route* best = nullptr;
   for (const auto& r : routes_) {
-    if (r.segments.size() != parts.size()) continue;
+    if (r.segments.size() != count) continue;
     bool ok = true;
-    for (size_t i = 0; i < parts.size() && ok; ++i)
+    for (size_t i = 0; i < count && ok; ++i)
       ok = IsParam(r.segments[i]) ? !parts[i].empty() : r.segments[i] == parts[i];
     if (ok && (!best || r.literal_count > best->literal_count)) best = &r;
   }
   if (best) {
-    params->clear();
-    for (size_t i = 0; i < parts.size(); ++i)
-      if (IsParam(best->segments[i])) params->push_back(parts[i]);
+    params->count = 0;
+    for (size_t i = 0; i < count; ++i)
+      if (IsParam(best->segments[i]) && params->count < params->views.size()) params->views[params->count++] = parts[i];
   }
   return best;
 }
 
 void Router::Dispatch(Request& request, Responder responder) const {
-  std::vector<std::string_view> raw_params;
+  ParamViews raw_params;
   const Route* route = Match(request.path, &raw_params);
   if (!route) {
     responder.Send(ErrorResponse(Status::NotFound("no resource at " + std::string(request.path))));
@@ -117,14 +130,13 @@ void Router::Dispatch(Request& request, Responder responder) const {
       return;
     }
   }
-  request.params.clear();
-  for (auto p : raw_params) {
-    std::string decoded;
-    if (!PercentDecode(p, decoded, false)) {
+  // Reuse the strings' capacity from the connection's previous request.
+  request.params.resize(raw_params.count);
+  for (size_t i = 0; i < raw_params.count; ++i) {
+    if (!PercentDecode(raw_params.views[i], request.params[i], false)) {
       responder.Send(ErrorResponse(Status::BadRequest("malformed percent-escape in the path")));
       return;
     }
-    request.params.push_back(std::move(decoded));
   }
   mh->handler(request, std::move(responder));
 }

@@ -8,6 +8,7 @@
 // never a fall-through to a less specific pattern.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -43,7 +44,13 @@ class Router {
     int literal_count = 0;
     std::vector<MethodHandler> methods;
   };
-  const Route* Match(std::string_view path, std::vector<std::string_view>* params) const;
+  static constexpr size_t kPathSegmentsMax = 16;
+  static constexpr size_t kParamsMax = 4;
+  struct ParamViews {
+    std::array<std::string_view, kParamsMax> views;
+    size_t count = 0;
+  };
+  const Route* Match(std::string_view path, ParamViews* params) const;
 
   std::vector<Route> routes_;
 };

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <array>
+#include <charconv>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -215,6 +216,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
       request_.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
                                     std::string_view(field.value().data(), field.value().size()));
     keep_alive_ = msg.keep_alive();
+    http10_keep_alive_ = keep_alive_ && msg.version() < 11;
     try {
       server_.handler(request_, Responder(shared_from_this()));
     } catch (const std::exception& e) {
@@ -227,25 +229,52 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     if (state_ == State::kWriting || state_ == State::kClosing) return;  // answered twice: ignore
     state_ = State::kWriting;
     bool close = r.close || !keep_alive_ || server_.draining.load(std::memory_order_relaxed);
-    response_.emplace();
-    auto& res = *response_;
-    res.version(11);
-    res.result(static_cast<unsigned>(r.status));
-    res.set(bhttp::field::server, "hotrow");
-    res.set(bhttp::field::date, HttpDate());
-    if (!r.body.empty() || r.status != 204)
-      res.set(bhttp::field::content_type, beast::string_view(r.content_type.data(), r.content_type.size()));
-    for (auto& [name, value] : r.headers) res.set(name, value);
-    res.body() = std::move(r.body);
-    res.keep_alive(!close);
-    res.prepare_payload();
     close_after_write_ = close;
+    // The head is written here rather than through beast::http::response:
+    // Beast's fields container allocates per header, and these few fixed
+    // headers need no container. head_ keeps its capacity across requests.
+    head_.clear();
+    AppendHead(head_, r, close, http10_keep_alive_ && !close);
+    body_ = std::move(r.body);
+    std::array<asio::const_buffer, 2> buffers{asio::buffer(head_), asio::buffer(body_)};
     stream_.expires_after(server_.options.request_timeout);
-    bhttp::async_write(stream_, res, beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
+    asio::async_write(stream_, buffers, beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
+  }
+
+  static void AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header) {
+    char number[24];
+    auto append_number = [&](uint64_t v) {
+      auto [end, ec] = std::to_chars(number, number + sizeof number, v);
+      out.append(number, static_cast<size_t>(end - number));
+    };
+    out.append("HTTP/1.1 ");
+    append_number(static_cast<uint64_t>(r.status));
+    out.push_back(' ');
+    auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
+    out.append(reason.data(), reason.size());
+    out.append("\r\nServer: hotrow\r\nDate: ");
+    out.append(HttpDate());
+    out.append("\r\n");
+    bool bodiless = r.status == 204 || r.status == 304 || r.status < 200;
+    if (!bodiless) {
+      out.append("Content-Type: ");
+      out.append(r.content_type);
+      out.append("\r\nContent-Length: ");
+      append_number(r.body.size());
+      out.append("\r\n");
+    }
+    for (const auto& [name, value] : r.headers) {
+      out.append(name);
+      out.append(": ");
+      out.append(value);
+      out.append("\r\n");
+    }
+    if (close) out.append("Connection: close\r\n");
+    else if (keep_alive_header) out.append("Connection: keep-alive\r\n");
+    out.append("\r\n");
   }
 
   void OnWrite(error_code ec, size_t) {
-    response_.reset();
     if (ec) return Close();
     if (close_after_write_) return GracefulClose();
     ReadRequest();
@@ -280,12 +309,14 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::optional<bhttp::response<bhttp::string_body>> response_;
+  std::string head_;
+  std::string body_;
   Request request_;
   ServerState& server_;
   Worker& worker_;
   State state_ = State::kReading;
   bool keep_alive_ = true;
+  bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
   bool close_after_write_ = false;
   size_t drained_bytes_ = 0;
   std::array<char, 4096> discard_{};

@@ -1,0 +1,108 @@
+# Shared helpers for the benchmark scripts: start/stop processes by PID,
+# nginx as the HTTP ceiling, parse hey and wrk output, write docs sections.
+# Sourced, not run.
+
+BENCH_PIDS=()
+BENCH_CLEAN_DIRS=()
+bench_cleanup() {
+  for pid in "${BENCH_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${BENCH_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for dir in "${BENCH_CLEAN_DIRS[@]}"; do rm -rf "$dir"; done
+}
+trap bench_cleanup EXIT
+
+# Each connection is a file descriptor: raise the limit for c=1000 runs.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+machine_line() {
+  local cpu
+  cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+  echo "$(date -u +%Y-%m-%d), $(nproc) cores (${cpu:-unknown CPU}), $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(. /etc/os-release; echo "$PRETTY_NAME")"
+}
+
+wait_http() {  # url [seconds]
+  local url=$1 tries=$(( ${2:-30} * 20 ))
+  for ((i = 0; i < tries; i++)); do
+    curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "timed out waiting for $url" >&2
+  return 1
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $(( 20000 + RANDOM % 20000 ))
+}
+
+# start_nginx DIR PORT FILE_NAME FILE_CONTENT: nginx serving one static file.
+start_nginx() {
+  local dir=$1 port=$2 name=$3 content=$4
+  mkdir -p "$dir/www" "$dir/tmp"
+  printf '%s' "$content" >"$dir/www/$name"
+  chmod -R a+rX "$dir"
+  cat >"$dir/nginx.conf" <<CONF
+worker_processes auto;
+worker_rlimit_nofile 65536;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+daemon off;
+events { worker_connections 16384; multi_accept on; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  server {
+    listen 127.0.0.1:$port reuseport backlog=4096;
+    location / { root $dir/www; default_type application/json; }
+  }
+}
+CONF
+  nginx -c "$dir/nginx.conf" -p "$dir" &
+  BENCH_PIDS+=($!)
+  wait_http "http://127.0.0.1:$port/$name" 10
+}
+
+# Parsers print "rps p50_ms p99_ms ok non_ok".
+parse_hey() {  # file
+  awk '
+    /Requests\/sec:/ { rps = $2 }
+    /50%+ in/ { p50 = $3 * 1000 }
+    /99%+ in/ { p99 = $3 * 1000 }
+    /\[[0-9]+\][ \t]+[0-9]+ responses/ { code = $1; gsub(/[\[\]]/, "", code); if (code == 200 || code == 201) ok += $2; else bad += $2 }
+    /Error distribution/ { errs = 1 }
+    errs && /\[[0-9]+\]/ && !/responses/ { n = $1; gsub(/[\[\]]/, "", n); bad += n }
+    END { printf "%.0f %.2f %.2f %d %d\n", rps, p50, p99, ok, bad }' "$1"
+}
+
+parse_wrk() {  # file
+  awk '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /Requests\/sec:/ { rps = $2 }
+    /^ +50%/ { p50 = ms($2) }
+    /^ +99%/ { p99 = ms($2) }
+    /requests in/ { total = $1 }
+    /Non-2xx or 3xx responses:/ { bad += $5 }
+    /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8 + $10 }
+    END { printf "%.0f %.2f %.2f %d %d\n", rps, p50, p99, total - bad, bad }' "$1"
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# replace_section FILE NAME CONTENT_FILE: replaces the text between
+# <!-- NAME:begin --> and <!-- NAME:end --> in FILE (appends if absent).
+replace_section() {
+  local file=$1 name=$2 content=$3
+  touch "$file"
+  if ! grep -q "<!-- $name:begin -->" "$file"; then
+    printf '\n<!-- %s:begin -->\n<!-- %s:end -->\n' "$name" "$name" >>"$file"
+  fi
+  awk -v name="$name" -v content="$content" '
+    $0 == "<!-- " name ":begin -->" { print; while ((getline line < content) > 0) print line; skip = 1; next }
+    $0 == "<!-- " name ":end -->" { skip = 0 }
+    !skip { print }' "$file" >"$file.tmp" && mv "$file.tmp" "$file"
+}

@@ -1,0 +1,208 @@
+#include "harness/server_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "harness/http_client.h"
+
+namespace hotrow::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/hotrow-test-XXXXXX";
+  char* made = mkdtemp(tmpl.data());
+  if (!made) std::abort();
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string HotrowBinary() {
+  const char* env = std::getenv("HOTROW_BIN");
+  return env && *env ? env : HOTROW_BINARY;
+}
+
+namespace {
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& output_path) {
+  std::vector<char*> argv;
+  std::string bin = HotrowBinary();
+  argv.push_back(bin.data());
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int DecodeStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return -1000;
+}
+
+}  // namespace
+
+CommandResult RunHotrow(const std::vector<std::string>& args, std::chrono::seconds timeout) {
+  TempDir dir;
+  std::string out = dir.File("output.txt");
+  pid_t pid = Spawn(args, out);
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "hotrow did not finish in time; killed it:\n" << ReadFile(out);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return {DecodeStatus(status), ReadFile(out)};
+}
+
+std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args, const std::string& log_path,
+                                                    std::chrono::seconds timeout) {
+  std::unique_ptr<ServerProcess> p(new ServerProcess());
+  p->log_path_ = log_path;
+  std::vector<std::string> full = {"serve", "--host", "127.0.0.1", "--port", "0"};
+  full.insert(full.end(), args.begin(), args.end());
+  size_t log_offset = std::filesystem::exists(log_path) ? std::filesystem::file_size(log_path) : 0;
+  p->pid_ = Spawn(full, log_path);
+  static const std::regex kListening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::string log = ReadFile(log_path).substr(log_offset);
+    std::smatch m;
+    if (std::regex_search(log, m, kListening)) {
+      p->port_ = static_cast<uint16_t>(std::stoi(m[1]));
+      break;
+    }
+    if (!p->running()) {
+      ADD_FAILURE() << "hotrow exited during start-up (status " << p->exit_status_ << "):\n" << log;
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (p->port_ == 0) {
+    ADD_FAILURE() << "hotrow did not start listening in time:\n" << p->Log();
+    p->Kill();
+    return nullptr;
+  }
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      HttpClient client(p->port_);
+      if (client.Get("/healthz").status == 200) return p;
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "hotrow did not answer /healthz in time:\n" << p->Log();
+  p->Kill();
+  return nullptr;
+}
+
+ServerProcess::~ServerProcess() {
+  if (running()) Kill();
+}
+
+bool ServerProcess::running() {
+  if (exited_) return false;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exited_ = true;
+    exit_status_ = DecodeStatus(status);
+    return false;
+  }
+  return r == 0;
+}
+
+int ServerProcess::WaitExit(std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "hotrow (pid " << pid_ << ") did not exit in time; killing it";
+      kill(pid_, SIGKILL);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      exited_ = true;
+      exit_status_ = DecodeStatus(status);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return exit_status_;
+}
+
+int ServerProcess::Stop(std::chrono::seconds timeout) {
+  if (!exited_) kill(pid_, SIGTERM);
+  return WaitExit(timeout);
+}
+
+void ServerProcess::Kill() {
+  if (!exited_) kill(pid_, SIGKILL);
+  WaitExit(std::chrono::seconds(30));
+}
+
+std::string ServerProcess::Log() const { return ReadFile(log_path_); }
+
+}  // namespace hotrow::testing
+
+namespace hotrow::testing {
+
+TestServer::TestServer(int seed_plans, std::vector<std::string> extra_args)
+    : db_url_("sqlite:" + dir_.File("hotrow.db")), extra_args_(std::move(extra_args)) {
+  if (seed_plans > 0) {
+    auto r = RunHotrow({"seed", "dateplans", "--count", std::to_string(seed_plans), "--db", db_url_});
+    if (r.exit_code != 0) {
+      ADD_FAILURE() << "seed failed: " << r.output;
+      return;
+    }
+  }
+  Start();
+}
+
+TestServer::~TestServer() {
+  if (process_ && process_->running()) process_->Stop();
+}
+
+bool TestServer::Start() {
+  std::vector<std::string> args = {"--db", db_url_, "--admin-token", kTestAdminToken, "--threads", "2"};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  process_ = ServerProcess::Start(args, dir_.File("server.log"));
+  return process_ != nullptr;
+}
+
+}  // namespace hotrow::testing

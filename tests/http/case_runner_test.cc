@@ -1,0 +1,147 @@
+// Data-driven HTTP cases: each file in tests/http/cases/ is a list of
+// requests and the answers expected, run in order against one server seeded
+// with 20 date plans. Format (see cases/README.md):
+//
+//   === name of the case
+//   METHOD /target
+//   Header: value            (any number; then a blank line)
+//   body ...                 (optional, up to the separator)
+//   ---
+//   STATUS
+//   header Name: value       (exact header value)
+//   contains some text       (the body contains it)
+//   {"exact":"body"}         (any other line: the exact body)
+//
+// "{{admin}}" in a request stands for the server's admin token.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "harness/http_client.h"
+#include "harness/server_process.h"
+
+namespace hotrow::testing {
+namespace {
+
+struct Case {
+  std::string name;
+  int line = 0;
+  std::string method, target, body;
+  Headers headers;
+  int status = 0;
+  Headers expect_headers;
+  std::vector<std::string> contains;
+  std::optional<std::string> exact_body;
+};
+
+std::string Substitute(std::string s) {
+  for (size_t at; (at = s.find("{{admin}}")) != std::string::npos;) s.replace(at, 9, kTestAdminToken);
+  return s;
+}
+
+std::vector<Case> ParseCases(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Case> cases;
+  std::string line;
+  enum { kNone, kRequestLine, kHeaders, kBody, kExpectStatus, kExpect } state = kNone;
+  int n = 0;
+  auto split_header = [](const std::string& l) {
+    size_t colon = l.find(':');
+    std::string value = colon == std::string::npos ? "" : l.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    return std::make_pair(l.substr(0, colon), Substitute(value));
+  };
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.rfind("=== ", 0) == 0) {
+      cases.push_back({});
+      cases.back().name = line.substr(4);
+      cases.back().line = n;
+      state = kRequestLine;
+      continue;
+    }
+    if (state == kNone || (line.rfind("#", 0) == 0 && state != kBody && state != kExpect)) continue;
+    Case& c = cases.back();
+    switch (state) {
+      case kRequestLine: {
+        if (line.empty()) continue;
+        size_t sp = line.find(' ');
+        c.method = line.substr(0, sp);
+        c.target = Substitute(line.substr(sp + 1));
+        state = kHeaders;
+        break;
+      }
+      case kHeaders:
+        if (line == "---") state = kExpectStatus;
+        else if (line.empty()) state = kBody;
+        else c.headers.push_back(split_header(line));
+        break;
+      case kBody:
+        if (line == "---") {
+          if (!c.body.empty() && c.body.back() == '\n') c.body.pop_back();
+          state = kExpectStatus;
+        } else {
+          c.body += Substitute(line) + "\n";
+        }
+        break;
+      case kExpectStatus:
+        if (line.empty()) continue;
+        c.status = std::stoi(line);
+        state = kExpect;
+        break;
+      case kExpect:
+        if (line.empty()) continue;
+        if (line.rfind("header ", 0) == 0) c.expect_headers.push_back(split_header(line.substr(7)));
+        else if (line.rfind("contains ", 0) == 0) c.contains.push_back(line.substr(9));
+        else c.exact_body = c.exact_body ? *c.exact_body + "\n" + line : line;
+        break;
+      case kNone: break;
+    }
+  }
+  return cases;
+}
+
+class HttpCases : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HttpCases, Run) {
+  std::string path = std::string(HOTROW_SOURCE_DIR) + "/tests/http/cases/" + GetParam();
+  auto cases = ParseCases(path);
+  ASSERT_FALSE(cases.empty()) << "no cases in " << path;
+  TestServer server(20);
+  ASSERT_TRUE(server.ok());
+  HttpClient client(server.port());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(GetParam() + ":" + std::to_string(c.line) + " " + c.name);
+    HttpResponse r = client.Request(c.method, c.target, c.body, c.headers);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    for (const auto& [name, value] : c.expect_headers) EXPECT_EQ(r.Header(name), value) << "header " << name;
+    for (const auto& text : c.contains) EXPECT_NE(r.body.find(text), std::string::npos) << "body: " << r.body;
+    if (c.exact_body) {
+      EXPECT_EQ(r.body, *c.exact_body);
+    }
+    if (r.status >= 400) {
+      EXPECT_EQ(r.body.rfind("{\"error\":{\"code\":\"", 0), 0u) << "every error has the one JSON shape: " << r.body;
+      EXPECT_EQ(r.Header("Content-Type"), "application/json; charset=utf-8");
+    }
+  }
+}
+
+std::vector<std::string> CaseFiles() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(HOTROW_SOURCE_DIR) + "/tests/http/cases"))
+    if (e.path().extension() == ".test") files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, HttpCases, ::testing::ValuesIn(CaseFiles()), [](const auto& info) {
+  std::string n = info.param.substr(0, info.param.find('.'));
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});
+
+}  // namespace
+}  // namespace hotrow::testing

@@ -1,0 +1,128 @@
+// Durable before acknowledged: what a 2xx promised survives kill -9, and a
+// graceful stop loses nothing in flight.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <regex>
+#include <signal.h>
+#include <thread>
+
+#include "harness/http_client.h"
+#include "harness/server_process.h"
+
+namespace hotrow::testing {
+namespace {
+
+int64_t LikeCount(uint16_t port, int id) {
+  HttpClient c(port);
+  auto r = c.Get("/datePlan/" + std::to_string(id));
+  std::smatch m;
+  static const std::regex re("\"like\":([0-9]+)");
+  return std::regex_search(r.body, m, re) ? std::stoll(m[1].str()) : -1;
+}
+
+// Clients like plan 1 until told to stop, counting requests sent and 200s.
+struct LikeLoad {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> sent{0}, acked{0};
+  std::vector<std::thread> threads;
+
+  void Start(uint16_t port, int clients) {
+    for (int t = 0; t < clients; ++t)
+      threads.emplace_back([this, port] {
+        try {
+          HttpClient c(port, std::chrono::milliseconds(5000));
+          while (!stop) {
+            ++sent;
+            if (c.Post("/datePlan/1/like").status == 200) ++acked;
+          }
+        } catch (const std::exception&) {
+          // the server went away mid-request: that request may or may not count
+        }
+      });
+  }
+  void Join() {
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+};
+
+TEST(Durability, EveryAcknowledgedLikeSurvivesKill9) {
+  TestServer server(2);
+  ASSERT_TRUE(server.ok());
+  LikeLoad load;
+  load.Start(server.port(), 32);
+  // Let the load run until a good number of likes are acknowledged.
+  for (int i = 0; i < 400 && load.acked < 2000; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  server.Kill();
+  load.Join();
+  ASSERT_GT(load.acked.load(), 0);
+  ASSERT_TRUE(server.Start());
+  int64_t count = LikeCount(server.port(), 1);
+  EXPECT_GE(count, load.acked.load()) << "an acknowledged like was lost";
+  EXPECT_LE(count, load.sent.load()) << "more likes than requests";
+}
+
+TEST(Durability, SigtermFinishesInFlightRequestsAndExitsZero) {
+  TestServer server(2);
+  ASSERT_TRUE(server.ok());
+  LikeLoad load;
+  load.Start(server.port(), 16);
+  for (int i = 0; i < 400 && load.acked < 500; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server.Stop(), 0) << server.process().Log();
+  load.Join();
+  ASSERT_TRUE(server.Start());
+  int64_t count = LikeCount(server.port(), 1);
+  EXPECT_GE(count, load.acked.load());
+  EXPECT_LE(count, load.sent.load());
+  EXPECT_NE(server.process().Log().find("writer flushed"), std::string::npos);
+}
+
+TEST(Durability, SeedRefusesADatabaseARunningServerHolds) {
+  TestServer server(2);
+  ASSERT_TRUE(server.ok());
+  auto r = RunHotrow({"seed", "dateplans", "--count", "10", "--replace", "--db", server.db_url()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("in use by a running hotrow server (pid " + std::to_string(server.process().pid())),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(LikeCount(server.port(), 2), 0);
+  // A second server on the same file is refused the same way.
+  auto second = RunHotrow({"serve", "--port", "0", "--db", server.db_url()}, std::chrono::seconds(30));
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.output.find("in use by a running hotrow server"), std::string::npos) << second.output;
+}
+
+TEST(Seed, RefusesANonEmptyDatabaseUnlessAsked) {
+  TempDir dir;
+  std::string db = "sqlite:" + dir.File("s.db");
+  EXPECT_EQ(RunHotrow({"seed", "dateplans", "--count", "5", "--db", db}).exit_code, 0);
+  auto again = RunHotrow({"seed", "dateplans", "--count", "5", "--db", db});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.output.find("already holds 5 date plan(s)"), std::string::npos) << again.output;
+  EXPECT_EQ(RunHotrow({"seed", "dateplans", "--count", "5", "--if-empty", "--db", db}).exit_code, 0);
+  EXPECT_EQ(RunHotrow({"seed", "dateplans", "--count", "7", "--replace", "--db", db}).exit_code, 0);
+  auto p = ServerProcess::Start({"--db", db}, dir.File("log"));
+  ASSERT_TRUE(p);
+  HttpClient c(p->port());
+  EXPECT_EQ(c.Get("/datePlan/7").status, 200);
+  EXPECT_EQ(c.Get("/datePlan/8").status, 404);
+  EXPECT_EQ(p->Stop(), 0);
+}
+
+TEST(Cli, HelpAndBadFlags) {
+  auto help = RunHotrow({"serve", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* flag : {"--port", "HOTROW_PORT", "--db", "HOTROW_DB", "--threads", "--max-connections",
+                           "--admin-token", "HOTROW_ADMIN_TOKEN"})
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(RunHotrow({"seed", "dateplans", "--help"}).exit_code, 0);
+  EXPECT_NE(RunHotrow({"serve", "--port", "70000"}).exit_code, 0);
+  auto bad_db = RunHotrow({"serve", "--db", "mysql://x"});
+  EXPECT_NE(bad_db.exit_code, 0);
+  EXPECT_NE(bad_db.output.find("--db must be sqlite:PATH"), std::string::npos) << bad_db.output;
+  EXPECT_NE(RunHotrow({}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace hotrow::testing

@@ -1,0 +1,103 @@
+#include "http/json.h"
+
+#include <gtest/gtest.h>
+
+namespace hotrow::http {
+namespace {
+
+TEST(JsonObject, ParsesFlatObject) {
+  auto obj = JsonObject::Parse(R"({"title":"インド","n":42})");
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  EXPECT_EQ(obj->String("title").value(), "インド");
+  EXPECT_EQ(obj->Integer("n", 0, 100).value(), 42);
+}
+
+TEST(JsonObject, RejectsWhatIsNotAnObject) {
+  for (const char* body : {"[1,2]", "5", "\"s\"", "null", "true"}) {
+    auto obj = JsonObject::Parse(body);
+    ASSERT_FALSE(obj.ok()) << body;
+    EXPECT_EQ(obj.status().code(), ErrorCode::kBadRequest) << body;
+    EXPECT_EQ(obj.status().message(), "request body must be a JSON object") << body;
+  }
+}
+
+TEST(JsonObject, RejectsMalformedJsonSayingWhere) {
+  auto obj = JsonObject::Parse(R"({"a":1,)");
+  ASSERT_FALSE(obj.ok());
+  EXPECT_EQ(obj.status().code(), ErrorCode::kBadRequest);
+  EXPECT_NE(obj.status().message().find("not valid JSON"), std::string::npos);
+  EXPECT_NE(obj.status().message().find("at byte"), std::string::npos);
+}
+
+TEST(JsonObject, RejectsEmptyBodyAndTrailingGarbage) {
+  EXPECT_FALSE(JsonObject::Parse("").ok());
+  EXPECT_FALSE(JsonObject::Parse("{} {}").ok());
+  EXPECT_FALSE(JsonObject::Parse("{}x").ok());
+}
+
+TEST(JsonObject, RejectsInvalidUtf8AndLoneSurrogates) {
+  EXPECT_FALSE(JsonObject::Parse("{\"a\":\"\xff\"}").ok());
+  EXPECT_FALSE(JsonObject::Parse(R"({"a":"\ud800"})").ok());
+  EXPECT_TRUE(JsonObject::Parse(R"({"a":"\ud83d\ude00"})").ok());
+}
+
+TEST(JsonObject, RejectsDuplicateFields) {
+  auto obj = JsonObject::Parse(R"({"a":1,"a":2})");
+  ASSERT_FALSE(obj.ok());
+  EXPECT_EQ(obj.status().code(), ErrorCode::kInvalidField);
+  EXPECT_EQ(obj.status().field(), "a");
+}
+
+TEST(JsonObject, NestedValuesAreSkippedButTyped) {
+  auto obj = JsonObject::Parse(R"({"a":{"b":[1,{"c":2}]},"d":[],"e":"x"})");
+  ASSERT_TRUE(obj.ok());
+  EXPECT_EQ(obj->String("e").value(), "x");
+  auto a = obj->String("a");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().message(), "a must be a string, not an object");
+  EXPECT_EQ(obj->Integer("d", 0, 1).status().message(), "d must be an integer, not an array");
+}
+
+TEST(JsonObject, DeepNestingDoesNotOverflowTheStack) {
+  std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_TRUE(JsonObject::Parse(deep).ok());
+}
+
+TEST(JsonObject, IntegersAreIntegerLiteralsOnly) {
+  auto obj = JsonObject::Parse(R"({"i":7,"f":7.0,"e":7e0,"neg":-3,"s":"7","big":9223372036854775808})");
+  ASSERT_TRUE(obj.ok());
+  EXPECT_EQ(obj->Integer("i", -10, 10).value(), 7);
+  EXPECT_EQ(obj->Integer("neg", -10, 10).value(), -3);
+  EXPECT_EQ(obj->Integer("f", -10, 10).status().code(), ErrorCode::kInvalidField);
+  EXPECT_EQ(obj->Integer("e", -10, 10).status().code(), ErrorCode::kInvalidField);
+  EXPECT_EQ(obj->Integer("s", -10, 10).status().message(), "s must be an integer, not a string");
+  EXPECT_EQ(obj->Integer("big", INT64_MIN, INT64_MAX).status().message(),
+            "big must be between -9223372036854775808 and 9223372036854775807");
+  auto huge = JsonObject::Parse(R"({"huge":1e400})");
+  EXPECT_EQ(huge.status().code(), ErrorCode::kBadRequest) << "a number beyond double range is malformed input";
+  EXPECT_EQ(obj->Integer("i", 8, 10).status().message(), "i must be between 8 and 10");
+}
+
+TEST(JsonObject, MissingAndUnknownFields) {
+  auto obj = JsonObject::Parse(R"({"title":"x","extra":1})");
+  ASSERT_TRUE(obj.ok());
+  Status s = obj->OnlyFields({"title", "content"});
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidField);
+  EXPECT_EQ(s.field(), "extra");
+  auto content = obj->String("content");
+  EXPECT_EQ(content.status().message(), "content is required");
+  EXPECT_EQ(content.status().field(), "content");
+}
+
+TEST(JsonWriter, EscapesUntrustedText) {
+  std::string out;
+  JsonWriter w(out);
+  w.StartObject();
+  w.Field("s", "a\"b\\c\n\x01</script>日本");
+  w.Field("n", int64_t{-5});
+  w.EndObject();
+  EXPECT_EQ(out, "{\"s\":\"a\\\"b\\\\c\\n\\u0001</script>日本\",\"n\":-5}");
+}
+
+}  // namespace
+}  // namespace hotrow::http

@@ -1,0 +1,106 @@
+#include "http/router.h"
+
+#include <gtest/gtest.h>
+
+namespace hotrow::http {
+namespace {
+
+// Captures the response a handler or the router sends.
+struct Capture : ResponseSink {
+  Response response;
+  int sends = 0;
+  void Send(Response&& r) override {
+    response = std::move(r);
+    ++sends;
+  }
+};
+
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto named = [this](std::string name) {
+      return [this, name](Request& req, Responder res) {
+        last_handler = name;
+        last_params = req.params;
+        Response r;
+        r.body = name;
+        res.Send(std::move(r));
+      };
+    };
+    router.Add(Method::kGet, "/datePlan", named("random"));
+    router.Add(Method::kGet, "/datePlan/ranking", named("ranking"));
+    router.Add(Method::kGet, "/datePlan/{id}", named("get"));
+    router.Add(Method::kPut, "/datePlan/{id}", named("put"), BodyPolicy::kJson);
+    router.Add(Method::kDelete, "/datePlan/{id}", named("delete"));
+    router.Add(Method::kPost, "/datePlan/{id}/like", named("like"));
+  }
+
+  Response Call(Method m, std::string path, std::vector<std::pair<std::string_view, std::string_view>> headers = {}) {
+    auto sink = std::make_shared<Capture>();
+    Request req;
+    req.method = m;
+    req.path = path;
+    req.headers = std::move(headers);
+    router.Dispatch(req, Responder(sink));
+    EXPECT_EQ(sink->sends, 1);
+    return sink->response;
+  }
+
+  Router router;
+  std::string last_handler;
+  std::vector<std::string> last_params;
+};
+
+TEST_F(RouterTest, FixedPathsWinOverParameters) {
+  EXPECT_EQ(Call(Method::kGet, "/datePlan/ranking").body, "ranking");
+  EXPECT_EQ(Call(Method::kGet, "/datePlan/12").body, "get");
+  EXPECT_EQ(last_params, std::vector<std::string>{"12"});
+}
+
+TEST_F(RouterTest, WrongMethodIs405WithAllow) {
+  Response r = Call(Method::kGet, "/datePlan/1/like");
+  EXPECT_EQ(r.status, 405);
+  ASSERT_EQ(r.headers.size(), 1u);
+  EXPECT_EQ(r.headers[0].first, "Allow");
+  EXPECT_EQ(r.headers[0].second, "POST");
+  Response r2 = Call(Method::kPost, "/datePlan/7");
+  EXPECT_EQ(r2.status, 405);
+  EXPECT_EQ(r2.headers[0].second, "GET, PUT, DELETE");
+  // The fixed path decides alone: PUT /datePlan/ranking is not a PUT of id "ranking".
+  Response r3 = Call(Method::kPut, "/datePlan/ranking");
+  EXPECT_EQ(r3.status, 405);
+  EXPECT_EQ(r3.headers[0].second, "GET");
+}
+
+TEST_F(RouterTest, UnknownPathIs404) {
+  EXPECT_EQ(Call(Method::kGet, "/nope").status, 404);
+  EXPECT_EQ(Call(Method::kGet, "/datePlan/1/like/x").status, 404);
+  EXPECT_EQ(Call(Method::kGet, "/datePlan//like").status, 404);
+  EXPECT_NE(Call(Method::kGet, "/nope").body.find("\"code\":\"not_found\""), std::string::npos);
+}
+
+TEST_F(RouterTest, ParamsArePercentDecoded) {
+  Call(Method::kGet, "/datePlan/a%2Fb");
+  EXPECT_EQ(last_params, std::vector<std::string>{"a/b"});
+  EXPECT_EQ(Call(Method::kGet, "/datePlan/%zz").status, 400);
+}
+
+TEST_F(RouterTest, ContentTypeChecksOnlyWhereABodyIsRead) {
+  EXPECT_EQ(Call(Method::kPut, "/datePlan/1", {{"Content-Type", "text/plain"}}).status, 415);
+  EXPECT_EQ(Call(Method::kPut, "/datePlan/1", {{"content-type", "application/json; charset=latin1"}}).status, 415);
+  EXPECT_EQ(Call(Method::kPut, "/datePlan/1", {{"Content-Type", "Application/JSON; charset=\"UTF-8\""}}).body, "put");
+  EXPECT_EQ(Call(Method::kPut, "/datePlan/1").body, "put");  // missing Content-Type is accepted
+  // hey sends "Content-Type: text/html" on a bodiless POST: the like ignores it.
+  EXPECT_EQ(Call(Method::kPost, "/datePlan/1/like", {{"Content-Type", "text/html"}}).body, "like");
+}
+
+TEST(ContentType, Parsing) {
+  EXPECT_TRUE(IsJsonContentType("application/json"));
+  EXPECT_TRUE(IsJsonContentType(" application/json ; charset=utf-8"));
+  EXPECT_FALSE(IsJsonContentType("application/jsonx"));
+  EXPECT_FALSE(IsJsonContentType("text/json"));
+  EXPECT_FALSE(IsJsonContentType(""));
+}
+
+}  // namespace
+}  // namespace hotrow::http

@@ -1,0 +1,181 @@
+#include "db/writer.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <latch>
+
+#include "db/sqlite_database.h"
+#include "harness/server_process.h"
+
+namespace hotrow::db {
+namespace {
+
+using testing::TempDir;
+
+// Inserts `value` into t(v); fails (constraint) when value < 0.
+class InsertOp : public WriteOp {
+ public:
+  InsertOp(int64_t value, std::promise<Status>* done, std::function<void()> on_finish = {})
+      : value_(value), done_(done), on_finish_(std::move(on_finish)) {}
+  Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
+    auto q = c.Prepare("INSERT INTO t(v) VALUES (?1)");
+    if (!q.ok()) return q.status();
+    return q->Bind(1, value_).Run();
+  }
+  void Finish(const Status& s) override {
+    if (on_finish_) on_finish_();
+    done_->set_value(s);
+  }
+
+ private:
+  int64_t value_;
+  std::promise<Status>* done_;
+  std::function<void()> on_finish_;
+};
+
+// Adds to a counter; ops with the same key coalesce.
+class AddOp : public WriteOp {
+ public:
+  AddOp(int64_t key, std::atomic<int>* applies, std::promise<Status>* done)
+      : key_(key), applies_(applies), done_(done) {}
+  CoalesceKey coalesce_key() const override { return {&kKind, key_}; }
+  Status Apply(sqlite::Connection& c, std::span<WriteOp* const> group) override {
+    ++*applies_;
+    auto q = c.Prepare("UPDATE counters SET n = n + ?1 WHERE k = ?2");
+    if (!q.ok()) return q.status();
+    return q->Bind(1, static_cast<int64_t>(group.size())).Bind(2, key_).Run();
+  }
+  void Finish(const Status& s) override { done_->set_value(s); }
+
+ private:
+  static constexpr char kKind = 0;
+  int64_t key_;
+  std::atomic<int>* applies_;
+  std::promise<Status>* done_;
+};
+
+// Blocks the writer thread until released.
+class GateOp : public WriteOp {
+ public:
+  GateOp(std::latch* entered, std::latch* release) : entered_(entered), release_(release) {}
+  Status Apply(sqlite::Connection&, std::span<WriteOp* const>) override {
+    entered_->count_down();
+    release_->wait();
+    return Status::Ok();
+  }
+  void Finish(const Status&) override {}
+
+ private:
+  std::latch* entered_;
+  std::latch* release_;
+};
+
+class WriterTest : public ::testing::Test {
+ protected:
+  void Open(WriterOptions options = {}) {
+    auto db = SqliteDatabase::Open(dir.File("w.db"), options);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    database = std::move(db).value();
+    ASSERT_TRUE(database->writer()
+                    .connection()
+                    .Exec("CREATE TABLE t(v INTEGER CHECK (v >= 0)); CREATE TABLE counters(k INTEGER PRIMARY KEY, n "
+                          "INTEGER); INSERT INTO counters VALUES (1, 0), (2, 0);")
+                    .ok());
+    database->writer().Start();
+  }
+  int64_t Count(const char* sql) {
+    auto r = database->OpenReader();
+    return sqlite::QueryInt(**r, sql).value();
+  }
+
+  TempDir dir;
+  std::unique_ptr<SqliteDatabase> database;
+};
+
+TEST_F(WriterTest, AFailingOpIsRolledBackAloneAndFinishRunsAfterCommit) {
+  Open();
+  std::latch entered(1), release(1);
+  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  entered.wait();  // the next three ops queue up and land in one batch
+  std::promise<Status> a, b, c;
+  int64_t visible_at_finish = -1;
+  database->writer().Submit(std::make_unique<InsertOp>(1, &a));
+  database->writer().Submit(std::make_unique<InsertOp>(-1, &b));
+  database->writer().Submit(std::make_unique<InsertOp>(3, &c, [&] {
+    visible_at_finish = Count("SELECT COUNT(*) FROM t");
+  }));
+  release.count_down();
+  EXPECT_TRUE(a.get_future().get().ok());
+  Status sb = b.get_future().get();
+  EXPECT_EQ(sb.code(), ErrorCode::kConflict) << sb.ToString();
+  EXPECT_TRUE(c.get_future().get().ok());
+  EXPECT_EQ(visible_at_finish, 2) << "Finish must run after the commit, with the data visible to readers";
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 2);
+  EXPECT_EQ(Count("SELECT SUM(v) FROM t"), 4);
+}
+
+TEST_F(WriterTest, OpsWithEqualKeysCoalesceIntoOneApply) {
+  Open();
+  std::latch entered(1), release(1);
+  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  entered.wait();
+  std::atomic<int> applies{0};
+  std::vector<std::promise<Status>> done(30);
+  for (int i = 0; i < 30; ++i)
+    database->writer().Submit(std::make_unique<AddOp>(i % 3 == 0 ? 2 : 1, &applies, &done[i]));
+  release.count_down();
+  for (auto& d : done) EXPECT_TRUE(d.get_future().get().ok());
+  EXPECT_EQ(applies.load(), 2);
+  EXPECT_EQ(Count("SELECT n FROM counters WHERE k = 1"), 20);
+  EXPECT_EQ(Count("SELECT n FROM counters WHERE k = 2"), 10);
+  EXPECT_GE(database->writer().stats().batch_ops_largest, 30u);
+}
+
+TEST_F(WriterTest, AFullQueueAnswersOverloadedAtOnce) {
+  WriterOptions options;
+  options.queue_ops_max = 5;
+  Open(options);
+  std::latch entered(1), release(1);
+  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  entered.wait();
+  std::vector<std::promise<Status>> done(7);
+  for (auto& d : done) database->writer().Submit(std::make_unique<InsertOp>(1, &d));
+  // The sixth and seventh are refused while the writer is blocked.
+  EXPECT_EQ(done[5].get_future().get().code(), ErrorCode::kOverloaded);
+  EXPECT_EQ(done[6].get_future().get().code(), ErrorCode::kOverloaded);
+  release.count_down();
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(done[i].get_future().get().ok());
+}
+
+TEST_F(WriterTest, StopAppliesEverythingQueuedThenRefuses) {
+  Open();
+  std::latch entered(1), release(1);
+  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  entered.wait();
+  std::vector<std::promise<Status>> done(50);
+  for (auto& d : done) database->writer().Submit(std::make_unique<InsertOp>(7, &d));
+  std::thread stopper([&] { database->writer().Stop(); });
+  release.count_down();
+  stopper.join();
+  for (auto& d : done) EXPECT_TRUE(d.get_future().get().ok());
+  std::promise<Status> late;
+  database->writer().Submit(std::make_unique<InsertOp>(7, &late));
+  EXPECT_EQ(late.get_future().get().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 50);
+}
+
+TEST(SqliteDatabase, ASecondOpenOfTheSameFileIsRefused) {
+  TempDir dir;
+  auto first = SqliteDatabase::Open(dir.File("x.db"));
+  ASSERT_TRUE(first.ok());
+  auto second = SqliteDatabase::Open(dir.File("x.db"));
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("in use by a running hotrow server"), std::string::npos)
+      << second.status().message();
+  first.value().reset();
+  EXPECT_TRUE(SqliteDatabase::Open(dir.File("x.db")).ok());
+}
+
+}  // namespace
+}  // namespace hotrow::db
