@@ -11,6 +11,7 @@ struct ServeFlags {
   std::string host = "0.0.0.0";
   int port = 8080;
   std::string db = "sqlite:data/hotrow.db";
+  std::string redis;
   int threads = 0;
   int max_connections = 10000;
   std::string admin_token;
@@ -23,7 +24,9 @@ int RunServe(const ServeFlags& flags);
 struct SeedFlags {
   std::string what;
   std::string db = "sqlite:data/hotrow.db";
+  std::string redis;
   int64_t count = 100000;
+  int64_t clients = 10000;
   uint64_t seed = 42;
   bool if_empty = false;
   bool replace = false;

@@ -8,7 +8,13 @@
 #include "db/sqlite_database.h"
 #include "db/store_url.h"
 #include "ops/log.h"
+#include "leaderboard/redis_store.h"
+#include "leaderboard/sqlite_store.h"
 #include "ops/progress.h"
+
+#include <atomic>
+#include <future>
+#include <random>
 
 namespace hotrow::cmd {
 
@@ -23,48 +29,118 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   plans->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when plans already exist");
   plans->add_flag("--replace", f.replace, "Delete existing plans first");
   plans->callback([&f] { f.what = "dateplans"; });
+
+  CLI::App* players = c->add_subcommand("leaderboard", "Players player-1..player-N with random scores");
+  players->add_option("--clients", f.clients, "Number of players")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+      ->capture_default_str();
+  players->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  players->add_option("--redis", f.redis, "Seed the Redis leaderboard at this URL instead")->envname("HOTROW_REDIS");
+  players->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
+  players->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when players already exist");
+  players->add_flag("--replace", f.replace, "Delete existing players first");
+  players->callback([&f] { f.what = "leaderboard"; });
   return c;
 }
 
 namespace {
 
-int SeedDatePlans(const SeedFlags& f, db::SqliteDatabase& database) {
+// One data set on the embedded database: its table, its schema and its
+// generator. Point-card tables join the same way.
+struct SqliteDataset {
+  const char* noun;   // "date plan(s)"
+  const char* table;  // counted, and emptied by --replace
+  Status (*create_schema)(db::sqlite::Connection&);
+  std::function<Status(db::sqlite::Connection&, int64_t count, uint64_t seed, const std::function<void(int64_t)>&)>
+      generate;
+};
+
+int SeedSqlite(const SeedFlags& f, db::SqliteDatabase& database, int64_t count, const SqliteDataset& d) {
   auto& conn = database.writer().connection();
-  if (Status s = dateplan::CreateDatePlanSchema(conn); !s.ok()) {
+  auto fail = [](const Status& s) {
     log::Error("{}", s.ToString());
     return 1;
-  }
-  auto existing = db::sqlite::QueryInt(conn, "SELECT COUNT(*) FROM datePlans");
-  if (!existing.ok()) {
-    log::Error("{}", existing.status().ToString());
-    return 1;
-  }
+  };
+  if (Status s = d.create_schema(conn); !s.ok()) return fail(s);
+  auto existing = db::sqlite::QueryInt(conn, std::string("SELECT COUNT(*) FROM ") + d.table);
+  if (!existing.ok()) return fail(existing.status());
   if (*existing > 0 && f.if_empty) {
-    log::Info("{} already holds {} date plan(s); nothing to do", database.path(), *existing);
+    log::Info("{} already holds {} {}; nothing to do", database.path(), *existing, d.noun);
     return 0;
   }
   if (*existing > 0 && f.replace) {
-    if (Status s = conn.Exec("DELETE FROM datePlans"); !s.ok()) {
-      log::Error("{}", s.ToString());
-      return 1;
-    }
+    if (Status s = conn.Exec(std::string("DELETE FROM ") + d.table); !s.ok()) return fail(s);
   }
-  ProgressBar bar("date plans", f.count);
+  ProgressBar bar(d.noun, count);
   auto start = std::chrono::steady_clock::now();
-  Status s = dateplan::SeedPlans(conn, f.count, f.seed, [&bar](int64_t done) { bar.Update(done); });
+  Status s = d.generate(conn, count, f.seed, [&bar](int64_t done) { bar.Update(done); });
   bar.Finish();
   if (!s.ok()) {
     log::Error("{}", s.message());
     return 1;
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  log::Info("seeded {} date plan(s) into {} in {} ms", f.count, database.path(), ms);
+  log::Info("seeded {} {} into {} in {} ms", count, d.noun, database.path(), ms);
+  return 0;
+}
+
+const SqliteDataset kDatePlans{"date plan(s)", "datePlans", dateplan::CreateDatePlanSchema, dateplan::SeedPlans};
+const SqliteDataset kPlayers{"player(s)", "leaderboard", leaderboard::CreateLeaderboardSchema,
+                             leaderboard::SeedLeaderboard};
+
+// Through the same scripts the server uses, pipelined, so members and
+// sequence numbers follow the same rules.
+int SeedRedisLeaderboard(const SeedFlags& f) {
+  auto store = leaderboard::RedisLeaderboardStore::Open(f.redis);
+  if (!store.ok()) {
+    log::Error("{}", store.status().message());
+    return 1;
+  }
+  auto existing = (*store)->Count();
+  if (!existing.ok()) {
+    log::Error("{}", existing.status().message());
+    return 1;
+  }
+  if (*existing > 0 && f.if_empty) {
+    log::Info("Redis at {} already holds {} player(s); nothing to do", f.redis, *existing);
+    return 0;
+  }
+  if (*existing > 0 && !f.replace) {
+    log::Error("Redis at {} already holds {} player(s); pass --replace or --if-empty", f.redis, *existing);
+    return 1;
+  }
+  if (*existing > 0) (void)(*store)->Clear();
+  std::mt19937_64 rng(f.seed);
+  std::normal_distribution<double> dist(5000, 1500);
+  ProgressBar bar("players", f.clients);
+  auto start = std::chrono::steady_clock::now();
+  std::atomic<int64_t> done{0}, failed{0};
+  std::promise<void> all;
+  for (int64_t i = 1; i <= f.clients; ++i) {
+    auto score = static_cast<int64_t>(std::max(0.0, dist(rng)));
+    (*store)->PostScore("player-" + std::to_string(i), score, leaderboard::ScoreMode::kReplace,
+                        [&, total = f.clients](Result<leaderboard::Posted> r) {
+                          if (!r.ok()) ++failed;
+                          if (++done == total) all.set_value();
+                        });
+    if (i % 1000 == 0) bar.Update(done.load());
+  }
+  all.get_future().wait();
+  bar.Update(f.clients);
+  bar.Finish();
+  if (failed > 0) {
+    log::Error("{} of {} score(s) failed", failed.load(), f.clients);
+    return 1;
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  log::Info("seeded {} player(s) into Redis at {} in {} ms", f.clients, f.redis, ms);
   return 0;
 }
 
 }  // namespace
 
 int RunSeed(const SeedFlags& f) {
+  if (f.what == "leaderboard" && !f.redis.empty()) return SeedRedisLeaderboard(f);
   auto url = db::ParseStoreUrl(f.db);
   if (!url.ok()) {
     log::Error("{}", url.status().message());
@@ -79,7 +155,8 @@ int RunSeed(const SeedFlags& f) {
     log::Error("cannot seed: {}", database.status().message());
     return 1;
   }
-  if (f.what == "dateplans") return SeedDatePlans(f, **database);
+  if (f.what == "dateplans") return SeedSqlite(f, **database, f.count, kDatePlans);
+  if (f.what == "leaderboard") return SeedSqlite(f, **database, f.clients, kPlayers);
   log::Error("unknown dataset");
   return 2;
 }

@@ -10,6 +10,9 @@
 #include "db/store_url.h"
 #include "http/json.h"
 #include "http/server.h"
+#include "leaderboard/redis_store.h"
+#include "leaderboard/routes.h"
+#include "leaderboard/sqlite_store.h"
 #include "ops/auth.h"
 #include "ops/log.h"
 
@@ -23,6 +26,10 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   c->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  c->add_option("--redis", f.redis,
+                "Keep the leaderboard in Redis (redis://host:port), shared by every instance; "
+                "run Redis with appendonly yes, appendfsync always")
+      ->envname("HOTROW_REDIS");
   c->add_option("--threads", f.threads, "Event-loop threads (0: one per core)")
       ->envname("HOTROW_THREADS")
       ->check(CLI::Range(0, 256))
@@ -87,16 +94,46 @@ int RunServe(const ServeFlags& f) {
     log::Error("date plans: {}", plan_store.status().ToString());
     return 1;
   }
+  std::unique_ptr<leaderboard::LeaderboardStore> board;
+  leaderboard::SqliteLeaderboardStore* sqlite_board = nullptr;
+  if (f.redis.empty()) {
+    auto store = leaderboard::SqliteLeaderboardStore::Open(sqlite_db);
+    if (!store.ok()) {
+      log::Error("leaderboard: {}", store.status().ToString());
+      return 1;
+    }
+    sqlite_board = store->get();
+    board = std::move(store).value();
+  } else {
+    db::RedisOptions redis_options;
+    redis_options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
+    auto store = leaderboard::RedisLeaderboardStore::Open(f.redis, redis_options);
+    if (!store.ok()) {
+      log::Error("leaderboard: {}", store.status().message());
+      return 1;
+    }
+    auto count = (*store)->Count();
+    log::Info("leaderboard: on Redis at {} ({} player(s))", f.redis, count.ok() ? *count : -1);
+    board = std::move(store).value();
+  }
+
   sqlite_db.writer().Start();
   dateplan::DatePlanService plans(**plan_store, admin);
   if (Status s = plans.Load(); !s.ok()) {
     log::Error("date plans: cannot load: {}", s.ToString());
     return 1;
   }
+  if (sqlite_board) {
+    if (Status s = sqlite_board->Load(); !s.ok()) {
+      log::Error("leaderboard: cannot load: {}", s.ToString());
+      return 1;
+    }
+  }
 
   http::Router router;
   AddHealth(router);
   dateplan::AddRoutes(router, plans);
+  leaderboard::AddRoutes(router, *board, admin);
 
   http::ServerOptions options;
   options.host = f.host;

@@ -31,7 +31,7 @@ struct DatePlanBackend {
   std::function<std::unique_ptr<DatePlanBackendInstance>()> make;
 };
 
-inline std::string PrintToString(const DatePlanBackend& b) { return b.name; }
+inline void PrintTo(const DatePlanBackend& b, std::ostream* os) { *os << b.name; }
 
 class DatePlanContract : public ::testing::TestWithParam<DatePlanBackend> {
  protected:

@@ -12,7 +12,9 @@
 //   contains some text       (the body contains it)
 //   {"exact":"body"}         (any other line: the exact body)
 //
-// "{{admin}}" in a request stands for the server's admin token.
+// "{{admin}}" in a request stands for the server's admin token. A first
+// line "#! backends: sqlite redis" runs the file once per backend (redis:
+// a real redis-server and --redis); the default is sqlite alone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include <sstream>
 
 #include "harness/http_client.h"
+#include "harness/redis_process.h"
 #include "harness/server_process.h"
 
 namespace hotrow::testing {
@@ -103,17 +106,33 @@ std::vector<Case> ParseCases(const std::string& path) {
   return cases;
 }
 
-class HttpCases : public ::testing::TestWithParam<std::string> {};
+struct CaseFile {
+  std::string file;
+  std::string backend;
+};
+
+void PrintTo(const CaseFile& c, std::ostream* os) { *os << c.file << " on " << c.backend; }
+
+std::string CasesDir() { return std::string(HOTROW_SOURCE_DIR) + "/tests/http/cases/"; }
+
+class HttpCases : public ::testing::TestWithParam<CaseFile> {};
 
 TEST_P(HttpCases, Run) {
-  std::string path = std::string(HOTROW_SOURCE_DIR) + "/tests/http/cases/" + GetParam();
+  std::string path = CasesDir() + GetParam().file;
   auto cases = ParseCases(path);
   ASSERT_FALSE(cases.empty()) << "no cases in " << path;
-  TestServer server(20);
+  std::unique_ptr<RedisProcess> redis;
+  std::vector<std::string> args;
+  if (GetParam().backend == "redis") {
+    redis = RedisProcess::Start();
+    ASSERT_TRUE(redis);
+    args = {"--redis", redis->url()};
+  }
+  TestServer server(20, args);
   ASSERT_TRUE(server.ok());
   HttpClient client(server.port());
   for (const Case& c : cases) {
-    SCOPED_TRACE(GetParam() + ":" + std::to_string(c.line) + " " + c.name);
+    SCOPED_TRACE(GetParam().file + ":" + std::to_string(c.line) + " " + c.name + " [" + GetParam().backend + "]");
     HttpResponse r = client.Request(c.method, c.target, c.body, c.headers);
     EXPECT_EQ(r.status, c.status) << r.body;
     for (const auto& [name, value] : c.expect_headers) EXPECT_EQ(r.Header(name), value) << "header " << name;
@@ -128,16 +147,29 @@ TEST_P(HttpCases, Run) {
   }
 }
 
-std::vector<std::string> CaseFiles() {
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(HOTROW_SOURCE_DIR) + "/tests/http/cases"))
-    if (e.path().extension() == ".test") files.push_back(e.path().filename().string());
-  std::sort(files.begin(), files.end());
+std::vector<CaseFile> CaseFiles() {
+  std::vector<CaseFile> files;
+  for (const auto& e : std::filesystem::directory_iterator(CasesDir())) {
+    if (e.path().extension() != ".test") continue;
+    std::ifstream in(e.path());
+    std::string first;
+    std::getline(in, first);
+    std::vector<std::string> backends = {"sqlite"};
+    const std::string directive = "#! backends:";
+    if (first.rfind(directive, 0) == 0) {
+      backends.clear();
+      std::istringstream words(first.substr(directive.size()));
+      for (std::string b; words >> b;) backends.push_back(b);
+    }
+    for (const auto& b : backends) files.push_back({e.path().filename().string(), b});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const CaseFile& a, const CaseFile& b) { return a.file + a.backend < b.file + b.backend; });
   return files;
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, HttpCases, ::testing::ValuesIn(CaseFiles()), [](const auto& info) {
-  std::string n = info.param.substr(0, info.param.find('.'));
+  std::string n = info.param.file.substr(0, info.param.file.find('.')) + "_" + info.param.backend;
   for (char& ch : n)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;

@@ -1,0 +1,310 @@
+#include "db/redis.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <future>
+
+#include "ops/log.h"
+
+namespace hotrow::db {
+
+Result<RedisUrl> ParseRedisUrl(const std::string& url) {
+  constexpr std::string_view kScheme = "redis://";
+  if (url.rfind(kScheme, 0) != 0)
+    return Status::InvalidField("redis", "--redis must look like redis://host:port, not '" + url + "'");
+  RedisUrl out;
+  std::string rest = url.substr(kScheme.size());
+  if (auto at = rest.rfind('@'); at != std::string::npos) {
+    std::string auth = rest.substr(0, at);
+    out.password = auth.substr(auth.find(':') == std::string::npos ? 0 : auth.find(':') + 1);
+    rest = rest.substr(at + 1);
+  }
+  if (auto slash = rest.find('/'); slash != std::string::npos) {
+    std::string db = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+    if (!db.empty()) {
+      try {
+        out.database = std::stoi(db);
+      } catch (...) {
+        return Status::InvalidField("redis", "the database in " + url + " must be a number");
+      }
+    }
+  }
+  if (auto colon = rest.rfind(':'); colon != std::string::npos) {
+    try {
+      out.port = std::stoi(rest.substr(colon + 1));
+    } catch (...) {
+      return Status::InvalidField("redis", "the port in " + url + " must be a number");
+    }
+    rest = rest.substr(0, colon);
+  }
+  if (!rest.empty()) out.host = rest;
+  return out;
+}
+
+namespace {
+
+RedisReply Convert(const redisReply* r) {
+  RedisReply out;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      out.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Convert(r->element[i]));
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
+  }
+  return out;
+}
+
+Result<RedisReply> ToResult(redisReply* r) {
+  if (!r) return Status::Unavailable("no reply from Redis");
+  RedisReply out = Convert(r);
+  freeReplyObject(r);
+  if (out.type == RedisReply::Type::kError) return Status::Internal("Redis: " + out.str);
+  return out;
+}
+
+redisReply* Call(redisContext* ctx, const std::vector<std::string>& argv) {
+  std::vector<const char*> args;
+  std::vector<size_t> lengths;
+  for (const auto& a : argv) {
+    args.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  return static_cast<redisReply*>(redisCommandArgv(ctx, static_cast<int>(args.size()), args.data(), lengths.data()));
+}
+
+// Connects, authenticates and selects the database; nullptr on failure.
+redisContext* Open(const RedisUrl& url, int timeout_ms, std::string* error) {
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  redisContext* ctx = redisConnectWithTimeout(url.host.c_str(), url.port, tv);
+  if (!ctx || ctx->err) {
+    *error = ctx ? ctx->errstr : "cannot allocate a Redis context";
+    if (ctx) redisFree(ctx);
+    return nullptr;
+  }
+  redisSetTimeout(ctx, tv);
+  auto check = [&](std::vector<std::string> argv) {
+    auto r = ToResult(Call(ctx, argv));
+    if (!r.ok()) *error = r.status().message();
+    return r.ok();
+  };
+  if ((!url.password.empty() && !check({"AUTH", url.password})) ||
+      (url.database != 0 && !check({"SELECT", std::to_string(url.database)}))) {
+    redisFree(ctx);
+    return nullptr;
+  }
+  return ctx;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const std::string& url_text, RedisOptions options) {
+  auto url = ParseRedisUrl(url_text);
+  if (!url.ok()) return url.status();
+  std::unique_ptr<RedisClient> client(new RedisClient(*url, options));
+  std::string error;
+  client->ctx_ = Open(*url, options.timeout_ms, &error);
+  if (!client->ctx_) return Status::Unavailable("cannot connect to Redis at " + url_text + ": " + error);
+  client->thread_ = std::thread([c = client.get()] { c->Loop(); });
+  return client;
+}
+
+RedisClient::~RedisClient() {
+  Stop();
+  if (ctx_) redisFree(ctx_);
+}
+
+void RedisClient::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void RedisClient::Command(std::vector<std::string> argv, Callback done) {
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) {
+      lock.unlock();
+      return done(Status::Unavailable("the Redis client is stopping"));
+    }
+    if (!connected_) {
+      lock.unlock();
+      return done(Status::Unavailable("Redis is unreachable; reconnecting"));
+    }
+    if (queue_.size() >= options_.queue_commands_max) {
+      lock.unlock();
+      return done(Status::Overloaded("the Redis command queue is full; retry later"));
+    }
+    queue_.push_back({std::move(argv), std::move(done)});
+  }
+  wake_.notify_one();
+}
+
+Result<RedisReply> RedisClient::CommandSync(std::vector<std::string> argv) {
+  std::promise<Result<RedisReply>> p;
+  Command(std::move(argv), [&p](Result<RedisReply> r) { p.set_value(std::move(r)); });
+  return p.get_future().get();
+}
+
+void RedisClient::Loop() {
+  std::vector<Pending> batch;
+  auto backoff = std::chrono::milliseconds(50);
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      if (ctx_) {
+        wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+        if (queue_.empty()) return;
+        size_t n = std::min(queue_.size(), options_.pipeline_commands_max);
+        for (size_t i = 0; i < n; ++i) {
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      } else if (stopping_) {
+        return;
+      }
+    }
+    if (!ctx_) {
+      std::string error;
+      ctx_ = Open(url_, options_.timeout_ms, &error);
+      std::lock_guard lock(mutex_);
+      connected_ = ctx_ != nullptr;
+      if (!ctx_) {
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+      } else {
+        log::Info("reconnected to Redis at {}:{}", url_.host, url_.port);
+        backoff = std::chrono::milliseconds(50);
+      }
+      continue;
+    }
+    RunPipeline(batch);
+    batch.clear();
+  }
+}
+
+void RedisClient::RunPipeline(std::vector<Pending>& batch) {
+  for (auto& p : batch) {
+    std::vector<const char*> args;
+    std::vector<size_t> lengths;
+    for (const auto& a : p.argv) {
+      args.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lengths.data());
+  }
+  size_t answered = 0;
+  for (; answered < batch.size(); ++answered) {
+    void* raw = nullptr;
+    if (redisGetReply(ctx_, &raw) != REDIS_OK) break;
+    batch[answered].done(ToResult(static_cast<redisReply*>(raw)));
+  }
+  if (answered < batch.size()) {
+    std::string error = ctx_->errstr;
+    log::Error("Redis connection lost: {}", error);
+    redisFree(ctx_);
+    ctx_ = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      connected_ = false;
+    }
+    for (size_t i = answered; i < batch.size(); ++i)
+      batch[i].done(Status::Unavailable("Redis connection lost: " + error));
+    // Fail what queued meanwhile, too: nothing waits for a reconnect.
+    std::deque<Pending> queued;
+    {
+      std::lock_guard lock(mutex_);
+      queued.swap(queue_);
+    }
+    for (auto& p : queued) p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
+  }
+}
+
+Result<std::unique_ptr<RedisSubscriber>> RedisSubscriber::Start(const std::string& url_text, std::string channel,
+                                                               OnMessage on_message, OnConnect on_connect) {
+  auto url = ParseRedisUrl(url_text);
+  if (!url.ok()) return url.status();
+  std::unique_ptr<RedisSubscriber> s(new RedisSubscriber());
+  s->url_ = *url;
+  s->channel_ = std::move(channel);
+  s->on_message_ = std::move(on_message);
+  s->on_connect_ = std::move(on_connect);
+  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  return s;
+}
+
+RedisSubscriber::~RedisSubscriber() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    // Wake a blocking read: shutting the socket down makes it return.
+    if (ctx_) ::shutdown(ctx_->fd, SHUT_RDWR);
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void RedisSubscriber::Loop() {
+  auto backoff = std::chrono::milliseconds(50);
+  while (true) {
+    std::string error;
+    redisContext* ctx = Open(url_, 2000, &error);
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) {
+        if (ctx) redisFree(ctx);
+        return;
+      }
+      ctx_ = ctx;
+    }
+    if (ctx) {
+      redisSetTimeout(ctx, timeval{0, 0});  // block until a message arrives
+      redisReply* r = Call(ctx, {"SUBSCRIBE", channel_});
+      if (r) {
+        freeReplyObject(r);
+        backoff = std::chrono::milliseconds(50);
+        on_connect_();
+        while (true) {
+          void* raw = nullptr;
+          if (redisGetReply(ctx, &raw) != REDIS_OK) break;
+          auto* m = static_cast<redisReply*>(raw);
+          if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING)
+            on_message_(std::string(m->element[2]->str, m->element[2]->len));
+          freeReplyObject(m);
+        }
+      }
+      std::lock_guard lock(mutex_);
+      ctx_ = nullptr;
+      redisFree(ctx);
+      if (stopping_) return;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+  }
+}
+
+}  // namespace hotrow::db

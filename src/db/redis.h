@@ -1,0 +1,118 @@
+// Redis through hiredis, without blocking event-loop threads.
+//
+// RedisClient owns one connection and one thread. Commands queue up (bounded;
+// a full queue answers overloaded); the thread takes everything waiting,
+// writes it as one pipeline, reads the replies in order and runs each
+// command's callback on its own thread. Pipelining is Redis's group commit:
+// with appendfsync always, Redis fsyncs its AOF once per event-loop turn, so
+// one pipeline of N scripts costs one fsync, not N. If the connection breaks,
+// the commands in flight fail with unavailable (they may or may not have
+// run), new ones fail fast while the thread reconnects with backoff.
+//
+// RedisSubscriber owns a second connection in SUBSCRIBE mode and calls back
+// for every message on one channel (cache invalidation between instances),
+// plus once after every (re)connect, since messages may have been missed.
+//
+// Only this file and redis.cc include hiredis.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ops/status.h"
+
+struct redisContext;
+
+namespace hotrow::db {
+
+struct RedisUrl {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string password;
+  int database = 0;
+};
+
+// "redis://[:password@]host[:port][/db]".
+Result<RedisUrl> ParseRedisUrl(const std::string& url);
+
+struct RedisReply {
+  enum class Type { kNil, kInteger, kString, kArray, kStatus, kError };
+  Type type = Type::kNil;
+  int64_t integer = 0;
+  std::string str;  // kString, kStatus, kError
+  std::vector<RedisReply> elements;
+
+  bool is_nil() const { return type == Type::kNil; }
+};
+
+struct RedisOptions {
+  size_t queue_commands_max = 11024;
+  size_t pipeline_commands_max = 1024;
+  int timeout_ms = 5000;
+};
+
+class RedisClient {
+ public:
+  // Connects once up front (so a wrong URL fails at start-up) and starts
+  // the thread.
+  static Result<std::unique_ptr<RedisClient>> Connect(const std::string& url, RedisOptions options = {});
+  ~RedisClient();
+
+  using Callback = std::function<void(Result<RedisReply>)>;
+  // Queues a command given as its arguments. `done` runs on the client
+  // thread with the reply; an error reply becomes an internal Status.
+  void Command(std::vector<std::string> argv, Callback done);
+  // Blocks for the reply; for start-up, seeding and tests.
+  Result<RedisReply> CommandSync(std::vector<std::string> argv);
+
+  void Stop();
+
+ private:
+  RedisClient(RedisUrl url, RedisOptions options) : url_(std::move(url)), options_(options) {}
+  void Loop();
+  struct Pending {
+    std::vector<std::string> argv;
+    Callback done;
+  };
+  void RunPipeline(std::vector<Pending>& batch);
+
+  RedisUrl url_;
+  RedisOptions options_;
+  redisContext* ctx_ = nullptr;  // only the client thread touches it after Connect
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  bool connected_ = true;
+  std::thread thread_;
+};
+
+class RedisSubscriber {
+ public:
+  using OnMessage = std::function<void(const std::string& payload)>;
+  using OnConnect = std::function<void()>;
+  static Result<std::unique_ptr<RedisSubscriber>> Start(const std::string& url, std::string channel,
+                                                        OnMessage on_message, OnConnect on_connect);
+  ~RedisSubscriber();
+
+ private:
+  RedisSubscriber() = default;
+  void Loop();
+  RedisUrl url_;
+  std::string channel_;
+  OnMessage on_message_;
+  OnConnect on_connect_;
+  std::mutex mutex_;
+  bool stopping_ = false;
+  redisContext* ctx_ = nullptr;
+  std::thread thread_;
+};
+
+}  // namespace hotrow::db

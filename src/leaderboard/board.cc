@@ -1,0 +1,96 @@
+#include "leaderboard/board.h"
+
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace hotrow::leaderboard {
+
+namespace {
+using Key = std::pair<int64_t, int64_t>;  // (-score, seq): ascending = rank order
+using Tree = __gnu_pbds::tree<Key, std::string, std::less<Key>, __gnu_pbds::rb_tree_tag,
+                              __gnu_pbds::tree_order_statistics_node_update>;
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+}  // namespace
+
+struct Board::Impl {
+  Tree tree;
+  std::unordered_map<std::string, Stored, StringHash, std::equal_to<>> players;
+
+  // Entries with 0-based positions [from, to) of the tree.
+  std::vector<Entry> Range(int64_t from, int64_t to) const {
+    std::vector<Entry> out;
+    if (from >= to) return out;
+    out.reserve(static_cast<size_t>(to - from));
+    auto it = tree.find_by_order(static_cast<size_t>(from));
+    for (int64_t pos = from; pos < to && it != tree.end(); ++pos, ++it)
+      out.push_back({pos + 1, it->second, -it->first.first});
+    return out;
+  }
+};
+
+Board::Board() : impl_(std::make_unique<Impl>()) {}
+Board::~Board() = default;
+
+void Board::Set(std::string_view client_id, int64_t score, int64_t seq) {
+  std::unique_lock lock(mutex_);
+  auto it = impl_->players.find(client_id);
+  if (it != impl_->players.end()) {
+    impl_->tree.erase(Key{-it->second.score, it->second.seq});
+    it->second = {score, seq};
+  } else {
+    it = impl_->players.emplace(std::string(client_id), Stored{score, seq}).first;
+  }
+  impl_->tree.insert({Key{-score, seq}, it->first});
+}
+
+bool Board::Erase(std::string_view client_id) {
+  std::unique_lock lock(mutex_);
+  auto it = impl_->players.find(client_id);
+  if (it == impl_->players.end()) return false;
+  impl_->tree.erase(Key{-it->second.score, it->second.seq});
+  impl_->players.erase(it);
+  return true;
+}
+
+std::optional<Stored> Board::Find(std::string_view client_id) const {
+  std::shared_lock lock(mutex_);
+  auto it = impl_->players.find(client_id);
+  if (it == impl_->players.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<PlayerView> Board::Player(std::string_view client_id, std::optional<int64_t> around) const {
+  std::shared_lock lock(mutex_);
+  auto it = impl_->players.find(client_id);
+  if (it == impl_->players.end()) return std::nullopt;
+  auto position = static_cast<int64_t>(impl_->tree.order_of_key(Key{-it->second.score, it->second.seq}));
+  PlayerView view{{position + 1, it->first, it->second.score}, std::nullopt};
+  if (around) {
+    int64_t size = static_cast<int64_t>(impl_->tree.size());
+    view.around = impl_->Range(std::max<int64_t>(0, position - *around), std::min(size, position + *around + 1));
+  }
+  return view;
+}
+
+Page Board::Top(int64_t offset, int64_t limit) const {
+  std::shared_lock lock(mutex_);
+  int64_t size = static_cast<int64_t>(impl_->tree.size());
+  Page page;
+  page.total = size;
+  if (offset < size) page.entries = impl_->Range(offset, std::min(size, offset + limit));
+  return page;
+}
+
+int64_t Board::size() const {
+  std::shared_lock lock(mutex_);
+  return static_cast<int64_t>(impl_->tree.size());
+}
+
+}  // namespace hotrow::leaderboard

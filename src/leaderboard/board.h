@@ -1,0 +1,59 @@
+// Board: the in-memory leaderboard of the embedded backend.
+//
+// Two structures, as Redis keeps for a sorted set (t_zset.c): a hash from
+// player to (score, seq) for O(1) lookups, and an order-statistic tree keyed
+// by (-score, seq) -- ascending key order is rank order -- whose nodes know
+// their subtree sizes, so "the entry at rank r" and "the rank of this key"
+// are both O(log N). The tree is libstdc++'s policy-based red-black tree
+// (__gnu_pbds::tree with tree_order_statistics_node_update).
+//
+//   Top / page (offset, limit):   O(log N + limit)
+//   rank of a player:             O(1) hash + O(log N)
+//   around-me (K either side):    O(log N + K)
+//   set / erase a player:         O(log N)
+//
+// Consistency: written only after the commit that made the change durable
+// (see db/writer.h), so reads never see uncommitted scores. Thread safety: a
+// writer-preferring RwLock; readers copy out the few entries they need.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "leaderboard/model.h"
+#include "ops/rw_lock.h"
+
+namespace hotrow::leaderboard {
+
+struct Stored {
+  int64_t score;
+  int64_t seq;
+};
+
+class Board {
+ public:
+  Board();
+  ~Board();
+
+  // Sets a player's stored score and sequence number (inserting the player).
+  void Set(std::string_view client_id, int64_t score, int64_t seq);
+  // False when absent.
+  bool Erase(std::string_view client_id);
+
+  std::optional<Stored> Find(std::string_view client_id) const;
+  // The player's entry with its rank, and the K entries either side.
+  std::optional<PlayerView> Player(std::string_view client_id, std::optional<int64_t> around) const;
+  Page Top(int64_t offset, int64_t limit) const;
+  int64_t size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  mutable RwLock mutex_;
+};
+
+}  // namespace hotrow::leaderboard

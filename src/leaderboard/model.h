@@ -1,0 +1,56 @@
+// Leaderboard entries and the rules for their fields.
+//
+// Ranking rule: higher score first; among equal scores, the player whose
+// stored score changed to that value earlier ranks higher. "Earlier" is a
+// sequence number the store of record assigns whenever a stored score
+// changes (re-posting an equal score changes nothing and keeps the number),
+// so the order is the same on every instance. Ranks are positions 1, 2, 3...
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/status.h"
+
+namespace hotrow::leaderboard {
+
+inline constexpr size_t kClientIdLengthMax = 64;
+inline constexpr int64_t kScoreAbsMax = (int64_t{1} << 53) - 1;  // exact in a double (Redis scores)
+inline constexpr int64_t kPageLimitMax = 100;
+inline constexpr int64_t kPageLimitDefault = 10;
+inline constexpr int64_t kAroundMax = 50;
+
+enum class ScoreMode {
+  kReplace,  // the new score replaces the stored one (the reference's behaviour)
+  kBest,     // the stored score becomes the higher of the two
+};
+
+struct Entry {
+  int64_t rank = 0;  // 1-based
+  std::string client_id;
+  int64_t score = 0;
+};
+
+struct Page {
+  std::vector<Entry> entries;
+  int64_t total = 0;
+};
+
+struct PlayerView {
+  Entry entry;
+  std::optional<std::vector<Entry>> around;  // present when asked for
+};
+
+// The outcome of posting a score.
+struct Posted {
+  Entry entry;  // the stored score and the rank after the request
+  bool changed = false;
+};
+
+// invalid_field (field "ClientId") unless 1-64 characters of [A-Za-z0-9_.:-].
+Status ValidateClientId(std::string_view client_id);
+
+}  // namespace hotrow::leaderboard

@@ -1,0 +1,255 @@
+#include "leaderboard/redis_store.h"
+
+#include <cstdlib>
+
+#include "ops/log.h"
+
+namespace hotrow::leaderboard {
+
+namespace {
+
+constexpr const char* kZset = "hotrow:lb:z";
+constexpr const char* kMembers = "hotrow:lb:m";
+constexpr const char* kSeq = "hotrow:lb:seq";
+constexpr const char* kChannel = "hotrow:lb:changed";
+constexpr size_t kSeqDigits = 16;  // width of the inverted sequence prefix
+
+// KEYS: zset, members, seq. ARGV: client, score, mode, channel.
+// Returns {score, rank, changed}.
+constexpr const char* kPostScript = R"lua(
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if old then
+  local oldscore = redis.call('ZSCORE', KEYS[1], old)
+  local o, n = tonumber(oldscore), tonumber(ARGV[2])
+  if o == n or (ARGV[3] == 'best' and o > n) then
+    return {oldscore, redis.call('ZREVRANK', KEYS[1], old) + 1, 0}
+  end
+  redis.call('ZREM', KEYS[1], old)
+end
+local seq = redis.call('INCR', KEYS[3])
+local member = string.format('%016d', 9007199254740991 - seq) .. ARGV[1]
+redis.call('ZADD', KEYS[1], ARGV[2], member)
+redis.call('HSET', KEYS[2], ARGV[1], member)
+redis.call('PUBLISH', ARGV[4], ARGV[1])
+return {ARGV[2], redis.call('ZREVRANK', KEYS[1], member) + 1, 1}
+)lua";
+
+// KEYS: zset, members. ARGV: client, channel. Returns 1 if removed.
+constexpr const char* kRemoveScript = R"lua(
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if not old then return 0 end
+redis.call('ZREM', KEYS[1], old)
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[1])
+return 1
+)lua";
+
+// KEYS: zset. ARGV: offset, limit. Returns {total, member, score, ...}.
+constexpr const char* kTopScript = R"lua(
+local total = redis.call('ZCARD', KEYS[1])
+local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {total}
+if offset < total then
+  local page = redis.call('ZREVRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES')
+  for i = 1, #page do out[#out + 1] = page[i] end
+end
+return out
+)lua";
+
+// KEYS: zset, members. ARGV: client, around (-1: none).
+// Returns nil, or {rank, score, first_rank, member, score, ...}.
+constexpr const char* kPlayerScript = R"lua(
+local member = redis.call('HGET', KEYS[2], ARGV[1])
+if not member then return nil end
+local rank = redis.call('ZREVRANK', KEYS[1], member)
+local score = redis.call('ZSCORE', KEYS[1], member)
+local out = {rank + 1, score}
+local k = tonumber(ARGV[2])
+if k >= 0 then
+  local from = math.max(0, rank - k)
+  out[3] = from + 1
+  local page = redis.call('ZREVRANGE', KEYS[1], from, rank + k, 'WITHSCORES')
+  for i = 1, #page do out[#out + 1] = page[i] end
+end
+return out
+)lua";
+
+// Redis replies with scores as text ("666", "9007199254740991"); scores
+// are integers below 2^53, which a double holds exactly.
+int64_t ParseScore(const db::RedisReply& r) {
+  return static_cast<int64_t>(std::strtod(r.str.c_str(), nullptr));
+}
+
+int64_t ReplyInt(const db::RedisReply& r) {
+  return r.type == db::RedisReply::Type::kInteger ? r.integer : std::strtoll(r.str.c_str(), nullptr, 10);
+}
+
+std::string ClientOf(const std::string& member) {
+  return member.size() > kSeqDigits ? member.substr(kSeqDigits) : member;
+}
+
+// Entries from a flat [member, score, member, score, ...] list starting at
+// elements[first], ranked from first_rank.
+std::vector<Entry> Entries(const std::vector<db::RedisReply>& elements, size_t first, int64_t first_rank) {
+  std::vector<Entry> out;
+  for (size_t i = first; i + 1 < elements.size(); i += 2)
+    out.push_back({first_rank + static_cast<int64_t>((i - first) / 2), ClientOf(elements[i].str),
+                   ParseScore(elements[i + 1])});
+  return out;
+}
+
+Status NoSuchPlayer(const std::string& id) { return Status::NotFound("no player '" + id + "' on the leaderboard"); }
+
+}  // namespace
+
+Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const std::string& url,
+                                                                           db::RedisOptions options) {
+  auto client = db::RedisClient::Connect(url, options);
+  if (!client.ok()) return client.status();
+  std::unique_ptr<RedisLeaderboardStore> store(new RedisLeaderboardStore());
+  store->client_ = std::move(client).value();
+  auto config = store->client_->CommandSync({"CONFIG", "GET", "appendfsync"});
+  if (config.ok() && config->elements.size() == 2 && config->elements[1].str != "always")
+    log::Warn("Redis runs with appendfsync {}: an acknowledged score can be lost in a crash; "
+              "run it with appendonly yes and appendfsync always", config->elements[1].str);
+  auto* raw = store.get();
+  auto subscriber = db::RedisSubscriber::Start(
+      url, kChannel, [raw](const std::string&) { raw->Invalidate(); }, [raw] { raw->Invalidate(); });
+  if (!subscriber.ok()) return subscriber.status();
+  store->subscriber_ = std::move(subscriber).value();
+  return store;
+}
+
+RedisLeaderboardStore::~RedisLeaderboardStore() {
+  subscriber_.reset();
+  if (client_) client_->Stop();
+}
+
+void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
+                                      std::function<void(Result<Posted>)> done) {
+  client_->Command({"EVAL", kPostScript, "3", kZset, kMembers, kSeq, client_id, std::to_string(score),
+                    mode == ScoreMode::kBest ? "best" : "replace", kChannel},
+                   [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
+                     if (!r.ok()) return done(r.status());
+                     const auto& e = r->elements;
+                     if (e.size() != 3) return done(Status::Internal("unexpected reply from the score script"));
+                     bool changed = ReplyInt(e[2]) == 1;
+                     if (changed) Invalidate();  // before answering: our next read must see it
+                     done(Posted{{ReplyInt(e[1]), client_id, ParseScore(e[0])}, changed});
+                   });
+}
+
+void RedisLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
+  client_->Command({"EVAL", kRemoveScript, "2", kZset, kMembers, client_id, kChannel},
+                   [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
+                     if (!r.ok()) return done(r.status());
+                     if (r->integer != 1) return done(NoSuchPlayer(client_id));
+                     Invalidate();
+                     done(Status::Ok());
+                   });
+}
+
+void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) {
+  if (offset + limit > kPageLimitMax) {
+    client_->Command({"EVAL", kTopScript, "1", kZset, std::to_string(offset), std::to_string(limit)},
+                     [offset, done = std::move(done)](Result<db::RedisReply> r) {
+                       if (!r.ok()) return done(r.status());
+                       Page page;
+                       page.total = ReplyInt(r->elements.at(0));
+                       page.entries = Entries(r->elements, 1, offset + 1);
+                       done(std::move(page));
+                     });
+    return;
+  }
+  auto slice = [offset, limit](const Cached& c) {
+    Page page;
+    page.total = c.page.total;
+    for (int64_t i = offset; i < offset + limit && i < static_cast<int64_t>(c.page.entries.size()); ++i)
+      page.entries.push_back(c.page.entries[static_cast<size_t>(i)]);
+    return page;
+  };
+  uint64_t version = version_.load(std::memory_order_acquire);
+  std::unique_lock lock(cache_mutex_);
+  if (cache_ && cache_->version >= version &&
+      std::chrono::steady_clock::now() - cache_->fetched < std::chrono::milliseconds(kCacheAgeMaxMs)) {
+    auto cached = cache_;
+    lock.unlock();
+    return done(slice(*cached));
+  }
+  waiters_.push_back({version, [slice, done = std::move(done)](const Result<std::shared_ptr<const Cached>>& r) {
+                        if (!r.ok()) return done(r.status());
+                        done(slice(**r));
+                      }});
+  if (fetching_) return;  // the fetch in flight (or the one after it) answers
+  fetching_ = true;
+  lock.unlock();
+  FetchTop(version);
+}
+
+// Single flight: one fetch of the top 100 at a time. A fetch started at
+// version v answers every reader that arrived at version <= v; readers
+// that arrived after a newer change get the next fetch.
+void RedisLeaderboardStore::FetchTop(uint64_t version) {
+  auto started = std::chrono::steady_clock::now();
+  client_->Command(
+      {"EVAL", kTopScript, "1", kZset, "0", std::to_string(kPageLimitMax)},
+      [this, version, started](Result<db::RedisReply> r) {
+        Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
+        if (r.ok() && !r->elements.empty()) {
+          auto c = std::make_shared<Cached>();
+          c->version = version;
+          c->fetched = started;  // conservative: the data is at least this fresh
+          c->page.total = ReplyInt(r->elements[0]);
+          c->page.entries = Entries(r->elements, 1, 1);
+          result = std::shared_ptr<const Cached>(std::move(c));
+        } else {
+          result = r.ok() ? Status::Internal("unexpected reply from the top script") : r.status();
+        }
+        std::vector<Waiter> answered;
+        uint64_t next_version = 0;
+        {
+          std::lock_guard lock(cache_mutex_);
+          if (result.ok()) cache_ = *result;
+          std::vector<Waiter> later;
+          for (auto& w : waiters_) {
+            if (w.version <= version) {
+              answered.push_back(std::move(w));
+            } else {
+              next_version = std::max(next_version, w.version);
+              later.push_back(std::move(w));
+            }
+          }
+          waiters_.swap(later);
+          fetching_ = !waiters_.empty();
+        }
+        for (auto& w : answered) w.done(result);
+        if (next_version) FetchTop(next_version);
+      });
+}
+
+void RedisLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
+                                   std::function<void(Result<PlayerView>)> done) {
+  client_->Command({"EVAL", kPlayerScript, "2", kZset, kMembers, client_id, std::to_string(around.value_or(-1))},
+                   [client_id, around, done = std::move(done)](Result<db::RedisReply> r) {
+                     if (!r.ok()) return done(r.status());
+                     if (r->is_nil()) return done(NoSuchPlayer(client_id));
+                     const auto& e = r->elements;
+                     PlayerView view{{ReplyInt(e.at(0)), client_id, ParseScore(e.at(1))}, std::nullopt};
+                     if (around) view.around = Entries(e, 3, ReplyInt(e.at(2)));
+                     done(std::move(view));
+                   });
+}
+
+Result<int64_t> RedisLeaderboardStore::Count() {
+  auto r = client_->CommandSync({"ZCARD", kZset});
+  if (!r.ok()) return r.status();
+  return r->integer;
+}
+
+Status RedisLeaderboardStore::Clear() {
+  auto r = client_->CommandSync({"DEL", kZset, kMembers, kSeq});
+  Invalidate();
+  return r.status();
+}
+
+}  // namespace hotrow::leaderboard

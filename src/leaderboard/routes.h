@@ -1,0 +1,16 @@
+// HTTP routes of the leaderboard (the reference's paths):
+//   POST   /api/v1/score                  header ClientId, {"score":666}, ?mode=best
+//   GET    /api/v1/leaderboard            ?limit=1..100&offset=N
+//   GET    /api/v1/leaderboard/{clientId} ?around=0..50
+//   DELETE /api/v1/leaderboard/{clientId} admin token
+#pragma once
+
+#include "http/router.h"
+#include "leaderboard/store.h"
+#include "ops/auth.h"
+
+namespace hotrow::leaderboard {
+
+void AddRoutes(http::Router& router, LeaderboardStore& store, const AdminAuth& admin);
+
+}  // namespace hotrow::leaderboard

@@ -1,0 +1,156 @@
+#include "leaderboard/sqlite_store.h"
+
+#include <chrono>
+#include <random>
+
+#include "ops/log.h"
+
+namespace hotrow::leaderboard {
+
+namespace sqlite = db::sqlite;
+
+Status CreateLeaderboardSchema(sqlite::Connection& conn) {
+  // seq orders equal scores: it is taken from leaderboard_seq whenever a
+  // stored score changes, so a lower seq means "reached this score earlier".
+  return conn.Exec(R"sql(
+    CREATE TABLE IF NOT EXISTS leaderboard (
+      client_id TEXT    PRIMARY KEY,
+      score     INTEGER NOT NULL,
+      seq       INTEGER NOT NULL UNIQUE
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS leaderboard_seq (
+      id   INTEGER PRIMARY KEY CHECK (id = 1),
+      last INTEGER NOT NULL
+    );
+    INSERT OR IGNORE INTO leaderboard_seq (id, last) VALUES (1, 0);
+  )sql");
+}
+
+Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db::SqliteDatabase& db) {
+  if (Status s = CreateLeaderboardSchema(db.writer().connection()); !s.ok()) return s;
+  return std::unique_ptr<SqliteLeaderboardStore>(new SqliteLeaderboardStore(db));
+}
+
+Status SqliteLeaderboardStore::Load() {
+  auto start = std::chrono::steady_clock::now();
+  auto conn = db_.OpenReader();
+  if (!conn.ok()) return conn.status();
+  auto q = (*conn)->Prepare("SELECT client_id, score, seq FROM leaderboard");
+  if (!q.ok()) return q.status();
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    board_.Set(q->Text(0), q->Int(1), q->Int(2));
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  log::Info("leaderboard: loaded {} player(s) into memory in {} ms", board_.size(), ms);
+  return Status::Ok();
+}
+
+namespace {
+
+struct Applied {
+  int64_t score;
+  int64_t seq;
+  bool changed;
+};
+
+// Decides and writes one score inside the batch transaction.
+Result<Applied> ApplyScore(sqlite::Connection& c, const std::string& client_id, int64_t score, ScoreMode mode) {
+  auto find = c.Prepare("SELECT score, seq FROM leaderboard WHERE client_id = ?1");
+  if (!find.ok()) return find.status();
+  find->Bind(1, client_id);
+  auto row = find->Step();
+  if (!row.ok()) return row.status();
+  if (*row) {
+    int64_t old_score = find->Int(0), old_seq = find->Int(1);
+    if (old_score == score || (mode == ScoreMode::kBest && old_score > score))
+      return Applied{old_score, old_seq, false};
+  }
+  auto next = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
+  if (!next.ok()) return next.status();
+  auto seq_row = next->Step();
+  if (!seq_row.ok()) return seq_row.status();
+  int64_t seq = next->Int(0);
+  if (Status s = next->Run(); !s.ok()) return s;
+  auto upsert = c.Prepare(
+      "INSERT INTO leaderboard (client_id, score, seq) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq");
+  if (!upsert.ok()) return upsert.status();
+  if (Status s = upsert->Bind(1, client_id).Bind(2, score).Bind(3, seq).Run(); !s.ok()) return s;
+  return Applied{score, seq, true};
+}
+
+}  // namespace
+
+void SqliteLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
+                                       std::function<void(Result<Posted>)> done) {
+  auto apply = [client_id, score, mode](sqlite::Connection& c) { return ApplyScore(c, client_id, score, mode); };
+  auto finish = [this, client_id, done = std::move(done)](Result<Applied> r) {
+    if (!r.ok()) return done(r.status());
+    if (r->changed) board_.Set(client_id, r->score, r->seq);
+    auto view = board_.Player(client_id, std::nullopt);
+    if (!view) return done(Status::Internal("player vanished from the board"));
+    done(Posted{view->entry, r->changed});
+  };
+  db::SubmitCall<Applied>(db_.writer(), std::move(apply), std::move(finish));
+}
+
+void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
+  auto apply = [client_id](sqlite::Connection& c) -> Result<db::Unit> {
+    auto q = c.Prepare("DELETE FROM leaderboard WHERE client_id = ?1");
+    if (!q.ok()) return q.status();
+    if (Status s = q->Bind(1, client_id).Run(); !s.ok()) return s;
+    if (c.Changes() == 0) return Status::NotFound("no player '" + client_id + "' on the leaderboard");
+    return db::Unit{};
+  };
+  auto finish = [this, client_id, done = std::move(done)](Result<db::Unit> r) {
+    if (r.ok()) board_.Erase(client_id);
+    done(r.status());
+  };
+  db::SubmitCall<db::Unit>(db_.writer(), std::move(apply), std::move(finish));
+}
+
+void SqliteLeaderboardStore::Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) {
+  done(board_.Top(offset, limit));
+}
+
+void SqliteLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
+                                    std::function<void(Result<PlayerView>)> done) {
+  auto view = board_.Player(client_id, around);
+  if (!view) return done(Status::NotFound("no player '" + client_id + "' on the leaderboard"));
+  done(std::move(*view));
+}
+
+Status SeedLeaderboard(sqlite::Connection& conn, int64_t clients, uint64_t seed,
+                       const std::function<void(int64_t)>& progress) {
+  if (Status s = CreateLeaderboardSchema(conn); !s.ok()) return s;
+  auto existing = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM leaderboard");
+  if (!existing.ok()) return existing.status();
+  if (*existing > 0)
+    return Status::Conflict("the database already holds " + std::to_string(*existing) +
+                            " player(s); seed a fresh database or pass --replace");
+  std::mt19937_64 rng(seed);
+  // Scores cluster around 5,000 with a long tail, so there are many ties.
+  std::normal_distribution<double> dist(5000, 1500);
+  if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  auto last = sqlite::QueryInt(conn, "SELECT last FROM leaderboard_seq WHERE id = 1");
+  if (!last.ok()) return last.status();
+  for (int64_t i = 1; i <= clients; ++i) {
+    auto q = conn.Prepare("INSERT INTO leaderboard (client_id, score, seq) VALUES (?1, ?2, ?3)");
+    if (!q.ok()) return q.status();
+    auto score = static_cast<int64_t>(std::max(0.0, dist(rng)));
+    if (Status s = q->Bind(1, "player-" + std::to_string(i)).Bind(2, score).Bind(3, *last + i).Run(); !s.ok()) {
+      (void)conn.Exec("ROLLBACK");
+      return s;
+    }
+    if (progress && (i % 5000 == 0 || i == clients)) progress(i);
+  }
+  auto bump = conn.Prepare("UPDATE leaderboard_seq SET last = ?1 WHERE id = 1");
+  if (!bump.ok()) return bump.status();
+  if (Status s = bump->Bind(1, *last + clients).Run(); !s.ok()) return s;
+  return conn.Exec("COMMIT");
+}
+
+}  // namespace hotrow::leaderboard

@@ -1,0 +1,41 @@
+// The leaderboard on the embedded SQLite database: the table is the truth,
+// written through the group-commit writer (a 200 is durable); the Board
+// answers every read from memory and changes right after each commit.
+#pragma once
+
+#include "db/sqlite_database.h"
+#include "leaderboard/board.h"
+#include "leaderboard/store.h"
+
+namespace hotrow::leaderboard {
+
+class SqliteLeaderboardStore final : public LeaderboardStore {
+ public:
+  // Creates the schema if needed (before db.writer().Start()).
+  static Result<std::unique_ptr<SqliteLeaderboardStore>> Open(db::SqliteDatabase& db);
+  // Rebuilds the Board from the table (after the writer started).
+  Status Load();
+
+  void PostScore(std::string client_id, int64_t score, ScoreMode mode,
+                 std::function<void(Result<Posted>)> done) override;
+  void Remove(std::string client_id, std::function<void(Status)> done) override;
+  void Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) override;
+  void Player(std::string client_id, std::optional<int64_t> around,
+              std::function<void(Result<PlayerView>)> done) override;
+
+  const Board& board() const { return board_; }
+
+ private:
+  explicit SqliteLeaderboardStore(db::SqliteDatabase& db) : db_(db) {}
+  db::SqliteDatabase& db_;
+  Board board_;
+};
+
+Status CreateLeaderboardSchema(db::sqlite::Connection& conn);
+
+// Inserts `clients` players "player-1".."player-N" with random scores into an
+// empty table (seeding). progress(done) is called now and then.
+Status SeedLeaderboard(db::sqlite::Connection& conn, int64_t clients, uint64_t seed,
+                       const std::function<void(int64_t)>& progress);
+
+}  // namespace hotrow::leaderboard

@@ -1,0 +1,109 @@
+// Leaderboard scenarios across processes: several instances on one Redis,
+// restarts, and the admin switch.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "harness/http_client.h"
+#include "harness/redis_process.h"
+#include "harness/server_process.h"
+
+namespace hotrow::testing {
+namespace {
+
+TEST(LeaderboardHttp, ASecondInstanceSeesAScorePostedOnTheFirst) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  TestServer a(0, {"--redis", redis->url()});
+  TestServer b(0, {"--redis", redis->url()});
+  ASSERT_TRUE(a.ok() && b.ok());
+  HttpClient ca(a.port()), cb(b.port());
+  // Warm b's cache first, so the test covers invalidation, not a cold read.
+  ASSERT_EQ(cb.Get("/api/v1/leaderboard").status, 200);
+  auto posted = ca.Post("/api/v1/score", R"({"score":12345})", {{"ClientId", "from-a"}});
+  ASSERT_EQ(posted.status, 200) << posted.body;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  bool seen = false;
+  while (!seen && std::chrono::steady_clock::now() < deadline) {
+    seen = cb.Get("/api/v1/leaderboard?limit=1").body.find("from-a") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(seen) << "instance b did not rank a score posted on instance a within 2 s";
+  auto mine = cb.Get("/api/v1/leaderboard/from-a");
+  EXPECT_EQ(mine.status, 200);
+  EXPECT_NE(mine.body.find("\"rank\":1"), std::string::npos) << mine.body;
+}
+
+TEST(LeaderboardHttp, ScoresSurviveAServerRestartOnTheEmbeddedStore) {
+  TestServer server;
+  ASSERT_TRUE(server.ok());
+  {
+    HttpClient c(server.port());
+    ASSERT_EQ(c.Post("/api/v1/score", R"({"score":7})", {{"ClientId", "a"}}).status, 200);
+    ASSERT_EQ(c.Post("/api/v1/score", R"({"score":7})", {{"ClientId", "b"}}).status, 200);
+  }
+  ASSERT_EQ(server.Stop(), 0);
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  EXPECT_EQ(c.Get("/api/v1/leaderboard").body,
+            R"({"entries":[{"rank":1,"clientId":"a","score":7},{"rank":2,"clientId":"b","score":7}],"total":2})");
+}
+
+TEST(LeaderboardHttp, AcknowledgedScoresSurviveKill9OnTheEmbeddedStore) {
+  TestServer server;
+  ASSERT_TRUE(server.ok());
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<std::pair<std::string, int>>> acked(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        HttpClient c(server.port(), std::chrono::milliseconds(5000));
+        for (int i = 0; !stop; ++i) {
+          std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
+          if (c.Post("/api/v1/score", "{\"score\":" + std::to_string(i) + "}", {{"ClientId", id}}).status == 200)
+            acked[t].push_back({id, i});
+        }
+      } catch (const std::exception&) {
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  server.Kill();
+  stop = true;
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(server.Start());
+  HttpClient c(server.port());
+  size_t checked = 0;
+  for (const auto& list : acked)
+    for (const auto& [id, score] : list) {
+      auto r = c.Get("/api/v1/leaderboard/" + id);
+      ASSERT_EQ(r.status, 200) << "acknowledged score of " << id << " was lost";
+      EXPECT_NE(r.body.find("\"score\":" + std::to_string(score) + "}"), std::string::npos) << r.body;
+      ++checked;
+    }
+  EXPECT_GT(checked, 0u);
+}
+
+TEST(LeaderboardHttp, WithoutAnAdminTokenRemovingIsForbidden) {
+  TempDir dir;
+  auto p = ServerProcess::Start({"--db", "sqlite:" + dir.File("x.db")}, dir.File("log"));
+  ASSERT_TRUE(p);
+  HttpClient c(p->port());
+  ASSERT_EQ(c.Post("/api/v1/score", R"({"score":7})", {{"ClientId", "a"}}).status, 200);
+  auto r = c.Delete("/api/v1/leaderboard/a", {{"Authorization", "Bearer guess"}});
+  EXPECT_EQ(r.status, 403);
+  EXPECT_NE(r.body.find("admin actions are disabled"), std::string::npos) << r.body;
+  EXPECT_EQ(c.Get("/api/v1/leaderboard/a").status, 200);
+  EXPECT_EQ(p->Stop(), 0);
+}
+
+TEST(LeaderboardHttp, AnUnreachableRedisFailsAtStartUp) {
+  auto r = RunHotrow({"serve", "--port", "0", "--redis", "redis://127.0.0.1:" + std::to_string(FreePort())},
+                     std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("cannot connect to Redis"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace hotrow::testing

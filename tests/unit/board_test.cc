@@ -1,0 +1,56 @@
+#include "leaderboard/board.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace hotrow::leaderboard {
+namespace {
+
+TEST(Board, RanksByScoreThenSequence) {
+  Board b;
+  b.Set("a", 10, 1);
+  b.Set("b", 20, 2);
+  b.Set("c", 10, 3);
+  b.Set("d", 10, 0);  // same score, earliest change
+  auto page = b.Top(0, 10);
+  ASSERT_EQ(page.entries.size(), 4u);
+  EXPECT_EQ(page.entries[0].client_id, "b");
+  EXPECT_EQ(page.entries[1].client_id, "d");
+  EXPECT_EQ(page.entries[2].client_id, "a");
+  EXPECT_EQ(page.entries[3].client_id, "c");
+  EXPECT_EQ(b.Player("c", std::nullopt)->entry.rank, 4);
+  b.Set("c", 30, 4);
+  EXPECT_EQ(b.Player("c", std::nullopt)->entry.rank, 1);
+  EXPECT_EQ(b.size(), 4);
+  EXPECT_TRUE(b.Erase("c"));
+  EXPECT_FALSE(b.Erase("c"));
+  EXPECT_EQ(b.Player("a", std::nullopt)->entry.rank, 3);
+}
+
+TEST(Board, RankMatchesALinearRecount) {
+  Board b;
+  std::mt19937_64 rng(3);
+  std::map<std::string, std::pair<int64_t, int64_t>> truth;
+  for (int64_t seq = 1; seq <= 5000; ++seq) {
+    std::string id = "p" + std::to_string(rng() % 800);
+    int64_t score = static_cast<int64_t>(rng() % 100);
+    if (rng() % 10 == 0) {
+      b.Erase(id);
+      truth.erase(id);
+      continue;
+    }
+    b.Set(id, score, seq);
+    truth[id] = {score, seq};
+  }
+  for (const auto& [id, v] : truth) {
+    int64_t better = 0;
+    for (const auto& [other, w] : truth)
+      if (w.first > v.first || (w.first == v.first && w.second < v.second)) ++better;
+    EXPECT_EQ(b.Player(id, std::nullopt)->entry.rank, better + 1) << id;
+  }
+  EXPECT_EQ(b.size(), static_cast<int64_t>(truth.size()));
+}
+
+}  // namespace
+}  // namespace hotrow::leaderboard

@@ -1,0 +1,70 @@
+// Runs the leaderboard contract on both backends: the embedded SQLite store
+// and Redis (a real redis-server started for the suite).
+#include "contract/leaderboard_contract.h"
+#include "db/sqlite_database.h"
+#include "harness/redis_process.h"
+#include "leaderboard/redis_store.h"
+#include "leaderboard/sqlite_store.h"
+
+namespace hotrow::testing {
+namespace {
+
+class SqliteBoard : public LeaderboardBackendInstance {
+ public:
+  SqliteBoard() { Open(); }
+  leaderboard::LeaderboardStore& store() override { return *store_; }
+  void Restart() override {
+    store_.reset();
+    db_.reset();
+    Open();
+  }
+
+ private:
+  void Open() {
+    auto db = db::SqliteDatabase::Open(dir_.File("lb.db"));
+    if (!db.ok()) throw std::runtime_error(db.status().ToString());
+    db_ = std::move(db).value();
+    auto store = leaderboard::SqliteLeaderboardStore::Open(*db_);
+    if (!store.ok()) throw std::runtime_error(store.status().ToString());
+    store_ = std::move(store).value();
+    db_->writer().Start();
+    if (Status s = store_->Load(); !s.ok()) throw std::runtime_error(s.ToString());
+  }
+  TempDir dir_;
+  std::unique_ptr<db::SqliteDatabase> db_;
+  std::unique_ptr<leaderboard::SqliteLeaderboardStore> store_;
+};
+
+class RedisBoard : public LeaderboardBackendInstance {
+ public:
+  RedisBoard() : redis_(RedisProcess::Start()) {
+    if (!redis_) throw std::runtime_error("no redis-server");
+    Open();
+  }
+  leaderboard::LeaderboardStore& store() override { return *store_; }
+  void Restart() override {
+    store_.reset();
+    Open();
+  }
+  bool CrashServer() override {
+    store_.reset();
+    return redis_->Restart();
+  }
+
+ private:
+  void Open() {
+    auto store = leaderboard::RedisLeaderboardStore::Open(redis_->url());
+    if (!store.ok()) throw std::runtime_error(store.status().ToString());
+    store_ = std::move(store).value();
+  }
+  std::unique_ptr<RedisProcess> redis_;
+  std::unique_ptr<leaderboard::RedisLeaderboardStore> store_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, LeaderboardContract,
+                         ::testing::Values(LeaderboardBackend{"sqlite", [] { return std::make_unique<SqliteBoard>(); }},
+                                           LeaderboardBackend{"redis", [] { return std::make_unique<RedisBoard>(); }}),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace hotrow::testing
