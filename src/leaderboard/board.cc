@@ -35,19 +35,26 @@ struct Board::Impl {
   }
 };
 
-Board::Board() : impl_(std::make_unique<Impl>()) {}
+Board::Board() : impl_(std::make_unique<Impl>()), snapshot_(std::make_shared<const Snapshot>()) {}
 Board::~Board() = default;
 
 void Board::Set(std::string_view client_id, int64_t score, int64_t seq) {
   std::unique_lock lock(mutex_);
+  auto& tree = impl_->tree;
+  bool touches_top = false;
   auto it = impl_->players.find(client_id);
   if (it != impl_->players.end()) {
-    impl_->tree.erase(Key{-it->second.score, it->second.seq});
+    Key old{-it->second.score, it->second.seq};
+    touches_top = tree.order_of_key(old) < static_cast<size_t>(kPageLimitMax);
+    tree.erase(old);
     it->second = {score, seq};
   } else {
     it = impl_->players.emplace(std::string(client_id), Stored{score, seq}).first;
+    touches_top = true;  // the total changes
   }
-  impl_->tree.insert({Key{-score, seq}, it->first});
+  Key key{-score, seq};
+  tree.insert({key, it->first});
+  if (touches_top || tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
 }
 
 bool Board::Erase(std::string_view client_id) {
@@ -56,7 +63,15 @@ bool Board::Erase(std::string_view client_id) {
   if (it == impl_->players.end()) return false;
   impl_->tree.erase(Key{-it->second.score, it->second.seq});
   impl_->players.erase(it);
+  Publish();
   return true;
+}
+
+void Board::Publish() {
+  auto snap = std::make_shared<Snapshot>();
+  snap->total = static_cast<int64_t>(impl_->tree.size());
+  snap->top = impl_->Range(0, std::min<int64_t>(kPageLimitMax, snap->total));
+  snapshot_.store(std::move(snap), std::memory_order_release);
 }
 
 std::optional<Stored> Board::Find(std::string_view client_id) const {
@@ -80,6 +95,14 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
 }
 
 Page Board::Top(int64_t offset, int64_t limit) const {
+  if (offset + limit <= kPageLimitMax) {
+    auto snap = snapshot_.load(std::memory_order_acquire);
+    Page page;
+    page.total = snap->total;
+    auto end = std::min<int64_t>(offset + limit, static_cast<int64_t>(snap->top.size()));
+    if (offset < end) page.entries.assign(snap->top.begin() + offset, snap->top.begin() + end);
+    return page;
+  }
   std::shared_lock lock(mutex_);
   int64_t size = static_cast<int64_t>(impl_->tree.size());
   Page page;

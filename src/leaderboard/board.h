@@ -13,10 +13,18 @@
 //   set / erase a player:         O(log N)
 //
 // Consistency: written only after the commit that made the change durable
-// (see db/writer.h), so reads never see uncommitted scores. Thread safety: a
-// writer-preferring RwLock; readers copy out the few entries they need.
+// (see db/writer.h), so reads never see uncommitted scores.
+//
+// Thread safety: a writer-preferring RwLock for player lookups. The hot read
+// -- a page within the top 100, the reference's "top 10" -- takes no lock at
+// all: every change that touches the top 100 or the total publishes a fresh
+// immutable snapshot of them (an atomic shared_ptr swap), so a thousand
+// readers never queue behind the commit thread, and a descheduled writer
+// never stalls them. Cost per change: O(log N) to find out whether the top
+// 100 moved, plus O(100) to rebuild it when it did.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -51,9 +59,16 @@ class Board {
   int64_t size() const;
 
  private:
+  struct Snapshot {
+    std::vector<Entry> top;  // the first kPageLimitMax entries
+    int64_t total = 0;
+  };
+  void Publish();  // under the exclusive lock
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   mutable RwLock mutex_;
+  std::atomic<std::shared_ptr<const Snapshot>> snapshot_;
 };
 
 }  // namespace hotrow::leaderboard

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
 
 namespace hotrow::leaderboard {
@@ -50,6 +52,22 @@ TEST(Board, RankMatchesALinearRecount) {
     EXPECT_EQ(b.Player(id, std::nullopt)->entry.rank, better + 1) << id;
   }
   EXPECT_EQ(b.size(), static_cast<int64_t>(truth.size()));
+  // The lock-free top-100 snapshot agrees with the tree after all that churn.
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> order;
+  for (const auto& [id, v] : truth) order.push_back({{-v.first, v.second}, id});
+  std::sort(order.begin(), order.end());
+  for (int64_t offset : {0, 7, 90}) {
+    auto page = b.Top(offset, 10);
+    EXPECT_EQ(page.total, static_cast<int64_t>(truth.size()));
+    ASSERT_EQ(page.entries.size(), 10u);
+    for (size_t i = 0; i < 10; ++i) {
+      EXPECT_EQ(page.entries[i].client_id, order[static_cast<size_t>(offset) + i].second);
+      EXPECT_EQ(page.entries[i].rank, offset + static_cast<int64_t>(i) + 1);
+    }
+  }
+  auto deep = b.Top(100, 5);  // past the snapshot: served from the tree
+  ASSERT_EQ(deep.entries.size(), 5u);
+  EXPECT_EQ(deep.entries[0].client_id, order[100].second);
 }
 
 }  // namespace
