@@ -78,10 +78,10 @@ int RunServe(const ServeFlags& f) {
     return 2;
   }
 
-  db::WriterOptions writer_options;
+  db::DatabaseOptions db_options;
   // Every allowed connection may have one write waiting, plus headroom.
-  writer_options.queue_ops_max = static_cast<size_t>(f.max_connections) + 1024;
-  auto database = db::SqliteDatabase::Open(url->sqlite_path, writer_options);
+  db_options.writer.queue_ops_max = static_cast<size_t>(f.max_connections) + 1024;
+  auto database = db::SqliteDatabase::Open(url->sqlite_path, db_options);
   if (!database.ok()) {
     log::Error("{}", database.status().message());
     return 1;

@@ -1,26 +1,38 @@
 #include "db/sqlite_database.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
+#include "ops/log.h"
+
 namespace hotrow::db {
 
-Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& path, WriterOptions options) {
+namespace {
+int64_t FileBytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+}  // namespace
+
+Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& path, DatabaseOptions options) {
   std::unique_ptr<SqliteDatabase> db(new SqliteDatabase());
   db->path_ = path;
+  db->options_ = options;
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
 
   std::string lock_path = path + ".lock";
   db->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (db->lock_fd_ < 0)
-    return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (db->lock_fd_ < 0) return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
   if (::flock(db->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     char pid[32] = {0};
     ssize_t n = ::pread(db->lock_fd_, pid, sizeof pid - 1, 0);
@@ -36,17 +48,102 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& 
 
   auto conn = sqlite::Connection::Open(path, sqlite::OpenMode::kReadWrite);
   if (!conn.ok()) return conn.status();
-  db->writer_ = std::make_unique<Writer>(std::move(conn).value(), options);
+  Status s = (*conn)->Exec("PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=-" +
+                           std::to_string(options.writer_cache_bytes / 1024) +
+                           "; PRAGMA mmap_size=" + std::to_string(options.mmap_bytes) +
+                           "; PRAGMA journal_size_limit=" + std::to_string(options.checkpoint_wal_bytes) + ";");
+  if (!s.ok()) return s;
+  db->writer_ = std::make_unique<Writer>(std::move(conn).value(), options.writer);
+  if (options.checkpointer) db->checkpointer_ = std::thread([p = db.get()] { p->CheckpointLoop(); });
   return db;
 }
 
 SqliteDatabase::~SqliteDatabase() {
   writer_.reset();  // stops the writer and closes the connection first
+  {
+    std::lock_guard lock(checkpoint_mutex_);
+    stopping_ = true;
+  }
+  checkpoint_wake_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+  idle_readers_.clear();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 Result<std::unique_ptr<sqlite::Connection>> SqliteDatabase::OpenReader() const {
-  return sqlite::Connection::Open(path_, sqlite::OpenMode::kReadOnly);
+  auto conn = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadOnly);
+  if (!conn.ok()) return conn.status();
+  if (Status s = (*conn)->Exec("PRAGMA mmap_size=" + std::to_string(options_.mmap_bytes) + ";"); !s.ok()) return s;
+  return conn;
+}
+
+Result<SqliteDatabase::ReaderLease> SqliteDatabase::Reader() {
+  std::unique_lock lock(readers_mutex_);
+  while (idle_readers_.empty() && readers_open_ >= options_.readers_max) reader_returned_.wait(lock);
+  if (!idle_readers_.empty()) {
+    auto conn = std::move(idle_readers_.back());
+    idle_readers_.pop_back();
+    return ReaderLease(this, std::move(conn));
+  }
+  ++readers_open_;
+  lock.unlock();
+  auto conn = OpenReader();
+  if (!conn.ok()) {
+    std::lock_guard again(readers_mutex_);
+    --readers_open_;
+    reader_returned_.notify_one();
+    return conn.status();
+  }
+  return ReaderLease(this, std::move(conn).value());
+}
+
+SqliteDatabase::ReaderLease::~ReaderLease() {
+  if (!conn_) return;
+  if (conn_->InTransaction()) (void)conn_->Exec("ROLLBACK");
+  {
+    std::lock_guard lock(db_->readers_mutex_);
+    db_->idle_readers_.push_back(std::move(conn_));
+  }
+  db_->reader_returned_.notify_one();
+}
+
+CheckpointStats SqliteDatabase::checkpoint_stats() const {
+  std::lock_guard lock(checkpoint_mutex_);
+  auto stats = checkpoint_stats_;
+  stats.wal_bytes_now = FileBytes(path_ + "-wal");
+  return stats;
+}
+
+void SqliteDatabase::CheckpointLoop() {
+  std::unique_ptr<sqlite::Connection> conn;
+  std::string wal = path_ + "-wal";
+  std::unique_lock lock(checkpoint_mutex_);
+  while (!stopping_) {
+    checkpoint_wake_.wait_for(lock, std::chrono::milliseconds(200));
+    if (stopping_) break;
+    int64_t bytes = FileBytes(wal);
+    checkpoint_stats_.wal_bytes_largest = std::max(checkpoint_stats_.wal_bytes_largest, bytes);
+    if (bytes < options_.checkpoint_wal_bytes) continue;
+    lock.unlock();
+    if (!conn) {
+      auto c = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadWrite);
+      if (c.ok()) conn = std::move(c).value();
+    }
+    int log_frames = 0, done_frames = 0;
+    auto start = std::chrono::steady_clock::now();
+    int rc = conn ? sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
+                                              &done_frames)
+                  : SQLITE_ERROR;
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    lock.lock();
+    if (rc == SQLITE_OK) {
+      ++checkpoint_stats_.checkpoints;
+      checkpoint_stats_.frames_checkpointed += static_cast<uint64_t>(done_frames);
+      checkpoint_stats_.checkpoint_seconds += seconds;
+    }
+    log::Debug("checkpoint: WAL {} bytes, {} of {} frame(s) copied in {:.3f} s", bytes, done_frames, log_frames,
+               seconds);
+  }
 }
 
 }  // namespace hotrow::db

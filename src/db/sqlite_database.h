@@ -1,15 +1,32 @@
 // One SQLite database file as a server (or the seeder) uses it: an exclusive
-// process lock, the group-commit writer with the write connection, and
-// read-only connections for loading read models at start-up.
+// process lock, the group-commit writer with the write connection, a pool of
+// read-only connections, and a background checkpointer.
 //
-// The lock is flock(2) on PATH.lock, held for the object's lifetime and
-// released by the kernel if the process dies, so "is a server running on
-// this file?" has a reliable answer. A second server or `hotrow seed` on the
-// same file is refused with a message naming the holder's pid.
+// Lock: flock(2) on PATH.lock, held for the object's lifetime and released by
+// the kernel if the process dies, so "is a server running on this file?" has
+// a reliable answer. A second server or `hotrow seed` on the same file is
+// refused with a message naming the holder's pid.
+//
+// Readers: WAL lets any number of readers run beside the writer, each on a
+// snapshot taken when its read transaction starts, so a read that starts
+// after a commit returned sees it. Connections are opened on demand up to
+// readers_max and reused; a caller beyond that waits for one.
+//
+// Checkpoints: the writer connection never checkpoints (wal_autocheckpoint=0),
+// because an inline checkpoint after a large commit (a point grant adds
+// hundreds of thousands of rows) would stall every queued write behind it.
+// A background thread runs PASSIVE checkpoints -- which neither block nor
+// wait for the writer -- whenever the WAL file passes checkpoint_wal_bytes,
+// and reports what it did.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "db/sqlite.h"
 #include "db/writer.h"
@@ -17,21 +34,70 @@
 
 namespace hotrow::db {
 
+struct DatabaseOptions {
+  WriterOptions writer;
+  size_t readers_max = 64;
+  int64_t writer_cache_bytes = 256ll << 20;
+  int64_t mmap_bytes = 4ll << 30;
+  int64_t checkpoint_wal_bytes = 64ll << 20;
+  bool checkpointer = true;
+};
+
+struct CheckpointStats {
+  uint64_t checkpoints = 0;
+  uint64_t frames_checkpointed = 0;
+  int64_t wal_bytes_largest = 0;
+  int64_t wal_bytes_now = 0;
+  double checkpoint_seconds = 0;
+};
+
 class SqliteDatabase {
  public:
   // Creates the parent directory if needed, takes the lock, opens the file.
-  static Result<std::unique_ptr<SqliteDatabase>> Open(const std::string& path, WriterOptions options = {});
+  static Result<std::unique_ptr<SqliteDatabase>> Open(const std::string& path, DatabaseOptions options = {});
   ~SqliteDatabase();
 
   const std::string& path() const { return path_; }
   Writer& writer() { return *writer_; }
+
+  // A read-only connection from the pool, returned when the lease ends.
+  class ReaderLease {
+   public:
+    ReaderLease(SqliteDatabase* db, std::unique_ptr<sqlite::Connection> conn) : db_(db), conn_(std::move(conn)) {}
+    ReaderLease(ReaderLease&&) = default;
+    ~ReaderLease();
+    sqlite::Connection& operator*() { return *conn_; }
+    sqlite::Connection* operator->() { return conn_.get(); }
+
+   private:
+    SqliteDatabase* db_;
+    std::unique_ptr<sqlite::Connection> conn_;
+  };
+  Result<ReaderLease> Reader();
+  // A fresh read-only connection outside the pool (long scans, start-up).
   Result<std::unique_ptr<sqlite::Connection>> OpenReader() const;
+
+  CheckpointStats checkpoint_stats() const;
 
  private:
   SqliteDatabase() = default;
+  void CheckpointLoop();
+
   std::string path_;
+  DatabaseOptions options_;
   int lock_fd_ = -1;
   std::unique_ptr<Writer> writer_;
+
+  std::mutex readers_mutex_;
+  std::condition_variable reader_returned_;
+  std::vector<std::unique_ptr<sqlite::Connection>> idle_readers_;
+  size_t readers_open_ = 0;
+
+  mutable std::mutex checkpoint_mutex_;
+  std::condition_variable checkpoint_wake_;
+  bool stopping_ = false;
+  CheckpointStats checkpoint_stats_;
+  std::thread checkpointer_;
 };
 
 }  // namespace hotrow::db

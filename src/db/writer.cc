@@ -118,7 +118,11 @@ void Writer::RunBatch(std::vector<std::unique_ptr<WriteOp>>& batch) {
       }
       for (size_t i : members[g]) outcome[i] = s;
     }
+    auto commit_start = std::chrono::steady_clock::now();
     batch_status = RunStatement(*conn_, "COMMIT");
+    auto commit_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - commit_start);
+    for (auto& op : batch) op->commit_duration_ = commit_us;
     if (!batch_status.ok()) {
       log::Error("group commit of {} op(s) failed: {}", batch.size(), batch_status.ToString());
       if (conn_->InTransaction()) (void)RunStatement(*conn_, "ROLLBACK");

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -70,6 +71,13 @@ class WriteOp {
 
   // Called once per op after the batch's COMMIT (or its failure).
   virtual void Finish(const Status& status) = 0;
+
+  // How long the COMMIT of this op's batch took (set before Finish).
+  std::chrono::microseconds commit_duration() const { return commit_duration_; }
+
+ private:
+  friend class Writer;
+  std::chrono::microseconds commit_duration_{0};
 };
 
 struct WriterOptions {

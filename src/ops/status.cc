@@ -12,6 +12,9 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kNotFound: return "not_found";
     case ErrorCode::kMethodNotAllowed: return "method_not_allowed";
     case ErrorCode::kConflict: return "conflict";
+    case ErrorCode::kInsufficientBalance: return "insufficient_balance";
+    case ErrorCode::kGrantInProgress: return "grant_in_progress";
+    case ErrorCode::kIdempotencyMismatch: return "idempotency_mismatch";
     case ErrorCode::kPayloadTooLarge: return "payload_too_large";
     case ErrorCode::kUnsupportedMediaType: return "unsupported_media_type";
     case ErrorCode::kHeadersTooLarge: return "headers_too_large";

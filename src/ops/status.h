@@ -26,6 +26,9 @@ enum class ErrorCode {
   kNotFound,              // no such resource or route
   kMethodNotAllowed,      // route exists, method does not
   kConflict,              // the resource's state forbids the change
+  kInsufficientBalance,   // a payment larger than the card's balance (409)
+  kGrantInProgress,       // a point grant is already running (409)
+  kIdempotencyMismatch,   // an Idempotency-Key reused with a different request (422)
   kPayloadTooLarge,       // body over the limit
   kUnsupportedMediaType,  // body that is not application/json
   kHeadersTooLarge,       // header block over the limit

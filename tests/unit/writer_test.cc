@@ -73,7 +73,9 @@ class GateOp : public WriteOp {
 
 class WriterTest : public ::testing::Test {
  protected:
-  void Open(WriterOptions options = {}) {
+  void Open(WriterOptions writer_options = {}) {
+    DatabaseOptions options;
+    options.writer = writer_options;
     auto db = SqliteDatabase::Open(dir.File("w.db"), options);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     database = std::move(db).value();

@@ -1,0 +1,26 @@
+// Failpoints: named places where a test can make the process die on purpose,
+// to prove that a crash there loses nothing acknowledged and leaves nothing
+// half-applied.
+//
+//   HOTROW_FAILPOINT=grant.write:5000   abort() when the grant's write phase
+//                                       has updated its 5,000th card
+//   HOTROW_FAILPOINT=grant.commit       abort() right after the grant commits,
+//                                       before anyone is told
+//
+// Read once at start-up from the environment; a failpoint that is not set
+// costs one predictable branch.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace hotrow::failpoint {
+
+// True when `name` is armed and its count (default 1) is reached with
+// `hits` (1-based); the caller then aborts.
+bool Hit(std::string_view name, int64_t hits = 1);
+
+// abort()s the process (SIGABRT, no destructors, no flush) when Hit().
+void MaybeCrash(std::string_view name, int64_t hits = 1);
+
+}  // namespace hotrow::failpoint
