@@ -20,6 +20,7 @@ build: setup
 run: build
 	build/hotrow seed dateplans --count 1000 --if-empty --db $(DB)
 	build/hotrow seed leaderboard --clients 1000 --if-empty --db $(DB)
+	build/hotrow seed pointcard --cards 1000 --stores 100 --history 5000 --if-empty --db $(DB)
 	build/hotrow serve --db $(DB)
 
 test: test-release test-sanitize

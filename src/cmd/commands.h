@@ -27,11 +27,32 @@ struct SeedFlags {
   std::string redis;
   int64_t count = 100000;
   int64_t clients = 10000;
+  int64_t cards = 1000000;
+  int64_t stores = 10000;
+  int64_t history = 1000000;
   uint64_t seed = 42;
   bool if_empty = false;
   bool replace = false;
 };
 CLI::App* AddSeed(CLI::App& app, SeedFlags& flags);
 int RunSeed(const SeedFlags& flags);
+
+struct CheckFlags {
+  std::string what;
+  std::string db = "sqlite:data/hotrow.db";
+};
+CLI::App* AddCheck(CLI::App& app, CheckFlags& flags);
+int RunCheck(const CheckFlags& flags);
+
+struct GrantFlags {
+  std::string url = "http://127.0.0.1:8080";
+  std::string from;
+  std::string to;
+  int rate_percent = 1;
+  std::string admin_token;
+  std::string idempotency_key;
+};
+CLI::App* AddGrant(CLI::App& app, GrantFlags& flags);
+int RunGrant(const GrantFlags& flags);
 
 }  // namespace hotrow::cmd

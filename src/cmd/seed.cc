@@ -8,6 +8,8 @@
 #include "db/sqlite_database.h"
 #include "db/store_url.h"
 #include "ops/log.h"
+#include "pointcard/seed.h"
+#include "pointcard/sqlite_store.h"
 #include "leaderboard/redis_store.h"
 #include "leaderboard/sqlite_store.h"
 #include "ops/progress.h"
@@ -40,6 +42,20 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   players->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when players already exist");
   players->add_flag("--replace", f.replace, "Delete existing players first");
   players->callback([&f] { f.what = "leaderboard"; });
+
+  CLI::App* cards = c->add_subcommand("pointcard", "Regions, stores, cards 1..N and an initial history");
+  cards->add_option("--cards", f.cards, "Number of cards")->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+      ->capture_default_str();
+  cards->add_option("--stores", f.stores, "Number of stores")->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+      ->capture_default_str();
+  cards->add_option("--history", f.history, "Number of initial history rows")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}))
+      ->capture_default_str();
+  cards->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  cards->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
+  cards->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when cards already exist");
+  cards->add_flag("--replace", f.replace, "Delete existing point-card data first");
+  cards->callback([&f] { f.what = "pointcard"; });
   return c;
 }
 
@@ -85,6 +101,52 @@ int SeedSqlite(const SeedFlags& f, db::SqliteDatabase& database, int64_t count, 
 }
 
 const SqliteDataset kDatePlans{"date plan(s)", "datePlans", dateplan::CreateDatePlanSchema, dateplan::SeedPlans};
+Status DeletePointCardData(db::sqlite::Connection& conn) {
+  return conn.Exec(
+      "DELETE FROM H_TRANSACTION; DELETE FROM S_ACCOUNT; DELETE FROM M_STORE; DELETE FROM M_REGION; "
+      "DELETE FROM P_IDEMPOTENCY; DELETE FROM P_GRANT;");
+}
+
+int SeedPointCards(const SeedFlags& f, db::SqliteDatabase& database) {
+  auto& conn = database.writer().connection();
+  if (Status s = pointcard::CreatePointCardSchema(conn); !s.ok()) {
+    log::Error("{}", s.ToString());
+    return 1;
+  }
+  auto existing = db::sqlite::QueryInt(conn, "SELECT COUNT(*) FROM S_ACCOUNT");
+  if (!existing.ok()) {
+    log::Error("{}", existing.status().ToString());
+    return 1;
+  }
+  if (*existing > 0 && f.if_empty) {
+    log::Info("{} already holds {} card(s); nothing to do", database.path(), *existing);
+    return 0;
+  }
+  if (*existing > 0 && f.replace) {
+    if (Status s = DeletePointCardData(conn); !s.ok()) {
+      log::Error("{}", s.ToString());
+      return 1;
+    }
+  }
+  pointcard::SeedOptions options;
+  options.cards = f.cards;
+  options.stores = f.stores;
+  options.history = f.history;
+  options.seed = f.seed;
+  ProgressBar bar("cards and history", f.cards + f.history);
+  auto start = std::chrono::steady_clock::now();
+  Status s = pointcard::SeedPointCard(conn, options, [&bar](int64_t done, int64_t) { bar.Update(done); });
+  bar.Finish();
+  if (!s.ok()) {
+    log::Error("{}", s.message());
+    return 1;
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  log::Info("seeded {} card(s), {} store(s), {} history row(s) into {} in {} ms", f.cards, f.stores, f.history,
+            database.path(), ms);
+  return 0;
+}
+
 const SqliteDataset kPlayers{"player(s)", "leaderboard", leaderboard::CreateLeaderboardSchema,
                              leaderboard::SeedLeaderboard};
 
@@ -157,6 +219,7 @@ int RunSeed(const SeedFlags& f) {
   }
   if (f.what == "dateplans") return SeedSqlite(f, **database, f.count, kDatePlans);
   if (f.what == "leaderboard") return SeedSqlite(f, **database, f.clients, kPlayers);
+  if (f.what == "pointcard") return SeedPointCards(f, **database);
   log::Error("unknown dataset");
   return 2;
 }

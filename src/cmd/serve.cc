@@ -13,6 +13,8 @@
 #include "leaderboard/redis_store.h"
 #include "leaderboard/routes.h"
 #include "leaderboard/sqlite_store.h"
+#include "pointcard/routes.h"
+#include "pointcard/sqlite_store.h"
 #include "ops/auth.h"
 #include "ops/log.h"
 
@@ -94,6 +96,12 @@ int RunServe(const ServeFlags& f) {
     log::Error("date plans: {}", plan_store.status().ToString());
     return 1;
   }
+  auto card_store = pointcard::SqlitePointCardStore::Open(sqlite_db);
+  if (!card_store.ok()) {
+    log::Error("point card: {}", card_store.status().ToString());
+    return 1;
+  }
+
   std::unique_ptr<leaderboard::LeaderboardStore> board;
   leaderboard::SqliteLeaderboardStore* sqlite_board = nullptr;
   if (f.redis.empty()) {
@@ -123,6 +131,11 @@ int RunServe(const ServeFlags& f) {
     log::Error("date plans: cannot load: {}", s.ToString());
     return 1;
   }
+  pointcard::PointCardService cards(**card_store);
+  if (Status s = cards.Load(); !s.ok()) {
+    log::Error("point card: cannot load: {}", s.ToString());
+    return 1;
+  }
   if (sqlite_board) {
     if (Status s = sqlite_board->Load(); !s.ok()) {
       log::Error("leaderboard: cannot load: {}", s.ToString());
@@ -134,6 +147,7 @@ int RunServe(const ServeFlags& f) {
   AddHealth(router);
   dateplan::AddRoutes(router, plans);
   leaderboard::AddRoutes(router, *board, admin);
+  pointcard::AddRoutes(router, cards, admin);
 
   http::ServerOptions options;
   options.host = f.host;

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cassert>
+#include <mutex>
 
 namespace hotrow::db::sqlite {
 
@@ -35,6 +36,13 @@ Query& Query::BindBlob(int index, std::string_view bytes) {
   sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
   return *this;
 }
+Query& Query::BindDouble(int index, double value) {
+  sqlite3_bind_double(stmt_, index, value);
+  return *this;
+}
+
+void Query::Reset() { sqlite3_reset(stmt_); }
+
 Query& Query::BindNull(int index) {
   sqlite3_bind_null(stmt_, index);
   return *this;
@@ -67,7 +75,18 @@ std::string_view Query::Blob(int column) const {
   return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, column))) : std::string_view{};
 }
 
+namespace {
+// Process-wide settings, applied once before SQLite initialises. Memory
+// statistics cost a global mutex around every allocation SQLite makes (9% of
+// a point grant's write phase in a profile); hotrow never reads them.
+void ConfigureOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+}
+}  // namespace
+
 Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, OpenMode mode) {
+  ConfigureOnce();
   sqlite3* db = nullptr;
   int flags = SQLITE_OPEN_NOMUTEX;  // one thread per connection at a time
   flags |= mode == OpenMode::kReadWrite ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;

@@ -34,6 +34,11 @@ class Query {
   Query& Bind(int index, std::string_view text);
   Query& BindBlob(int index, std::string_view bytes);
   Query& BindNull(int index);
+  Query& BindDouble(int index, double value);
+
+  // Makes the statement ready to bind and step again (keeps the bindings),
+  // for a statement reused in a loop.
+  void Reset();
 
   // Advances: true when a row is available, false when done.
   Result<bool> Step();

@@ -1,0 +1,56 @@
+// hotrow check pointcard: verifies the point card's invariants on one
+// snapshot; exit status 1 with a precise report when anything is off.
+#include <cstdio>
+
+#include "cmd/commands.h"
+#include "db/store_url.h"
+#include "ops/log.h"
+#include "pointcard/check.h"
+
+namespace hotrow::cmd {
+
+CLI::App* AddCheck(CLI::App& app, CheckFlags& f) {
+  CLI::App* c = app.add_subcommand("check", "Verify a data set's invariants (safe beside a running server)");
+  c->require_subcommand(1);
+  CLI::App* cards = c->add_subcommand(
+      "pointcard", "Balances equal their history's sums, running balances, no negative balance, LAST_UPDATE");
+  cards->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  cards->callback([&f] { f.what = "pointcard"; });
+  return c;
+}
+
+int RunCheck(const CheckFlags& f) {
+  auto url = db::ParseStoreUrl(f.db);
+  if (!url.ok()) {
+    log::Error("{}", url.status().message());
+    return 2;
+  }
+  if (url->kind != db::StoreUrl::Kind::kSqlite) {
+    log::Error("--db {}: only sqlite:PATH is supported by this build", f.db);
+    return 2;
+  }
+  auto conn = db::sqlite::Connection::Open(url->sqlite_path, db::sqlite::OpenMode::kReadOnly);
+  if (!conn.ok()) {
+    log::Error("{}", conn.status().message());
+    return 2;
+  }
+  auto report = pointcard::CheckInvariants(**conn);
+  if (!report.ok()) {
+    log::Error("cannot check: {}", report.status().ToString());
+    return 2;
+  }
+  std::printf("checked %lld card(s) and %lld history row(s)\n", static_cast<long long>(report->cards),
+              static_cast<long long>(report->rows));
+  if (report->ok()) {
+    std::printf("OK: every invariant holds\n");
+    return 0;
+  }
+  std::printf("FAILED:\n");
+  for (const auto& [kind, count] : report->violations)
+    std::printf("  %-18s %lld violation(s)\n", kind.c_str(), static_cast<long long>(count));
+  std::printf("first %zu:\n", report->examples.size());
+  for (const auto& e : report->examples) std::printf("  %s\n", e.c_str());
+  return 1;
+}
+
+}  // namespace hotrow::cmd

@@ -1,0 +1,84 @@
+#include "pointcard/check.h"
+
+#include "pointcard/model.h"
+
+namespace hotrow::pointcard {
+
+namespace sqlite = db::sqlite;
+
+namespace {
+struct Reporter {
+  CheckReport* report;
+  void operator()(const std::string& kind, const std::string& detail) {
+    ++report->violations[kind];
+    if (report->examples.size() < kCheckExamplesMax) report->examples.push_back(kind + ": " + detail);
+  }
+};
+}  // namespace
+
+Result<CheckReport> CheckInvariants(sqlite::Connection& conn) {
+  CheckReport report;
+  Reporter problem{&report};
+  if (Status s = conn.Exec("BEGIN"); !s.ok()) return s;
+  auto cards = conn.Prepare("SELECT CARD_ID, BALANCE, LAST_UPDATE FROM S_ACCOUNT ORDER BY CARD_ID");
+  auto rows = conn.Prepare(
+      "SELECT CARD_ID, PAYMENT_TIME, STORE_ID, AMOUNT, BALANCE FROM H_TRANSACTION ORDER BY CARD_ID, PAYMENT_TIME");
+  if (!cards.ok()) return cards.status();
+  if (!rows.ok()) return rows.status();
+
+  auto next_row = rows->Step();
+  if (!next_row.ok()) return next_row.status();
+  bool have_row = *next_row;
+  auto advance = [&]() -> Status {
+    ++report.rows;
+    auto r = rows->Step();
+    if (!r.ok()) return r.status();
+    have_row = *r;
+    return Status::Ok();
+  };
+
+  while (true) {
+    auto c = cards->Step();
+    if (!c.ok()) return c.status();
+    if (!*c) break;
+    int64_t card = cards->Int(0), balance = cards->Int(1), last_update = cards->Int(2);
+    ++report.cards;
+    // History rows of cards that do not exist (ids below this card).
+    while (have_row && rows->Int(0) < card) {
+      problem("orphan history", "row at " + FormatTime(rows->Int(1)) + " for card " + std::to_string(rows->Int(0)) +
+                                    ", which does not exist");
+      if (Status s = advance(); !s.ok()) return s;
+    }
+    int64_t running = 0, last_time = INT64_MIN, count = 0;
+    while (have_row && rows->Int(0) == card) {
+      int64_t time = rows->Int(1), amount = rows->Int(3), row_balance = rows->Int(4);
+      running += amount;
+      std::string where = "card " + std::to_string(card) + " row at " + FormatTime(time);
+      if (time == last_time) problem("duplicate time", where + " shares its time with another row");
+      if (row_balance != running)
+        problem("running balance", where + " says BALANCE " + std::to_string(row_balance) + " but the running sum is " +
+                                       std::to_string(running));
+      if (running < 0) problem("negative balance", where + " takes the balance to " + std::to_string(running));
+      last_time = time;
+      ++count;
+      if (Status s = advance(); !s.ok()) return s;
+    }
+    std::string who = "card " + std::to_string(card);
+    if (balance != running)
+      problem("balance", who + " has BALANCE " + std::to_string(balance) + " but its history sums to " +
+                             std::to_string(running));
+    if (balance < 0) problem("negative balance", who + " has BALANCE " + std::to_string(balance));
+    if (count > 0 && last_update != last_time)
+      problem("last update", who + " has LAST_UPDATE " + FormatTime(last_update) + " but its newest row is at " +
+                                 FormatTime(last_time));
+  }
+  while (have_row) {
+    problem("orphan history", "row at " + FormatTime(rows->Int(1)) + " for card " + std::to_string(rows->Int(0)) +
+                                  ", which does not exist");
+    if (Status s = advance(); !s.ok()) return s;
+  }
+  (void)conn.Exec("COMMIT");
+  return report;
+}
+
+}  // namespace hotrow::pointcard

@@ -1,0 +1,106 @@
+#include "pointcard/model.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace hotrow::pointcard {
+
+std::string FormatTime(int64_t us) {
+  int64_t seconds = us >= 0 ? us / 1000000 : (us - 999999) / 1000000;
+  int64_t micros = us - seconds * 1000000;
+  std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(micros));
+  return buf;
+}
+
+std::optional<int64_t> ParseTime(std::string_view s) {
+  auto digits = [&](size_t pos, size_t n) -> std::optional<int> {
+    if (pos + n > s.size()) return std::nullopt;
+    int v = 0;
+    for (size_t i = pos; i < pos + n; ++i) {
+      if (s[i] < '0' || s[i] > '9') return std::nullopt;
+      v = v * 10 + (s[i] - '0');
+    }
+    return v;
+  };
+  // YYYY-MM-DDTHH:MM:SS
+  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' ||
+      s[16] != ':')
+    return std::nullopt;
+  auto year = digits(0, 4), month = digits(5, 2), day = digits(8, 2), hour = digits(11, 2), minute = digits(14, 2),
+       second = digits(17, 2);
+  if (!year || !month || !day || !hour || !minute || !second) return std::nullopt;
+  if (*month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 || *second > 60)
+    return std::nullopt;
+  size_t pos = 19;
+  int64_t micros = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    size_t start = ++pos;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') ++pos;
+    size_t n = pos - start;
+    if (n == 0 || n > 6) return std::nullopt;
+    for (size_t i = 0; i < 6; ++i) micros = micros * 10 + (i < n ? s[start + i] - '0' : 0);
+  }
+  int64_t offset_seconds = 0;
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos + 6 == s.size() && (s[pos] == '+' || s[pos] == '-') && s[pos + 3] == ':') {
+    auto oh = digits(pos + 1, 2), om = digits(pos + 4, 2);
+    if (!oh || !om || *oh > 23 || *om > 59) return std::nullopt;
+    offset_seconds = (s[pos] == '+' ? 1 : -1) * (*oh * 3600 + *om * 60);
+    pos += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != s.size()) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = *year - 1900;
+  tm.tm_mon = *month - 1;
+  tm.tm_mday = *day;
+  tm.tm_hour = *hour;
+  tm.tm_min = *minute;
+  tm.tm_sec = *second;
+  std::time_t t = timegm(&tm);
+  // timegm normalises 31 February into March: refuse dates that moved.
+  std::tm check{};
+  gmtime_r(&t, &check);
+  if (check.tm_mday != *day && *second != 60) return std::nullopt;
+  return (static_cast<int64_t>(t) - offset_seconds) * 1000000 + micros;
+}
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status ValidateIdempotencyKey(std::string_view key) {
+  if (key.empty() || key.size() > kIdempotencyKeyLengthMax)
+    return Status::InvalidField("Idempotency-Key", "Idempotency-Key must be 1-200 visible ASCII characters");
+  for (char c : key)
+    if (c < 0x21 || c > 0x7E)
+      return Status::InvalidField("Idempotency-Key", "Idempotency-Key must be 1-200 visible ASCII characters");
+  return Status::Ok();
+}
+
+const std::vector<Region>& Prefectures() {
+  static const std::vector<Region> kRegions = [] {
+    const char* names[] = {"北海道", "青森県", "岩手県", "宮城県", "秋田県", "山形県", "福島県", "茨城県",
+                           "栃木県", "群馬県", "埼玉県", "千葉県", "東京都", "神奈川県", "新潟県", "富山県",
+                           "石川県", "福井県", "山梨県", "長野県", "岐阜県", "静岡県", "愛知県", "三重県",
+                           "滋賀県", "京都府", "大阪府", "兵庫県", "奈良県", "和歌山県", "鳥取県", "島根県",
+                           "岡山県", "広島県", "山口県", "徳島県", "香川県", "愛媛県", "高知県", "福岡県",
+                           "佐賀県", "長崎県", "熊本県", "大分県", "宮崎県", "鹿児島県", "沖縄県"};
+    std::vector<Region> out;
+    for (int i = 0; i < 47; ++i) out.push_back({i + 1, names[i]});
+    return out;
+  }();
+  return kRegions;
+}
+
+}  // namespace hotrow::pointcard

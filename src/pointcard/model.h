@@ -1,0 +1,118 @@
+// The prepaid point card: cards, their append-only history, stores and
+// regions, and the bounds on every input. Names follow the reference's
+// tables (S_ACCOUNT, H_TRANSACTION, M_STORE, M_REGION) so its SQL reads the
+// same here.
+//
+// Times are UTC microseconds since the Unix epoch (INTEGER in SQLite, shown
+// as "2026-11-30T06:00:00.123456Z"). They are taken from one clock by
+// whoever serialises the writes -- the writer thread here -- and strictly
+// increase, so a card's history has one order and (PAYMENT_TIME, CARD_ID,
+// STORE_ID) never collides.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/status.h"
+
+namespace hotrow::pointcard {
+
+inline constexpr int64_t kAmountAbsMax = 1000000;
+inline constexpr int64_t kHistoryLimitMax = 100;
+inline constexpr int64_t kHistoryLimitDefault = 20;
+inline constexpr size_t kIdempotencyKeyLengthMax = 200;
+// Idempotency keys are kept at least 24 h; they are purged after this.
+inline constexpr int64_t kIdempotencyRetentionUs = 48ll * 3600 * 1000000;
+inline constexpr int64_t kRatePercentMin = 1;
+inline constexpr int64_t kRatePercentMax = 100;
+inline constexpr int64_t kGrantStoreId = 0;  // STORE_ID of a grant's history row
+
+struct Card {
+  int64_t card_id = 0;
+  int64_t balance = 0;
+  int64_t region_id = 0;
+  int64_t last_update_us = 0;
+};
+
+// One H_TRANSACTION row. AMOUNT > 0 is a charge, < 0 a payment; STORE_ID 0
+// marks a grant; BALANCE is the card's balance after the row.
+struct HistoryRow {
+  int64_t payment_time_us = 0;
+  int64_t card_id = 0;
+  int64_t store_id = 0;
+  int64_t amount = 0;
+  int64_t balance = 0;
+};
+
+struct HistoryPage {
+  std::vector<HistoryRow> rows;           // newest first
+  std::optional<int64_t> next_before_us;  // pass as before= for the next page
+};
+
+struct Region {
+  int64_t region_id = 0;
+  std::string name;
+};
+
+struct StoreInfo {
+  int64_t store_id = 0;
+  std::string zipcode;
+  std::string address;
+  std::string name;
+  int64_t region_id = 0;
+  double latitude = 0;
+  double longitude = 0;
+};
+
+// A point use: a charge (amount > 0) or a payment (amount < 0).
+struct Payment {
+  int64_t card_id = 0;
+  int64_t store_id = 0;
+  int64_t amount = 0;
+  std::optional<std::string> idempotency_key;
+};
+
+// What a point use came to. Both outcomes are answers (201 or 409), and
+// both are kept with an idempotency key so a retry gets the same answer.
+struct PaymentOutcome {
+  bool refused = false;   // insufficient balance: nothing was written
+  HistoryRow row;         // the new row (refused: card and amount asked)
+  int64_t balance = 0;    // refused: the balance that did not suffice
+  bool replayed = false;  // answered from an earlier request with the same key
+};
+
+struct GrantRequest {
+  int64_t from_us = 0;
+  int64_t to_us = 0;
+  int64_t rate_percent = 0;
+  std::optional<std::string> idempotency_key;
+};
+
+struct GrantOutcome {
+  int64_t grant_id = 0;
+  int64_t cards = 0;
+  int64_t points = 0;
+  double query_ms = 0;
+  double update_ms = 0;
+  double commit_ms = 0;
+  bool replayed = false;
+};
+
+// "2026-11-30T06:00:00.123456Z".
+std::string FormatTime(int64_t us);
+// RFC 3339: "2026-01-01T00:00:00Z", with optional fraction (up to 6 digits)
+// and "Z" or a "+09:00"-style offset. nullopt when malformed.
+std::optional<int64_t> ParseTime(std::string_view text);
+// Microseconds since the epoch, now.
+int64_t NowUs();
+
+// invalid_field unless 1-200 visible ASCII characters.
+Status ValidateIdempotencyKey(std::string_view key);
+
+// The 47 prefectures of Japan, M_REGION's rows.
+const std::vector<Region>& Prefectures();
+
+}  // namespace hotrow::pointcard

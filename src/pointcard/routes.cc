@@ -1,0 +1,237 @@
+#include "pointcard/routes.h"
+
+#include <cmath>
+
+#include "http/errors.h"
+#include "http/json.h"
+#include "http/query.h"
+#include "ops/text.h"
+
+namespace hotrow::pointcard {
+
+using http::JsonWriter;
+using http::Request;
+using http::Responder;
+using http::Response;
+
+namespace {
+
+Response Error(const Status& s) { return http::ErrorResponse(s); }
+
+void WriteRow(JsonWriter& w, const HistoryRow& r) {
+  w.StartObject();
+  w.Field("paymentTime", FormatTime(r.payment_time_us));
+  w.Field("cardId", r.card_id);
+  w.Field("storeId", r.store_id);
+  w.Field("amount", r.amount);
+  w.Field("balance", r.balance);
+  w.EndObject();
+}
+
+Response Json(int status, std::string body) {
+  Response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+Result<int64_t> PathId(const Request& req, const char* field) {
+  auto id = ParsePositiveId(req.params.at(0));
+  if (!id) return Status::InvalidField(field, std::string(field) + " must be an integer from 1 to 9223372036854775807");
+  return *id;
+}
+
+std::optional<std::string> IdempotencyKey(const Request& req) {
+  if (!req.HasHeader("Idempotency-Key")) return std::nullopt;
+  return std::string(req.Header("Idempotency-Key"));
+}
+
+Status InsufficientBalance(const PaymentOutcome& o) {
+  return {ErrorCode::kInsufficientBalance, "card " + std::to_string(o.row.card_id) + " has a balance of " +
+                                               std::to_string(o.balance) + "; a payment of " +
+                                               std::to_string(-o.row.amount) + " does not fit"};
+}
+
+void Pay(PointCardService& service, const Request& req, Responder responder) {
+  auto card = PathId(req, "cardId");
+  if (!card.ok()) return responder.Send(Error(card.status()));
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return responder.Send(Error(body.status()));
+  if (Status s = body->OnlyFields({"storeId", "amount"}); !s.ok()) return responder.Send(Error(s));
+  auto store = body->Integer("storeId", 1, INT64_MAX);
+  if (!store.ok()) return responder.Send(Error(store.status()));
+  auto amount = body->Integer("amount", INT64_MIN, INT64_MAX);
+  if (!amount.ok()) return responder.Send(Error(amount.status()));
+  Payment p{*card, *store, *amount, IdempotencyKey(req)};
+  service.Pay(std::move(p), [responder](Result<PaymentOutcome> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    if (r->refused) return responder.Send(Error(InsufficientBalance(*r)));
+    Response res = Json(201, HistoryRowJson(r->row));
+    if (r->replayed) res.AddHeader("Idempotent-Replayed", "true");
+    responder.Send(std::move(res));
+  });
+}
+
+void GetCard(PointCardService& service, const Request& req, Responder responder) {
+  auto card = PathId(req, "cardId");
+  if (!card.ok()) return responder.Send(Error(card.status()));
+  service.GetCard(*card, [responder](Result<Card> r) mutable {
+    responder.Send(r.ok() ? Json(200, CardJson(*r)) : Error(r.status()));
+  });
+}
+
+void History(PointCardService& service, const Request& req, Responder responder) {
+  auto card = PathId(req, "cardId");
+  if (!card.ok()) return responder.Send(Error(card.status()));
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  auto limit = query->Int("limit", kHistoryLimitDefault, 1, kHistoryLimitMax);
+  if (!limit.ok()) return responder.Send(Error(limit.status()));
+  std::optional<int64_t> before;
+  if (auto cursor = query->Get("before")) {
+    auto v = ParsePositiveId(*cursor);
+    if (!v) return responder.Send(Error(Status::InvalidField("before", "before must be a cursor from a previous page")));
+    before = *v;
+  }
+  service.History(*card, *limit, before, [responder](Result<HistoryPage> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    JsonWriter w(res.body);
+    w.StartObject();
+    w.Key("transactions");
+    w.StartArray();
+    for (const auto& row : r->rows) WriteRow(w, row);
+    w.EndArray();
+    w.Key("next");
+    if (r->next_before_us) w.String(std::to_string(*r->next_before_us));
+    else w.Null();
+    w.EndObject();
+    responder.Send(std::move(res));
+  });
+}
+
+void Regions(PointCardService& service, const Request&, Responder responder) {
+  Response res;
+  JsonWriter w(res.body);
+  w.StartObject();
+  w.Key("regions");
+  w.StartArray();
+  for (const auto& r : service.regions()) {
+    w.StartObject();
+    w.Field("regionId", r.region_id);
+    w.Field("name", r.name);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  responder.Send(std::move(res));
+}
+
+void Stores(PointCardService& service, const Request& req, Responder responder) {
+  auto region = PathId(req, "regionId");
+  if (!region.ok()) return responder.Send(Error(region.status()));
+  auto stores = service.StoresOf(*region);
+  if (!stores.ok()) return responder.Send(Error(stores.status()));
+  Response res;
+  JsonWriter w(res.body);
+  w.StartObject();
+  w.Key("stores");
+  w.StartArray();
+  for (const auto& s : **stores) {
+    w.StartObject();
+    w.Field("storeId", s.store_id);
+    w.Field("zipcode", s.zipcode);
+    w.Field("address", s.address);
+    w.Field("name", s.name);
+    w.Field("regionId", s.region_id);
+    w.Key("latitude");
+    w.Double(s.latitude);
+    w.Key("longitude");
+    w.Double(s.longitude);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  responder.Send(std::move(res));
+}
+
+Result<int64_t> TimeField(const http::JsonObject& body, const char* name) {
+  auto text = body.String(name);
+  if (!text.ok()) return text.status();
+  auto t = ParseTime(*text);
+  if (!t) return Status::InvalidField(name, std::string(name) + " must be an RFC 3339 time such as 2026-01-01T00:00:00Z");
+  return *t;
+}
+
+void Grant(PointCardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return responder.Send(Error(body.status()));
+  if (Status s = body->OnlyFields({"from", "to", "ratePercent"}); !s.ok()) return responder.Send(Error(s));
+  auto from = TimeField(*body, "from");
+  if (!from.ok()) return responder.Send(Error(from.status()));
+  auto to = TimeField(*body, "to");
+  if (!to.ok()) return responder.Send(Error(to.status()));
+  auto rate = body->Integer("ratePercent", kRatePercentMin, kRatePercentMax);
+  if (!rate.ok()) return responder.Send(Error(rate.status()));
+  GrantRequest g{*from, *to, *rate, IdempotencyKey(req)};
+  service.Grant(std::move(g), [responder](Result<GrantOutcome> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    res.status = 201;
+    JsonWriter w(res.body);
+    auto ms = [](double v) { return std::round(v * 10) / 10; };
+    w.StartObject();
+    w.Field("grantId", r->grant_id);
+    w.Field("cards", r->cards);
+    w.Field("points", r->points);
+    w.Key("queryMs");
+    w.Double(ms(r->query_ms));
+    w.Key("updateMs");
+    w.Double(ms(r->update_ms));
+    w.Key("commitMs");
+    w.Double(ms(r->commit_ms));
+    w.EndObject();
+    if (r->replayed) res.AddHeader("Idempotent-Replayed", "true");
+    responder.Send(std::move(res));
+  });
+}
+
+}  // namespace
+
+std::string CardJson(const Card& c) {
+  std::string out;
+  JsonWriter w(out);
+  w.StartObject();
+  w.Field("cardId", c.card_id);
+  w.Field("balance", c.balance);
+  w.Field("regionId", c.region_id);
+  w.Field("lastUpdate", FormatTime(c.last_update_us));
+  w.EndObject();
+  return out;
+}
+
+std::string HistoryRowJson(const HistoryRow& row) {
+  std::string out;
+  JsonWriter w(out);
+  WriteRow(w, row);
+  return out;
+}
+
+void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin) {
+  using http::BodyPolicy;
+  using http::Method;
+  auto bind = [&service](auto fn) {
+    return [&service, fn](Request& req, Responder res) { fn(service, req, std::move(res)); };
+  };
+  router.Add(Method::kPost, "/api/v1/cards/{cardId}/transactions", bind(Pay), BodyPolicy::kJson);
+  router.Add(Method::kGet, "/api/v1/cards/{cardId}/transactions", bind(History));
+  router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
+  router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
+  router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
+  router.Add(Method::kPost, "/api/v1/grants",
+             [&service, &admin](Request& req, Responder res) { Grant(service, admin, req, std::move(res)); },
+             BodyPolicy::kJson);
+}
+
+}  // namespace hotrow::pointcard

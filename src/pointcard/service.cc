@@ -1,0 +1,67 @@
+#include "pointcard/service.h"
+
+#include "ops/log.h"
+
+namespace hotrow::pointcard {
+
+Status PointCardService::Load() {
+  regions_.clear();
+  stores_by_region_.clear();
+  store_region_.clear();
+  if (Status s = store_.LoadRegions(&regions_); !s.ok()) return s;
+  std::vector<StoreInfo> stores;
+  if (Status s = store_.LoadStores(&stores); !s.ok()) return s;
+  for (auto& st : stores) {
+    store_region_[st.store_id] = st.region_id;
+    stores_by_region_[st.region_id].push_back(std::move(st));
+  }
+  log::Info("point card: {} region(s), {} store(s) in memory", regions_.size(), store_region_.size());
+  return Status::Ok();
+}
+
+Result<const std::vector<StoreInfo>*> PointCardService::StoresOf(int64_t region_id) const {
+  static const std::vector<StoreInfo> kNone;
+  bool known = false;
+  for (const auto& r : regions_) known = known || r.region_id == region_id;
+  if (!known) return Status::NotFound("no region with id " + std::to_string(region_id));
+  auto it = stores_by_region_.find(region_id);
+  return it == stores_by_region_.end() ? &kNone : &it->second;
+}
+
+void PointCardService::GetCard(int64_t card_id, std::function<void(Result<Card>)> done) {
+  store_.GetCard(card_id, std::move(done));
+}
+
+void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
+                               std::function<void(Result<HistoryPage>)> done) {
+  if (limit < 1 || limit > kHistoryLimitMax)
+    return done(Status::InvalidField("limit", "limit must be an integer from 1 to 100"));
+  store_.History(card_id, limit, before_us, std::move(done));
+}
+
+void PointCardService::Pay(Payment p, std::function<void(Result<PaymentOutcome>)> done) {
+  if (p.amount == 0 || p.amount < -kAmountAbsMax || p.amount > kAmountAbsMax)
+    return done(Status::InvalidField("amount", "amount must be a non-zero integer from -1000000 to 1000000"));
+  if (!store_region_.count(p.store_id)) return done(Status::NotFound("no store with id " + std::to_string(p.store_id)));
+  if (p.idempotency_key) {
+    if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
+  }
+  // The same key with the same fingerprint is the same request.
+  std::string fingerprint = "pay store=" + std::to_string(p.store_id) + " amount=" + std::to_string(p.amount);
+  store_.Pay(std::move(p), std::move(fingerprint), std::move(done));
+}
+
+void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutcome>)> done) {
+  if (r.rate_percent < kRatePercentMin || r.rate_percent > kRatePercentMax)
+    return done(Status::InvalidField("ratePercent", "ratePercent must be an integer from 1 to 100"));
+  if (r.from_us >= r.to_us) return done(Status::InvalidField("to", "the period must have from < to"));
+  if (r.to_us > NowUs()) return done(Status::InvalidField("to", "the period must have ended: to must not be in the future"));
+  if (r.idempotency_key) {
+    if (Status s = ValidateIdempotencyKey(*r.idempotency_key); !s.ok()) return done(s);
+  }
+  std::string fingerprint = "grant from=" + std::to_string(r.from_us) + " to=" + std::to_string(r.to_us) +
+                            " rate=" + std::to_string(r.rate_percent);
+  store_.Grant(std::move(r), std::move(fingerprint), std::move(done));
+}
+
+}  // namespace hotrow::pointcard

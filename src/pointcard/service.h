@@ -1,0 +1,47 @@
+// The point-card service: input rules, the master data in memory, and the
+// store for everything else. Thin enough that the HTTP handlers and the
+// simulator call the very same functions.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/auth.h"
+#include "pointcard/store.h"
+
+namespace hotrow::pointcard {
+
+class PointCardService {
+ public:
+  explicit PointCardService(PointCardStore& store) : store_(store) {}
+
+  // Loads regions and stores into memory (they do not change while serving).
+  Status Load();
+
+  const std::vector<Region>& regions() const { return regions_; }
+  // The stores of a region; not_found for an unknown region.
+  Result<const std::vector<StoreInfo>*> StoresOf(int64_t region_id) const;
+  size_t store_count() const { return store_region_.size(); }
+
+  void GetCard(int64_t card_id, std::function<void(Result<Card>)> done);
+  // limit 1-100.
+  void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
+               std::function<void(Result<HistoryPage>)> done);
+  // amount != 0 and |amount| <= 1,000,000; the store must exist (not_found).
+  void Pay(Payment payment, std::function<void(Result<PaymentOutcome>)> done);
+  // from < to <= now, rate 1-100; grant_in_progress while one runs.
+  void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
+
+  PointCardStore& store() { return store_; }
+
+ private:
+  PointCardStore& store_;
+  std::vector<Region> regions_;
+  std::unordered_map<int64_t, std::vector<StoreInfo>> stores_by_region_;
+  std::unordered_map<int64_t, int64_t> store_region_;
+};
+
+}  // namespace hotrow::pointcard

@@ -1,0 +1,52 @@
+// Where cards live for good. The service (service.h) validates input and
+// holds the master data (regions, stores) in memory; the store keeps cards
+// and history and runs the two SERIALIZABLE transactions of the reference:
+// the online point use and the point-grant batch.
+//
+// Every call is asynchronous: `done` runs exactly once, inline (reads served
+// from a local snapshot) or later on a store thread (writes, after their
+// commit). A backend with real concurrency control (PostgreSQL) retries
+// serialization failures inside the store, so callers never see them.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pointcard/model.h"
+
+namespace hotrow::pointcard {
+
+class PointCardStore {
+ public:
+  virtual ~PointCardStore() = default;
+
+  // Master data, for the service's in-memory copy.
+  virtual Status LoadRegions(std::vector<Region>* out) = 0;
+  virtual Status LoadStores(std::vector<StoreInfo>* out) = 0;
+
+  // not_found for an unknown card.
+  virtual void GetCard(int64_t card_id, std::function<void(Result<Card>)> done) = 0;
+  // Rows newest first, at most `limit`, older than `before_us` when given.
+  virtual void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
+                       std::function<void(Result<HistoryPage>)> done) = 0;
+
+  // One point use, one SERIALIZABLE transaction: read the balance, write
+  // BALANCE + amount and LAST_UPDATE, append the history row. A payment
+  // larger than the balance is refused and writes nothing (except, with an
+  // idempotency key, the refusal itself, so a retry gets the same answer).
+  // `fingerprint` identifies the request for idempotency: the same key with
+  // another fingerprint is idempotency_mismatch. not_found for an unknown
+  // card.
+  virtual void Pay(Payment payment, std::string fingerprint, std::function<void(Result<PaymentOutcome>)> done) = 0;
+
+  // The point grant: for every card, floor(sum of positive amounts from
+  // stores > 0 in [from, to) * rate / 100) more points and one history row
+  // with STORE_ID 0. Atomic, and serializable with the online point uses
+  // that run meanwhile; it never fails because of them.
+  virtual void Grant(GrantRequest request, std::string fingerprint,
+                     std::function<void(Result<GrantOutcome>)> done) = 0;
+};
+
+}  // namespace hotrow::pointcard
