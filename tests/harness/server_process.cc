@@ -38,7 +38,8 @@ std::string HotrowBinary() {
 
 namespace {
 
-pid_t Spawn(const std::vector<std::string>& args, const std::string& output_path) {
+pid_t Spawn(const std::vector<std::string>& args, const std::string& output_path,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::vector<char*> argv;
   std::string bin = HotrowBinary();
   argv.push_back(bin.data());
@@ -53,6 +54,7 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& output_path
       dup2(fd, 2);
       close(fd);
     }
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -93,13 +95,14 @@ CommandResult RunHotrow(const std::vector<std::string>& args, std::chrono::secon
 }
 
 std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args, const std::string& log_path,
-                                                    std::chrono::seconds timeout) {
+                                                    std::chrono::seconds timeout,
+                                                    const std::vector<std::pair<std::string, std::string>>& env) {
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   p->log_path_ = log_path;
   std::vector<std::string> full = {"serve", "--host", "127.0.0.1", "--port", "0"};
   full.insert(full.end(), args.begin(), args.end());
   size_t log_offset = std::filesystem::exists(log_path) ? std::filesystem::file_size(log_path) : 0;
-  p->pid_ = Spawn(full, log_path);
+  p->pid_ = Spawn(full, log_path, env);
   static const std::regex kListening(R"(listening on http://127\.0\.0\.1:(\d+))");
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -182,10 +185,18 @@ std::string ServerProcess::Log() const { return ReadFile(log_path_); }
 
 namespace hotrow::testing {
 
-TestServer::TestServer(int seed_plans, std::vector<std::string> extra_args)
-    : db_url_("sqlite:" + dir_.File("hotrow.db")), extra_args_(std::move(extra_args)) {
-  if (seed_plans > 0) {
-    auto r = RunHotrow({"seed", "dateplans", "--count", std::to_string(seed_plans), "--db", db_url_});
+TestServer::TestServer(TestServerOptions options)
+    : db_url_("sqlite:" + dir_.File("hotrow.db")), options_(std::move(options)) {
+  if (options_.seed_plans > 0) {
+    auto r = RunHotrow({"seed", "dateplans", "--count", std::to_string(options_.seed_plans), "--db", db_url_});
+    if (r.exit_code != 0) {
+      ADD_FAILURE() << "seed failed: " << r.output;
+      return;
+    }
+  }
+  if (options_.seed_pointcard) {
+    auto r = RunHotrow({"seed", "pointcard", "--cards", "200", "--stores", "20", "--history", "1000", "--seed", "7",
+                        "--db", db_url_});
     if (r.exit_code != 0) {
       ADD_FAILURE() << "seed failed: " << r.output;
       return;
@@ -198,10 +209,12 @@ TestServer::~TestServer() {
   if (process_ && process_->running()) process_->Stop();
 }
 
-bool TestServer::Start() {
+bool TestServer::Start() { return Start(options_.env); }
+
+bool TestServer::Start(const std::vector<std::pair<std::string, std::string>>& env) {
   std::vector<std::string> args = {"--db", db_url_, "--admin-token", kTestAdminToken, "--threads", "2"};
-  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-  process_ = ServerProcess::Start(args, dir_.File("server.log"));
+  args.insert(args.end(), options_.args.begin(), options_.args.end());
+  process_ = ServerProcess::Start(args, dir_.File("server.log"), std::chrono::seconds(60), env);
   return process_ != nullptr;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hotrow::testing {
@@ -44,7 +45,8 @@ class ServerProcess {
   // in log_path, and waits until it answers /healthz. Fails the current
   // test (and returns nullptr) when it does not come up.
   static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& args, const std::string& log_path,
-                                              std::chrono::seconds timeout = std::chrono::seconds(60));
+                                              std::chrono::seconds timeout = std::chrono::seconds(60),
+                                              const std::vector<std::pair<std::string, std::string>>& env = {});
   ~ServerProcess();
 
   uint16_t port() const { return port_; }
@@ -54,6 +56,8 @@ class ServerProcess {
   int Stop(std::chrono::seconds timeout = std::chrono::seconds(60));
   // SIGKILL, then waits.
   void Kill();
+  // Waits for the process to end by itself; returns its status.
+  int Wait(std::chrono::seconds timeout) { return WaitExit(timeout); }
   bool running();
   std::string Log() const;
 
@@ -73,14 +77,25 @@ namespace hotrow::testing {
 
 inline constexpr const char* kTestAdminToken = "test-admin-token";
 
+struct TestServerOptions {
+  int seed_plans = 0;            // date plans 1..N
+  bool seed_pointcard = false;   // 200 cards, 20 stores, 1,000 history rows (seed 7)
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
 // A server on a fresh SQLite database in a temporary directory, optionally
-// seeded with date plans 1..seed_plans, with the admin token above.
+// seeded, with the admin token above.
 class TestServer {
  public:
-  explicit TestServer(int seed_plans = 0, std::vector<std::string> extra_args = {});
+  explicit TestServer(int seed_plans = 0, std::vector<std::string> extra_args = {})
+      : TestServer(TestServerOptions{seed_plans, false, std::move(extra_args), {}}) {}
+  explicit TestServer(TestServerOptions options);
   ~TestServer();
-  // (Re)starts the server on the same database; false on failure.
+  // (Re)starts the server on the same database; false on failure. `env`
+  // replaces the options' environment for this start.
   bool Start();
+  bool Start(const std::vector<std::pair<std::string, std::string>>& env);
   int Stop() { return process_ ? process_->Stop() : 0; }
   void Kill() {
     if (process_) process_->Kill();
@@ -94,7 +109,7 @@ class TestServer {
  private:
   TempDir dir_;
   std::string db_url_;
-  std::vector<std::string> extra_args_;
+  TestServerOptions options_;
   std::unique_ptr<ServerProcess> process_;
 };
 

@@ -14,7 +14,9 @@
 //
 // "{{admin}}" in a request stands for the server's admin token. A first
 // line "#! backends: sqlite redis" runs the file once per backend (redis:
-// a real redis-server and --redis); the default is sqlite alone.
+// a real redis-server and --redis); the default is sqlite alone. A line
+// "#! seed: pointcard" adds the small point-card data set (200 cards, 20
+// stores, 1,000 history rows, seed 7) to the 20 date plans.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -109,6 +111,7 @@ std::vector<Case> ParseCases(const std::string& path) {
 struct CaseFile {
   std::string file;
   std::string backend;
+  bool seed_pointcard = false;
 };
 
 void PrintTo(const CaseFile& c, std::ostream* os) { *os << c.file << " on " << c.backend; }
@@ -128,7 +131,7 @@ TEST_P(HttpCases, Run) {
     ASSERT_TRUE(redis);
     args = {"--redis", redis->url()};
   }
-  TestServer server(20, args);
+  TestServer server(TestServerOptions{20, GetParam().seed_pointcard, args, {}});
   ASSERT_TRUE(server.ok());
   HttpClient client(server.port());
   for (const Case& c : cases) {
@@ -152,16 +155,20 @@ std::vector<CaseFile> CaseFiles() {
   for (const auto& e : std::filesystem::directory_iterator(CasesDir())) {
     if (e.path().extension() != ".test") continue;
     std::ifstream in(e.path());
-    std::string first;
-    std::getline(in, first);
     std::vector<std::string> backends = {"sqlite"};
-    const std::string directive = "#! backends:";
-    if (first.rfind(directive, 0) == 0) {
-      backends.clear();
-      std::istringstream words(first.substr(directive.size()));
-      for (std::string b; words >> b;) backends.push_back(b);
+    bool seed_pointcard = false;
+    for (std::string line; std::getline(in, line) && line.rfind("#!", 0) == 0;) {
+      std::istringstream words(line.substr(2));
+      std::string key;
+      words >> key;
+      if (key == "backends:") {
+        backends.clear();
+        for (std::string b; words >> b;) backends.push_back(b);
+      } else if (key == "seed:") {
+        for (std::string what; words >> what;) seed_pointcard = seed_pointcard || what == "pointcard";
+      }
     }
-    for (const auto& b : backends) files.push_back({e.path().filename().string(), b});
+    for (const auto& b : backends) files.push_back({e.path().filename().string(), b, seed_pointcard});
   }
   std::sort(files.begin(), files.end(),
             [](const CaseFile& a, const CaseFile& b) { return a.file + a.backend < b.file + b.backend; });

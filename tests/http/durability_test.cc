@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <thread>
 
+#include "db/sqlite.h"
+#include "pointcard/model.h"
 #include "harness/http_client.h"
 #include "harness/server_process.h"
 
@@ -123,6 +125,59 @@ TEST(Cli, HelpAndBadFlags) {
   EXPECT_NE(bad_db.output.find("--db must be sqlite:PATH"), std::string::npos) << bad_db.output;
   EXPECT_NE(RunHotrow({}).exit_code, 0);
 }
+
+}  // namespace
+}  // namespace hotrow::testing
+
+namespace hotrow::testing {
+namespace {
+
+int64_t CountRows(const std::string& db_url, const std::string& sql) {
+  auto conn = db::sqlite::Connection::Open(db_url.substr(7), db::sqlite::OpenMode::kReadOnly);
+  return db::sqlite::QueryInt(**conn, sql).value();
+}
+
+// A crash in the middle of a grant's write phase, and right after its
+// commit: after a restart the grant is wholly absent, or wholly present,
+// and the invariants hold either way.
+void CrashInsideAGrant(const std::string& failpoint, bool expect_present) {
+  TestServer server(TestServerOptions{0, true, {}, {{"HOTROW_FAILPOINT", failpoint}}});
+  ASSERT_TRUE(server.ok());
+  int64_t balances_before = CountRows(server.db_url(), "SELECT SUM(BALANCE) FROM S_ACCOUNT");
+  {
+    HttpClient c(server.port());
+    ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":500})").status, 201);
+    try {
+      std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
+      c.Post("/api/v1/grants", R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1})",
+             {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
+    } catch (const std::exception&) {
+      // the server died mid-request, as arranged
+    }
+  }
+  EXPECT_EQ(server.process().Wait(std::chrono::seconds(30)), -SIGABRT) << server.process().Log();
+  EXPECT_NE(server.process().Log().find("failpoint " + failpoint.substr(0, failpoint.find(':'))), std::string::npos);
+  ASSERT_TRUE(server.Start({}));
+  int64_t grants = CountRows(server.db_url(), "SELECT COUNT(*) FROM P_GRANT");
+  int64_t rows = CountRows(server.db_url(), "SELECT COUNT(*) FROM H_TRANSACTION WHERE STORE_ID = 0");
+  int64_t balances = CountRows(server.db_url(), "SELECT SUM(BALANCE) FROM S_ACCOUNT");
+  if (expect_present) {
+    EXPECT_EQ(grants, 1);
+    EXPECT_GT(rows, 50) << "the grant should have reached many cards";
+    EXPECT_EQ(rows, CountRows(server.db_url(), "SELECT CARDS FROM P_GRANT"));
+    EXPECT_EQ(balances, balances_before + 500 + CountRows(server.db_url(), "SELECT POINTS FROM P_GRANT"));
+  } else {
+    EXPECT_EQ(grants, 0);
+    EXPECT_EQ(rows, 0) << "a half-applied grant survived the crash";
+    EXPECT_EQ(balances, balances_before + 500) << "the acknowledged payment must survive, the grant must not";
+  }
+  auto check = RunHotrow({"check", "pointcard", "--db", server.db_url()});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+TEST(Durability, ACrashInTheMiddleOfAGrantLeavesNoneOfIt) { CrashInsideAGrant("grant.write:50", false); }
+
+TEST(Durability, ACrashRightAfterAGrantCommitsKeepsAllOfIt) { CrashInsideAGrant("grant.commit", true); }
 
 }  // namespace
 }  // namespace hotrow::testing
