@@ -16,10 +16,12 @@ int main(int argc, char** argv) {
   hotrow::cmd::SeedFlags seed_flags;
   hotrow::cmd::CheckFlags check_flags;
   hotrow::cmd::GrantFlags grant_flags;
+  hotrow::cmd::SimulateFlags simulate_flags;
   CLI::App* serve = hotrow::cmd::AddServe(app, serve_flags);
   CLI::App* seed = hotrow::cmd::AddSeed(app, seed_flags);
   CLI::App* check = hotrow::cmd::AddCheck(app, check_flags);
   CLI::App* grant = hotrow::cmd::AddGrant(app, grant_flags);
+  CLI::App* simulate = hotrow::cmd::AddSimulate(app, simulate_flags);
 
   try {
     app.parse(argc, argv);
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
   if (seed->parsed()) return hotrow::cmd::RunSeed(seed_flags);
   if (check->parsed()) return hotrow::cmd::RunCheck(check_flags);
   if (grant->parsed()) return hotrow::cmd::RunGrant(grant_flags);
+  if (simulate->parsed()) return hotrow::cmd::RunSimulate(simulate_flags);
   std::fputs(app.help().c_str(), stderr);
   return 2;
 }

@@ -55,4 +55,24 @@ struct GrantFlags {
 CLI::App* AddGrant(CLI::App& app, GrantFlags& flags);
 int RunGrant(const GrantFlags& flags);
 
+struct SimulateFlags {
+  std::string what;
+  std::string parallel = "1,32,64,128,192";
+  std::string duration = "180s";
+  std::string db;
+  int64_t cards = 1000000;
+  int64_t stores = 10000;
+  int64_t history = 1000000;
+  uint64_t seed = 42;
+  std::string grant_interval = "10s";
+  int rate_percent = 1;
+  std::string url;
+  std::string admin_token;
+  std::string work_dir = "data/simulation";
+  std::string out = "data/simulation/report";
+  bool quick = false;
+};
+CLI::App* AddSimulate(CLI::App& app, SimulateFlags& flags);
+int RunSimulate(const SimulateFlags& flags);
+
 }  // namespace hotrow::cmd

@@ -17,10 +17,12 @@
 // hundreds of thousands of rows) would stall every queued write behind it.
 // A background thread runs PASSIVE checkpoints -- which neither block nor
 // wait for the writer -- whenever the WAL file passes checkpoint_wal_bytes,
-// and reports what it did.
+// and, when the file has grown large, a RESTART that lets the WAL start over
+// (see CheckpointLoop), and reports what it did.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -40,11 +42,14 @@ struct DatabaseOptions {
   int64_t writer_cache_bytes = 256ll << 20;
   int64_t mmap_bytes = 4ll << 30;
   int64_t checkpoint_wal_bytes = 64ll << 20;
+  int64_t restart_wal_bytes = 256ll << 20;
+  std::chrono::milliseconds restart_wait{100};
   bool checkpointer = true;
 };
 
 struct CheckpointStats {
   uint64_t checkpoints = 0;
+  uint64_t restarts = 0;  // times the WAL was started over
   uint64_t frames_checkpointed = 0;
   int64_t wal_bytes_largest = 0;
   int64_t wal_bytes_now = 0;

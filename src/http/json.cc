@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
@@ -135,6 +136,31 @@ Result<int64_t> JsonObject::Integer(std::string_view name, int64_t min, int64_t 
     return Status::InvalidField(f->name, f->name + " must be an integer");
   if (v < min || v > max) return range();
   return v;
+}
+
+Result<double> JsonObject::Number(std::string_view name) const {
+  const Field* f = Find(name);
+  if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
+  if (f->kind != Kind::kNumber) return Status::InvalidField(f->name, f->name + " must be a number");
+  return std::strtod(f->text.c_str(), nullptr);
+}
+
+Result<std::vector<int64_t>> ExtractIntegers(std::string_view json, std::string_view array_key,
+                                             std::string_view field) {
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError() || !doc.IsObject()) return Status::BadRequest("not a JSON object");
+  auto list = doc.FindMember(rapidjson::Value(array_key.data(), static_cast<rapidjson::SizeType>(array_key.size())));
+  if (list == doc.MemberEnd() || !list->value.IsArray())
+    return Status::BadRequest(std::string(array_key) + " is not an array");
+  std::vector<int64_t> out;
+  rapidjson::Value key(field.data(), static_cast<rapidjson::SizeType>(field.size()));
+  for (const auto& item : list->value.GetArray()) {
+    if (!item.IsObject()) continue;
+    auto v = item.FindMember(key);
+    if (v != item.MemberEnd() && v->value.IsInt64()) out.push_back(v->value.GetInt64());
+  }
+  return out;
 }
 
 }  // namespace hotrow::http

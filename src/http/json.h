@@ -79,6 +79,8 @@ class JsonObject {
   Result<std::string> String(std::string_view name) const;
   // A required integer field: a JSON integer literal within [min, max].
   Result<int64_t> Integer(std::string_view name, int64_t min, int64_t max) const;
+  // A required number field, as a double (for reading answers, not input).
+  Result<double> Number(std::string_view name) const;
 
  private:
   struct Field {
@@ -93,5 +95,10 @@ class JsonObject {
 };
 
 std::string_view JsonKindName(JsonObject::Kind kind);
+
+// The integer `field` of every object in the top-level array `array_key`
+// ({"stores":[{"storeId":1,...},...]} -> [1, ...]), for clients reading lists.
+Result<std::vector<int64_t>> ExtractIntegers(std::string_view json, std::string_view array_key,
+                                             std::string_view field);
 
 }  // namespace hotrow::http

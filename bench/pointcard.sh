@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Point-card benchmark: the reference's experiment on the embedded store --
+# 1M cards, 10k stores, 1M history rows, 180 s per parallelism (1, 32, 64,
+# 128, 192), a grant every 10 s over the initial history period -- through
+# `hotrow simulate pointcard`. Writes docs/benchmarks.md (section
+# "pointcard") and docs/pointcard-simulation.svg unless --no-docs.
+#
+#   bench/pointcard.sh [--duration 180s] [--parallel 1,32,64,128,192] [--no-docs]
+#
+# About 16 minutes with the defaults; the run databases (up to ~1.5 GB each)
+# are deleted as it goes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib/common.sh
+
+DURATION=180s PARALLEL=1,32,64,128,192 WRITE_DOCS=1 EXTRA=()
+while (($#)); do
+  case $1 in
+    --duration) DURATION=$2; shift 2 ;;
+    --parallel) PARALLEL=$2; shift 2 ;;
+    --no-docs) WRITE_DOCS=0; shift ;;
+    --cards|--stores|--history) EXTRA+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+[[ -x build/hotrow ]] || make build
+WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
+BENCH_CLEAN_DIRS+=("$WORK")
+OUT=bench/results/pointcard
+mkdir -p "$OUT"
+build/hotrow simulate pointcard --parallel "$PARALLEL" --duration "$DURATION" "${EXTRA[@]}" \
+  --work-dir "$WORK" --out "$OUT" | tee "$OUT/simulation.out"
+
+if ((WRITE_DOCS)); then
+  cp "$OUT/simulation.svg" docs/pointcard-simulation.svg
+  section="$WORK/section.md"
+  {
+    echo "Measured $(machine_line) by \`bench/pointcard.sh --duration $DURATION --parallel $PARALLEL\`"
+    echo "(\`hotrow simulate pointcard\`, in-process, embedded SQLite store with synchronous=FULL)."
+    echo
+    echo '![OK/s against parallelism](pointcard-simulation.svg)'
+    echo
+    echo '```'
+    cat "$OUT/simulation.txt"
+    echo '```'
+  } >"$section"
+  replace_section docs/benchmarks.md pointcard "$section"
+  echo "wrote docs/benchmarks.md (section pointcard) and docs/pointcard-simulation.svg"
+fi

@@ -1,0 +1,17 @@
+// The simulator's reports: the reference's tables as text (8.1 to 8.6), the
+// same as JSON, an SVG chart of OK/s against parallelism, and an HTML page
+// with both.
+#pragma once
+
+#include <string>
+
+#include "pointcard/simulator.h"
+
+namespace hotrow::pointcard {
+
+std::string ReportText(const SimulationResult& result);
+std::string ReportJson(const SimulationResult& result);
+std::string ReportSvg(const SimulationResult& result);
+std::string ReportHtml(const SimulationResult& result);
+
+}  // namespace hotrow::pointcard

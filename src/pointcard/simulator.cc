@@ -1,0 +1,421 @@
+#include "pointcard/simulator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "db/sqlite_database.h"
+#include "http/client.h"
+#include "http/json.h"
+#include "ops/log.h"
+#include "pointcard/check.h"
+#include "pointcard/service.h"
+#include "pointcard/sqlite_store.h"
+
+namespace hotrow::pointcard {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+LatencyStats Summarize(std::vector<double> ms) {
+  LatencyStats s;
+  s.count = static_cast<int64_t>(ms.size());
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  s.min = ms.front();
+  s.max = ms.back();
+  s.median = ms[ms.size() / 2];
+  s.p99 = ms[std::min(ms.size() - 1, static_cast<size_t>(std::ceil(0.99 * static_cast<double>(ms.size()))) - 1)];
+  double sum = 0;
+  for (double v : ms) sum += v;
+  s.mean = sum / static_cast<double>(ms.size());
+  double sq = 0;
+  for (double v : ms) sq += (v - s.mean) * (v - s.mean);
+  s.variance = sq / static_cast<double>(ms.size());
+  // Mode over whole milliseconds; the first on a tie, as in the reference.
+  std::map<int64_t, int64_t> buckets;
+  for (double v : ms) ++buckets[static_cast<int64_t>(v)];
+  for (const auto& [bucket, n] : buckets)
+    if (n > s.mode_count) s.mode = static_cast<double>(bucket), s.mode_count = n;
+  return s;
+}
+
+namespace {
+
+// What a worker does, in-process or over HTTP.
+class SimClient {
+ public:
+  virtual ~SimClient() = default;
+  virtual Result<Card> GetCard(int64_t id) = 0;
+  virtual Result<std::vector<int64_t>> Stores(int64_t region) = 0;
+  virtual Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount) = 0;
+  virtual Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) = 0;
+};
+
+template <typename T, typename Call>
+Result<T> Wait(Call call) {
+  std::promise<Result<T>> p;
+  call([&p](Result<T> r) { p.set_value(std::move(r)); });
+  return p.get_future().get();
+}
+
+class InProcessClient final : public SimClient {
+ public:
+  explicit InProcessClient(PointCardService& s) : s_(s) {}
+  Result<Card> GetCard(int64_t id) override { return Wait<Card>([&](auto done) { s_.GetCard(id, done); }); }
+  Result<std::vector<int64_t>> Stores(int64_t region) override {
+    auto stores = s_.StoresOf(region);
+    if (!stores.ok()) return stores.status();
+    std::vector<int64_t> ids;
+    for (const auto& st : **stores) ids.push_back(st.store_id);
+    return ids;
+  }
+  Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount) override {
+    return Wait<PaymentOutcome>([&](auto done) { s_.Pay(Payment{card, store, amount, std::nullopt}, done); });
+  }
+  Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) override {
+    return Wait<GrantOutcome>([&](auto done) { s_.Grant(GrantRequest{from, to, rate, std::nullopt}, done); });
+  }
+
+ private:
+  PointCardService& s_;
+};
+
+class HttpSimClient final : public SimClient {
+ public:
+  HttpSimClient(const std::string& host, uint16_t port, std::string admin_token)
+      : client_(host, port, std::chrono::seconds(60)), admin_token_(std::move(admin_token)) {}
+
+  Result<Card> GetCard(int64_t id) override {
+    auto r = Call("GET", "/api/v1/cards/" + std::to_string(id), {});
+    if (!r.ok()) return r.status();
+    if (r->status != 200) return Status::Unavailable("GET card answered " + std::to_string(r->status));
+    auto obj = http::JsonObject::Parse(r->body);
+    if (!obj.ok()) return obj.status();
+    auto balance = obj->Integer("balance", INT64_MIN, INT64_MAX);
+    if (!balance.ok()) return balance.status();
+    return Card{id, *balance, 0, 0};
+  }
+  Result<std::vector<int64_t>> Stores(int64_t region) override {
+    auto r = Call("GET", "/api/v1/regions/" + std::to_string(region) + "/stores", {});
+    if (!r.ok()) return r.status();
+    if (r->status != 200) return Status::Unavailable("GET stores answered " + std::to_string(r->status));
+    return http::ExtractIntegers(r->body, "stores", "storeId");
+  }
+  Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount) override {
+    std::string body = "{\"storeId\":" + std::to_string(store) + ",\"amount\":" + std::to_string(amount) + "}";
+    auto r = Call("POST", "/api/v1/cards/" + std::to_string(card) + "/transactions", body);
+    if (!r.ok()) return r.status();
+    PaymentOutcome out;
+    if (r->status == 409 && r->body.find("insufficient_balance") != std::string::npos) {
+      out.refused = true;
+      return out;
+    }
+    if (r->status != 201) return Status::Unavailable("point use answered " + std::to_string(r->status));
+    return out;
+  }
+  Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) override {
+    std::string body = "{\"from\":\"" + FormatTime(from) + "\",\"to\":\"" + FormatTime(to) +
+                       "\",\"ratePercent\":" + std::to_string(rate) + "}";
+    auto r = Call("POST", "/api/v1/grants", body, {{"Authorization", "Bearer " + admin_token_}});
+    if (!r.ok()) return r.status();
+    if (r->status != 201) return Status::Unavailable("grant answered " + std::to_string(r->status) + ": " + r->body);
+    auto obj = http::JsonObject::Parse(r->body);
+    if (!obj.ok()) return obj.status();
+    GrantOutcome g;
+    g.grant_id = obj->Integer("grantId", 0, INT64_MAX).value();
+    g.cards = obj->Integer("cards", 0, INT64_MAX).value();
+    g.points = obj->Integer("points", 0, INT64_MAX).value();
+    g.query_ms = obj->Number("queryMs").ok() ? *obj->Number("queryMs") : 0;
+    g.update_ms = obj->Number("updateMs").ok() ? *obj->Number("updateMs") : 0;
+    g.commit_ms = obj->Number("commitMs").ok() ? *obj->Number("commitMs") : 0;
+    return g;
+  }
+
+ private:
+  Result<http::ClientResponse> Call(const char* method, const std::string& target, const std::string& body,
+                                    const http::Headers& headers = {}) {
+    try {
+      return client_.Request(method, target, body, headers);
+    } catch (const std::exception& e) {
+      return Status::Unavailable(e.what());
+    }
+  }
+  http::HttpClient client_;
+  std::string admin_token_;
+};
+
+// A point use, timed.
+struct Sample {
+  Clock::time_point start;
+  double ms;
+  enum { kOk, kRefused, kNg } outcome;
+};
+
+struct Shared {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> ok{0}, refused{0}, ng{0}, retries{0}, grants{0};
+  std::mutex mutex;
+  std::vector<Sample> samples;
+  std::vector<double> iterations_ms;
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> grant_windows;
+};
+
+void Worker(SimClient& client, const SimulationOptions& o, int64_t cards, uint64_t seed, Shared& shared) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> any_card(1, cards), any_region(1, 47);
+  std::vector<Sample> samples;
+  std::vector<double> iterations;
+  while (!shared.stop.load(std::memory_order_relaxed)) {
+    auto t0 = Clock::now();
+    int64_t card_id = any_card(rng);
+    Result<Card> card = Status::Internal("unset");
+    for (int t = 0; t < o.tries && !(card = client.GetCard(card_id)).ok(); ++t) {
+    }
+    std::vector<int64_t> stores;
+    for (int attempt = 0; attempt < 10 && stores.empty(); ++attempt) {
+      auto s = client.Stores(any_region(rng));
+      if (s.ok()) stores = std::move(s).value();
+    }
+    int64_t balance = card.ok() ? card->balance : 0;
+    int64_t store = stores.empty() ? 1 : stores[rng() % stores.size()];
+    // Charge when the balance is low or on a coin flip; otherwise pay, up to
+    // 105% of the balance, so that about 1 payment in 40 does not fit.
+    int64_t amount;
+    if (balance < 1000 || rng() % 2 == 0) {
+      amount = static_cast<int64_t>(rng() % 100 + 1) * 100;
+    } else {
+      amount = -std::min<int64_t>(kAmountAbsMax, std::uniform_int_distribution<int64_t>(1, balance * 105 / 100)(rng));
+    }
+    auto t1 = Clock::now();
+    Sample sample{t1, 0, Sample::kNg};
+    for (int t = 0; t < o.tries; ++t) {
+      if (t > 0) shared.retries.fetch_add(1, std::memory_order_relaxed);
+      auto r = client.Pay(card_id, store, amount);
+      if (r.ok()) {
+        sample.outcome = r->refused ? Sample::kRefused : Sample::kOk;
+        break;
+      }
+    }
+    auto t2 = Clock::now();
+    sample.ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    (sample.outcome == Sample::kOk ? shared.ok : sample.outcome == Sample::kRefused ? shared.refused : shared.ng)
+        .fetch_add(1, std::memory_order_relaxed);
+    samples.push_back(sample);
+    iterations.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
+    // The reference's 100 ms wait, cut short when the run ends.
+    auto wake = Clock::now() + o.think;
+    while (!shared.stop.load(std::memory_order_relaxed) && Clock::now() < wake)
+      std::this_thread::sleep_for(std::min<Clock::duration>(wake - Clock::now(), std::chrono::milliseconds(20)));
+  }
+  std::lock_guard lock(shared.mutex);
+  shared.samples.insert(shared.samples.end(), samples.begin(), samples.end());
+  shared.iterations_ms.insert(shared.iterations_ms.end(), iterations.begin(), iterations.end());
+}
+
+// The period of the initial history: [first row, last row + 1 us).
+Result<std::pair<int64_t, int64_t>> InitialPeriod(const std::string& path) {
+  auto conn = db::sqlite::Connection::Open(path, db::sqlite::OpenMode::kReadOnly);
+  if (!conn.ok()) return conn.status();
+  auto from = db::sqlite::QueryInt(**conn, "SELECT MIN(PAYMENT_TIME) FROM H_TRANSACTION");
+  auto to = db::sqlite::QueryInt(**conn, "SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION");
+  auto cards = db::sqlite::QueryInt(**conn, "SELECT COUNT(*) FROM S_ACCOUNT");
+  if (!from.ok() || !to.ok() || !cards.ok()) return Status::Internal("cannot read the template database");
+  if (*cards == 0) return Status::BadRequest("the template database has no cards");
+  return std::make_pair(*from, *to + 1);
+}
+
+Status MakeTemplate(const SimulationOptions& o, const std::string& path,
+                    const std::function<void(const std::string&)>& progress_line) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  db::DatabaseOptions db_options;
+  db_options.checkpointer = false;
+  auto db = db::SqliteDatabase::Open(path, db_options);
+  if (!db.ok()) return db.status();
+  auto start = Clock::now();
+  Status s = SeedPointCard((*db)->writer().connection(), o.data, [&](int64_t done, int64_t total) {
+    if (progress_line && done % 200000 == 0)
+      progress_line("generating data: " + std::to_string(done * 100 / std::max<int64_t>(total, 1)) + "%");
+  });
+  if (!s.ok()) return s;
+  log::Info("generated {} card(s), {} store(s), {} history row(s) in {:.1f} s", o.data.cards, o.data.stores,
+            o.data.history, std::chrono::duration<double>(Clock::now() - start).count());
+  return Status::Ok();
+}
+
+// Runs one parallelism against `client_for(worker)`.
+void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<int64_t, int64_t> period,
+           const std::function<std::unique_ptr<SimClient>()>& make_client, RunResult& result,
+           const std::function<void(const std::string&)>& progress_line) {
+  Shared shared;
+  std::vector<std::unique_ptr<SimClient>> clients;
+  for (int i = 0; i < parallel; ++i) clients.push_back(make_client());
+  auto batch_client = make_client();
+  auto start = Clock::now();
+  auto end = start + o.duration;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < parallel; ++i)
+    threads.emplace_back([&, i] { Worker(*clients[static_cast<size_t>(i)], o, cards, 1000 + i, shared); });
+
+  std::mutex grants_mutex;
+  std::thread batch([&] {
+    while (true) {
+      auto wake = Clock::now() + o.grant_interval;
+      while (!shared.stop && Clock::now() < wake) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (shared.stop) return;
+      auto g0 = Clock::now();
+      auto g = batch_client->Grant(period.first, period.second, o.grant_rate_percent);
+      auto g1 = Clock::now();
+      std::lock_guard lock(grants_mutex);
+      if (g1 > end || shared.stop) {
+        ++result.grants_cut_off;  // the reference aborts it and does not count it
+        shared.grant_windows.push_back({g0, g1});
+        return;
+      }
+      shared.grant_windows.push_back({g0, g1});
+      if (!g.ok()) {
+        ++result.grants_failed;
+        log::Warn("grant failed: {}", g.status().ToString());
+        continue;
+      }
+      result.grants.push_back({std::chrono::duration<double, std::milli>(g1 - g0).count(), g->query_ms, g->update_ms,
+                               g->commit_ms, g->cards, g->points});
+      ++shared.grants;
+    }
+  });
+
+  while (Clock::now() < end) {
+    std::this_thread::sleep_for(std::min<Clock::duration>(end - Clock::now(), std::chrono::seconds(1)));
+    if (progress_line) {
+      auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+      progress_line("parallel " + std::to_string(parallel) + ": " + std::to_string(elapsed) + "/" +
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.duration).count()) +
+                    " s  OK " + std::to_string(shared.ok.load()) + "  REFUSED " + std::to_string(shared.refused.load()) +
+                    "  NG " + std::to_string(shared.ng.load()) + "  grants " + std::to_string(shared.grants.load()));
+    }
+  }
+  shared.stop = true;
+  for (auto& t : threads) t.join();
+  batch.join();
+  result.seconds = std::chrono::duration<double>(o.duration).count();
+
+  std::vector<double> all, under, over, failures, outside;
+  for (const Sample& s : shared.samples) {
+    if (s.start >= end) continue;  // started after the bell
+    if (s.outcome == Sample::kNg) {
+      failures.push_back(s.ms);
+      continue;
+    }
+    all.push_back(s.ms);
+    (s.ms < 1000 ? under : over).push_back(s.ms);
+    auto s_end = s.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(s.ms));
+    bool overlaps = false;
+    for (const auto& [g0, g1] : shared.grant_windows) overlaps = overlaps || (s.start < g1 && s_end > g0);
+    if (!overlaps) outside.push_back(s.ms);
+  }
+  for (const Sample& s : shared.samples) {
+    if (s.start >= end) continue;
+    if (s.outcome == Sample::kOk) ++result.ok;
+    else if (s.outcome == Sample::kRefused) ++result.refused;
+    else ++result.ng;
+  }
+  result.retries = shared.retries;
+  result.success_all = Summarize(all);
+  result.success_under_1s = Summarize(under);
+  result.success_over_1s = Summarize(over);
+  result.failures = Summarize(failures);
+  result.success_outside_grants = Summarize(outside);
+  double sum = 0;
+  for (double v : shared.iterations_ms) sum += v;
+  result.iteration_mean_ms = shared.iterations_ms.empty() ? 0 : sum / static_cast<double>(shared.iterations_ms.size());
+}
+
+}  // namespace
+
+Result<SimulationResult> Simulate(const SimulationOptions& o,
+                                  const std::function<void(const std::string&)>& progress_line) {
+  SimulationResult out;
+  out.options = o;
+  if (!o.url.empty()) {
+    std::string host;
+    uint16_t port = 0;
+    if (!http::ParseHttpUrl(o.url, &host, &port)) return Status::InvalidField("url", "--url must be http://host:port");
+    out.data_note = "driven over HTTP at " + o.url +
+                    ": the runs share the server's data, one after the other (it is not reset between "
+                    "parallelisms); grants cover everything before the simulation started";
+    std::pair<int64_t, int64_t> period{0, NowUs() - 1000000};
+    for (int p : o.parallel) {
+      RunResult r;
+      r.parallel = p;
+      Drive(o, p, o.data.cards, period,
+            [&] { return std::make_unique<HttpSimClient>(host, port, o.admin_token); }, r, progress_line);
+      out.runs.push_back(r);
+    }
+    return out;
+  }
+
+  std::error_code ec;
+  fs::create_directories(o.work_dir, ec);
+  std::string template_path = o.template_db;
+  if (template_path.empty()) {
+    template_path = o.work_dir + "/template.db";
+    if (Status s = MakeTemplate(o, template_path, progress_line); !s.ok()) return s;
+  }
+  auto period = InitialPeriod(template_path);
+  if (!period.ok()) return period.status();
+  int64_t cards = 0;
+  {
+    auto conn = db::sqlite::Connection::Open(template_path, db::sqlite::OpenMode::kReadOnly);
+    if (!conn.ok()) return conn.status();
+    cards = db::sqlite::QueryInt(**conn, "SELECT COUNT(*) FROM S_ACCOUNT").value();
+  }
+  out.data_note = "every parallelism starts from a fresh copy of " + template_path + " (" + std::to_string(cards) +
+                  " cards); grants cover its whole initial history period";
+
+  for (int p : o.parallel) {
+    std::string run_path = o.work_dir + "/run-" + std::to_string(p) + ".db";
+    for (const char* suffix : {"", "-wal", "-shm", ".lock"}) fs::remove(run_path + suffix, ec);
+    fs::copy_file(template_path, run_path, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::Internal("cannot copy " + template_path + ": " + ec.message());
+    RunResult r;
+    r.parallel = p;
+    {
+      db::DatabaseOptions db_options;
+      db_options.writer.queue_ops_max = static_cast<size_t>(p) + 1024;
+      auto db = db::SqliteDatabase::Open(run_path, db_options);
+      if (!db.ok()) return db.status();
+      auto store = SqlitePointCardStore::Open(**db);
+      if (!store.ok()) return store.status();
+      (*db)->writer().Start();
+      PointCardService service(**store);
+      if (Status s = service.Load(); !s.ok()) return s;
+      Drive(o, p, cards, *period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line);
+      auto stats = (*db)->checkpoint_stats();
+      r.checkpoints = stats.checkpoints;
+      r.wal_restarts = stats.restarts;
+      r.wal_bytes_largest = stats.wal_bytes_largest;
+      auto reader = (*db)->OpenReader();
+      if (reader.ok()) {
+        auto report = CheckInvariants(**reader);
+        r.invariants_ok = report.ok() && report->ok();
+        r.invariants_report = !report.ok()             ? report.status().ToString()
+                              : report->ok()           ? "OK: " + std::to_string(report->rows) + " history rows"
+                                                       : report->examples.front();
+      }
+    }
+    r.db_bytes_end = static_cast<int64_t>(fs::file_size(run_path, ec)) +
+                     (fs::exists(run_path + "-wal") ? static_cast<int64_t>(fs::file_size(run_path + "-wal", ec)) : 0);
+    for (const char* suffix : {"", "-wal", "-shm", ".lock"}) fs::remove(run_path + suffix, ec);
+    out.runs.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace hotrow::pointcard
