@@ -32,7 +32,7 @@ test-sanitize: setup
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHOTROW_SANITIZE=ON >/dev/null
 	cmake --build build-asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) --timeout 900 -L 'unit|http'
+	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) --timeout 900 -L 'unit|http|pg'
 
 bench: build
 	bench/dateplan.sh

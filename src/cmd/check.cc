@@ -5,7 +5,9 @@
 #include "cmd/commands.h"
 #include "db/store_url.h"
 #include "ops/log.h"
+#include "db/postgres.h"
 #include "pointcard/check.h"
+#include "pointcard/postgres_store.h"
 
 namespace hotrow::cmd {
 
@@ -14,7 +16,7 @@ CLI::App* AddCheck(CLI::App& app, CheckFlags& f) {
   c->require_subcommand(1);
   CLI::App* cards = c->add_subcommand(
       "pointcard", "Balances equal their history's sums, running balances, no negative balance, LAST_UPDATE");
-  cards->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  cards->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
   cards->callback([&f] { f.what = "pointcard"; });
   return c;
 }
@@ -25,16 +27,22 @@ int RunCheck(const CheckFlags& f) {
     log::Error("{}", url.status().message());
     return 2;
   }
-  if (url->kind != db::StoreUrl::Kind::kSqlite) {
-    log::Error("--db {}: only sqlite:PATH is supported by this build", f.db);
-    return 2;
+  Result<pointcard::CheckReport> report = Status::Internal("unset");
+  if (url->kind == db::StoreUrl::Kind::kPostgres) {
+    auto conn = db::pg::Connection::Connect(url->postgres_url);
+    if (!conn.ok()) {
+      log::Error("{}", conn.status().message());
+      return 2;
+    }
+    report = pointcard::CheckPostgresInvariants(**conn);
+  } else {
+    auto conn = db::sqlite::Connection::Open(url->sqlite_path, db::sqlite::OpenMode::kReadOnly);
+    if (!conn.ok()) {
+      log::Error("{}", conn.status().message());
+      return 2;
+    }
+    report = pointcard::CheckInvariants(**conn);
   }
-  auto conn = db::sqlite::Connection::Open(url->sqlite_path, db::sqlite::OpenMode::kReadOnly);
-  if (!conn.ok()) {
-    log::Error("{}", conn.status().message());
-    return 2;
-  }
-  auto report = pointcard::CheckInvariants(**conn);
   if (!report.ok()) {
     log::Error("cannot check: {}", report.status().ToString());
     return 2;

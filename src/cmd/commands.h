@@ -12,6 +12,7 @@ struct ServeFlags {
   int port = 8080;
   std::string db = "sqlite:data/hotrow.db";
   std::string redis;
+  int db_pool = 4;
   int threads = 0;
   int max_connections = 10000;
   std::string admin_token;

@@ -8,6 +8,10 @@
 #include "db/sqlite_database.h"
 #include "db/store_url.h"
 #include "ops/log.h"
+#include "dateplan/postgres_store.h"
+#include "db/postgres.h"
+#include "leaderboard/postgres_store.h"
+#include "pointcard/postgres_store.h"
 #include "pointcard/seed.h"
 #include "pointcard/sqlite_store.h"
 #include "leaderboard/redis_store.h"
@@ -26,7 +30,7 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   CLI::App* plans = c->add_subcommand("dateplans", "Date plans with ids 1..N and 0 likes");
   plans->add_option("--count", f.count, "Number of plans")->check(CLI::Range(int64_t{1}, int64_t{100000000}))
       ->capture_default_str();
-  plans->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  plans->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
   plans->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
   plans->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when plans already exist");
   plans->add_flag("--replace", f.replace, "Delete existing plans first");
@@ -36,7 +40,7 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   players->add_option("--clients", f.clients, "Number of players")
       ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
       ->capture_default_str();
-  players->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  players->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
   players->add_option("--redis", f.redis, "Seed the Redis leaderboard at this URL instead")->envname("HOTROW_REDIS");
   players->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
   players->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when players already exist");
@@ -51,7 +55,7 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   cards->add_option("--history", f.history, "Number of initial history rows")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000000}))
       ->capture_default_str();
-  cards->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  cards->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
   cards->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
   cards->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when cards already exist");
   cards->add_flag("--replace", f.replace, "Delete existing point-card data first");
@@ -101,6 +105,15 @@ int SeedSqlite(const SeedFlags& f, db::SqliteDatabase& database, int64_t count, 
 }
 
 const SqliteDataset kDatePlans{"date plan(s)", "datePlans", dateplan::CreateDatePlanSchema, dateplan::SeedPlans};
+pointcard::SeedOptions PointCardOptions(const SeedFlags& f) {
+  pointcard::SeedOptions options;
+  options.cards = f.cards;
+  options.stores = f.stores;
+  options.history = f.history;
+  options.seed = f.seed;
+  return options;
+}
+
 Status DeletePointCardData(db::sqlite::Connection& conn) {
   return conn.Exec(
       "DELETE FROM H_TRANSACTION; DELETE FROM S_ACCOUNT; DELETE FROM M_STORE; DELETE FROM M_REGION; "
@@ -128,14 +141,9 @@ int SeedPointCards(const SeedFlags& f, db::SqliteDatabase& database) {
       return 1;
     }
   }
-  pointcard::SeedOptions options;
-  options.cards = f.cards;
-  options.stores = f.stores;
-  options.history = f.history;
-  options.seed = f.seed;
   ProgressBar bar("cards and history", f.cards + f.history);
   auto start = std::chrono::steady_clock::now();
-  Status s = pointcard::SeedPointCard(conn, options, [&bar](int64_t done, int64_t) { bar.Update(done); });
+  Status s = pointcard::SeedPointCard(conn, PointCardOptions(f), [&bar](int64_t done, int64_t) { bar.Update(done); });
   bar.Finish();
   if (!s.ok()) {
     log::Error("{}", s.message());
@@ -173,13 +181,12 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   }
   if (*existing > 0) (void)(*store)->Clear();
   std::mt19937_64 rng(f.seed);
-  std::normal_distribution<double> dist(5000, 1500);
   ProgressBar bar("players", f.clients);
   auto start = std::chrono::steady_clock::now();
   std::atomic<int64_t> done{0}, failed{0};
   std::promise<void> all;
   for (int64_t i = 1; i <= f.clients; ++i) {
-    auto score = static_cast<int64_t>(std::max(0.0, dist(rng)));
+    int64_t score = leaderboard::DemoScore(rng);
     (*store)->PostScore("player-" + std::to_string(i), score, leaderboard::ScoreMode::kReplace,
                         [&, total = f.clients](Result<leaderboard::Posted> r) {
                           if (!r.ok()) ++failed;
@@ -199,6 +206,66 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   return 0;
 }
 
+// PostgreSQL: COPY into empty tables (--replace truncates them first).
+int SeedPostgres(const SeedFlags& f, const std::string& url) {
+  auto conn = db::pg::Connection::Connect(url);
+  if (!conn.ok()) {
+    log::Error("{}", conn.status().message());
+    return 1;
+  }
+  auto& c = **conn;
+  struct Target {
+    const char* table;
+    const char* truncate;
+    Status (*create)(db::pg::Connection&);
+  };
+  Target t = f.what == "dateplans"   ? Target{"datePlans", "TRUNCATE datePlans RESTART IDENTITY",
+                                              dateplan::CreatePostgresDatePlanSchema}
+             : f.what == "leaderboard" ? Target{"leaderboard", "TRUNCATE leaderboard",
+                                                leaderboard::CreatePostgresLeaderboardSchema}
+                                       : Target{"S_ACCOUNT",
+                                                "TRUNCATE H_TRANSACTION, S_ACCOUNT, M_STORE, M_REGION, P_IDEMPOTENCY, "
+                                                "P_GRANT RESTART IDENTITY",
+                                                pointcard::CreatePostgresPointCardSchema};
+  if (Status s = t.create(c); !s.ok()) {
+    log::Error("{}", s.ToString());
+    return 1;
+  }
+  auto existing = c.Query(std::string("SELECT COUNT(*) FROM ") + t.table);
+  if (!existing.ok()) {
+    log::Error("{}", existing.status().ToString());
+    return 1;
+  }
+  if (existing->Int(0, 0) > 0 && f.if_empty) {
+    log::Info("{} already holds {} row(s) in {}; nothing to do", url, existing->Int(0, 0), t.table);
+    return 0;
+  }
+  if (existing->Int(0, 0) > 0 && f.replace) {
+    if (Status s = c.Exec(t.truncate); !s.ok()) {
+      log::Error("{}", s.ToString());
+      return 1;
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  Status s;
+  if (f.what == "dateplans") {
+    s = dateplan::SeedPostgresPlans(c, f.count, f.seed);
+  } else if (f.what == "leaderboard") {
+    s = leaderboard::SeedPostgresLeaderboard(c, f.clients, f.seed);
+  } else {
+    ProgressBar bar("cards and history", f.cards + f.history);
+    s = pointcard::SeedPostgresPointCard(c, PointCardOptions(f), [&bar](int64_t done, int64_t) { bar.Update(done); });
+    bar.Finish();
+  }
+  if (!s.ok()) {
+    log::Error("{}", s.message());
+    return 1;
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  log::Info("seeded {} into PostgreSQL in {} ms", f.what, ms);
+  return 0;
+}
+
 }  // namespace
 
 int RunSeed(const SeedFlags& f) {
@@ -208,10 +275,7 @@ int RunSeed(const SeedFlags& f) {
     log::Error("{}", url.status().message());
     return 2;
   }
-  if (url->kind != db::StoreUrl::Kind::kSqlite) {
-    log::Error("--db {}: only sqlite:PATH is supported by this build", f.db);
-    return 2;
-  }
+  if (url->kind == db::StoreUrl::Kind::kPostgres) return SeedPostgres(f, url->postgres_url);
   auto database = db::SqliteDatabase::Open(url->sqlite_path);
   if (!database.ok()) {
     log::Error("cannot seed: {}", database.status().message());

@@ -1,6 +1,7 @@
 // hotrow serve: wires the stores, services and routes, then serves HTTP
 // until SIGTERM/SIGINT.
 #include <memory>
+#include <sstream>
 
 #include "cmd/commands.h"
 #include "dateplan/routes.h"
@@ -12,9 +13,13 @@
 #include "http/server.h"
 #include "leaderboard/redis_store.h"
 #include "leaderboard/routes.h"
+#include "leaderboard/postgres_store.h"
 #include "leaderboard/sqlite_store.h"
+#include "pointcard/postgres_store.h"
 #include "pointcard/routes.h"
 #include "pointcard/sqlite_store.h"
+#include "dateplan/postgres_store.h"
+#include "db/postgres.h"
 #include "ops/auth.h"
 #include "ops/log.h"
 
@@ -27,7 +32,14 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_PORT")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  c->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  c->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://user@host:port/dbname")
+      ->envname("HOTROW_DB")
+      ->capture_default_str();
+  c->add_option("--db-pool", f.db_pool,
+                "PostgreSQL connections of this instance (requests beyond wait in a bounded queue)")
+      ->envname("HOTROW_DB_POOL")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   c->add_option("--redis", f.redis,
                 "Keep the leaderboard in Redis (redis://host:port), shared by every instance; "
                 "run Redis with appendonly yes, appendfsync always")
@@ -65,6 +77,135 @@ void AddHealth(http::Router& router) {
 
 }  // namespace
 
+namespace {
+
+// Every store the server uses, on whichever backend --db and --redis name.
+// Members are destroyed bottom-up: the listener, then the stores, then the
+// pool or database they use.
+struct Backends {
+  std::unique_ptr<db::SqliteDatabase> sqlite;
+  std::unique_ptr<db::pg::Pool> pool;
+  std::unique_ptr<dateplan::DatePlanStore> plans;
+  dateplan::PostgresDatePlanStore* pg_plans = nullptr;
+  std::unique_ptr<leaderboard::LeaderboardStore> board;
+  leaderboard::SqliteLeaderboardStore* sqlite_board = nullptr;
+  leaderboard::PostgresLeaderboardStore* pg_board = nullptr;
+  std::unique_ptr<pointcard::PointCardStore> cards;
+  std::unique_ptr<db::pg::Listener> listener;
+
+  ~Backends() {
+    listener.reset();
+    cards.reset();
+    board.reset();
+    plans.reset();  // drains the queued likes (PostgreSQL) first
+    pool.reset();
+    sqlite.reset();
+  }
+};
+
+template <typename T>
+bool Take(Result<std::unique_ptr<T>> r, std::unique_ptr<T>* out, const char* what) {
+  if (!r.ok()) {
+    log::Error("{}: {}", what, r.status().message());
+    return false;
+  }
+  *out = std::move(r).value();
+  return true;
+}
+
+// The embedded store: one SQLite file.
+bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
+  db::DatabaseOptions options;
+  // Every allowed connection may have one write waiting, plus headroom.
+  options.writer.queue_ops_max = static_cast<size_t>(f.max_connections) + 1024;
+  if (!Take(db::SqliteDatabase::Open(path, options), &b.sqlite, "database")) return false;
+  std::unique_ptr<dateplan::SqliteDatePlanStore> plans;
+  std::unique_ptr<pointcard::SqlitePointCardStore> cards;
+  if (!Take(dateplan::SqliteDatePlanStore::Open(*b.sqlite), &plans, "date plans")) return false;
+  if (!Take(pointcard::SqlitePointCardStore::Open(*b.sqlite), &cards, "point card")) return false;
+  b.plans = std::move(plans);
+  b.cards = std::move(cards);
+  if (f.redis.empty()) {
+    std::unique_ptr<leaderboard::SqliteLeaderboardStore> board;
+    if (!Take(leaderboard::SqliteLeaderboardStore::Open(*b.sqlite), &board, "leaderboard")) return false;
+    b.sqlite_board = board.get();
+    b.board = std::move(board);
+  }
+  b.sqlite->writer().Start();
+  return true;
+}
+
+// PostgreSQL: a bounded pool shared by every store.
+bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
+  db::pg::PoolOptions options;
+  options.url = url;
+  options.size = f.db_pool;
+  options.queue_max = static_cast<size_t>(f.max_connections) + 1024;
+  options.on_connect = [](db::pg::Connection& c) { return c.Exec("SET application_name = 'hotrow'"); };
+  if (!Take(db::pg::Pool::Open(options), &b.pool, "PostgreSQL")) return false;
+  std::unique_ptr<dateplan::PostgresDatePlanStore> plans;
+  std::unique_ptr<pointcard::PostgresPointCardStore> cards;
+  if (!Take(dateplan::PostgresDatePlanStore::Open(*b.pool, options.queue_max), &plans, "date plans")) return false;
+  if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool), &cards, "point card")) return false;
+  b.pg_plans = plans.get();
+  b.plans = std::move(plans);
+  b.cards = std::move(cards);
+  if (f.redis.empty()) {
+    std::unique_ptr<leaderboard::PostgresLeaderboardStore> board;
+    if (!Take(leaderboard::PostgresLeaderboardStore::Open(*b.pool), &board, "leaderboard")) return false;
+    b.pg_board = board.get();
+    b.board = std::move(board);
+  }
+  log::Info("PostgreSQL: pool of {} connection(s)", f.db_pool);
+  return true;
+}
+
+bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
+  db::RedisOptions options;
+  options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
+  std::unique_ptr<leaderboard::RedisLeaderboardStore> store;
+  if (!Take(leaderboard::RedisLeaderboardStore::Open(f.redis, options), &store, "leaderboard")) return false;
+  auto count = store->Count();
+  log::Info("leaderboard: on Redis at {} ({} player(s))", f.redis, count.ok() ? *count : -1);
+  b.board = std::move(store);
+  return true;
+}
+
+// Follows the changes other instances make on PostgreSQL.
+void FollowPostgres(const std::string& url, Backends& b, dateplan::DatePlanService& plans) {
+  auto on_notify = [&b, &plans](const std::string& channel, const std::string& payload) {
+    if (channel == leaderboard::kBoardChannel) {
+      if (b.pg_board) b.pg_board->Follow(payload);
+      return;
+    }
+    // "put <id>", "del <id>", "like <id> <count>"
+    std::istringstream in(payload);
+    std::string verb;
+    int64_t id = 0, like = 0;
+    in >> verb >> id;
+    if (verb == "like" && (in >> like)) {
+      plans.FollowLike(id, like);
+    } else if (verb == "del") {
+      plans.FollowErase(id);
+    } else if (verb == "put") {
+      auto plan = b.pg_plans->Fetch(id);  // the row as it is now
+      if (plan.ok() && *plan) plans.FollowPut(std::move(**plan));
+      else if (plan.ok()) plans.FollowErase(id);
+    }
+  };
+  // Notifications sent while the listener was away are lost: reload.
+  auto on_connect = [&b, &plans] {
+    if (Status s = plans.Reload(); !s.ok()) log::Warn("date plans: reload failed: {}", s.ToString());
+    if (b.pg_board) (void)b.pg_board->Load();
+  };
+  auto listener = db::pg::Listener::Start(url, {dateplan::kPlanChannel, leaderboard::kBoardChannel}, on_notify,
+                                          on_connect);
+  if (listener.ok()) b.listener = std::move(listener).value();
+  else log::Warn("cannot follow other instances: {}", listener.status().message());
+}
+
+}  // namespace
+
 int RunServe(const ServeFlags& f) {
   if (!log::SetLevel(f.log_level)) {
     log::Error("--log-level must be one of trace, debug, info, warn, error, off");
@@ -75,78 +216,33 @@ int RunServe(const ServeFlags& f) {
     log::Error("{}", url.status().message());
     return 2;
   }
-  if (url->kind != db::StoreUrl::Kind::kSqlite) {
-    log::Error("--db {}: the PostgreSQL backend is not available in this build yet; use sqlite:PATH", f.db);
-    return 2;
-  }
-
-  db::DatabaseOptions db_options;
-  // Every allowed connection may have one write waiting, plus headroom.
-  db_options.writer.queue_ops_max = static_cast<size_t>(f.max_connections) + 1024;
-  auto database = db::SqliteDatabase::Open(url->sqlite_path, db_options);
-  if (!database.ok()) {
-    log::Error("{}", database.status().message());
-    return 1;
-  }
-  db::SqliteDatabase& sqlite_db = **database;
+  Backends b;
+  bool postgres = url->kind == db::StoreUrl::Kind::kPostgres;
+  if (!(postgres ? OpenPostgres(f, url->postgres_url, b) : OpenSqlite(f, url->sqlite_path, b))) return 1;
+  if (!f.redis.empty() && !OpenRedisBoard(f, b)) return 1;
 
   AdminAuth admin(f.admin_token);
-  auto plan_store = dateplan::SqliteDatePlanStore::Open(sqlite_db);
-  if (!plan_store.ok()) {
-    log::Error("date plans: {}", plan_store.status().ToString());
-    return 1;
-  }
-  auto card_store = pointcard::SqlitePointCardStore::Open(sqlite_db);
-  if (!card_store.ok()) {
-    log::Error("point card: {}", card_store.status().ToString());
-    return 1;
-  }
-
-  std::unique_ptr<leaderboard::LeaderboardStore> board;
-  leaderboard::SqliteLeaderboardStore* sqlite_board = nullptr;
-  if (f.redis.empty()) {
-    auto store = leaderboard::SqliteLeaderboardStore::Open(sqlite_db);
-    if (!store.ok()) {
-      log::Error("leaderboard: {}", store.status().ToString());
-      return 1;
-    }
-    sqlite_board = store->get();
-    board = std::move(store).value();
-  } else {
-    db::RedisOptions redis_options;
-    redis_options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
-    auto store = leaderboard::RedisLeaderboardStore::Open(f.redis, redis_options);
-    if (!store.ok()) {
-      log::Error("leaderboard: {}", store.status().message());
-      return 1;
-    }
-    auto count = (*store)->Count();
-    log::Info("leaderboard: on Redis at {} ({} player(s))", f.redis, count.ok() ? *count : -1);
-    board = std::move(store).value();
-  }
-
-  sqlite_db.writer().Start();
-  dateplan::DatePlanService plans(**plan_store, admin);
+  dateplan::DatePlanService plans(*b.plans, admin);
   if (Status s = plans.Load(); !s.ok()) {
     log::Error("date plans: cannot load: {}", s.ToString());
     return 1;
   }
-  pointcard::PointCardService cards(**card_store);
+  pointcard::PointCardService cards(*b.cards);
   if (Status s = cards.Load(); !s.ok()) {
     log::Error("point card: cannot load: {}", s.ToString());
     return 1;
   }
-  if (sqlite_board) {
-    if (Status s = sqlite_board->Load(); !s.ok()) {
-      log::Error("leaderboard: cannot load: {}", s.ToString());
-      return 1;
-    }
+  Status loaded = b.sqlite_board ? b.sqlite_board->Load() : b.pg_board ? b.pg_board->Load() : Status::Ok();
+  if (!loaded.ok()) {
+    log::Error("leaderboard: cannot load: {}", loaded.ToString());
+    return 1;
   }
+  if (postgres) FollowPostgres(url->postgres_url, b, plans);
 
   http::Router router;
   AddHealth(router);
   dateplan::AddRoutes(router, plans);
-  leaderboard::AddRoutes(router, *board, admin);
+  leaderboard::AddRoutes(router, *b.board, admin);
   pointcard::AddRoutes(router, cards, admin);
 
   http::ServerOptions options;
@@ -163,12 +259,17 @@ int RunServe(const ServeFlags& f) {
     return 1;
   }
   log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={})", f.host, server.port(),
-            server.threads(), f.db, admin.enabled() ? "on" : "off");
+            server.threads(), postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off");
   server.Run([&] {
-    sqlite_db.writer().Stop();
-    auto stats = sqlite_db.writer().stats();
-    log::Info("writer flushed: {} op(s) in {} batch(es), largest batch {}", stats.ops, stats.batches,
-              stats.batch_ops_largest);
+    if (b.sqlite) {
+      b.sqlite->writer().Stop();
+      auto stats = b.sqlite->writer().stats();
+      log::Info("writer flushed: {} op(s) in {} batch(es), largest batch {}", stats.ops, stats.batches,
+                stats.batch_ops_largest);
+    } else {
+      b.pg_plans->Drain();  // the queued likes commit before the pool closes
+      log::Info("queued likes flushed to PostgreSQL");
+    }
   });
   log::Info("hotrow stopped");
   return 0;

@@ -8,13 +8,27 @@ namespace hotrow::dateplan {
 
 void Catalog::Put(Plan plan) {
   std::unique_lock lock(mutex_);
+  PutLocked(std::move(plan));
+}
+
+void Catalog::ReplaceAll(std::vector<Plan> plans) {
+  for (auto& p : plans) p.json_head = RenderPlanHead(p);
+  std::unique_lock lock(mutex_);
+  plans_.clear();
+  all_ = {};
+  categories_.clear();
+  ranking_.clear();
+  for (auto& p : plans) PutLocked(std::move(p));
+}
+
+void Catalog::PutLocked(Plan plan) {
   auto it = plans_.find(plan.id);
   if (it != plans_.end()) {
     plan.like = std::max(plan.like, it->second.like);
     EraseLocked(it);
   }
   int64_t id = plan.id;
-  plan.json_head = RenderPlanHead(plan);
+  if (plan.json_head.empty()) plan.json_head = RenderPlanHead(plan);
   const Plan* stored = &plans_.emplace(id, std::move(plan)).first->second;
   all_.Insert(id, stored);
   categories_[stored->category].Insert(id, stored);

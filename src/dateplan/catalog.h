@@ -60,6 +60,8 @@ class Catalog {
   bool Erase(int64_t id);
   // Raises the plan's like count to `like` if that is larger.
   void SetLike(int64_t id, int64_t like);
+  // Replaces every plan at once (readers see the old set or the new one).
+  void ReplaceAll(std::vector<Plan> plans);
 
   // Calls visit(const Plan&) under the shared lock; false when absent.
   template <typename Visit>
@@ -97,6 +99,7 @@ class Catalog {
   using RankKey = std::pair<int64_t, int64_t>;  // (-like, id)
 
   void EraseLocked(std::unordered_map<int64_t, Plan>::iterator it);
+  void PutLocked(Plan plan);
 
   mutable RwLock mutex_;
   std::unordered_map<int64_t, Plan> plans_;

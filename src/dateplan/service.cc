@@ -20,6 +20,14 @@ Status DatePlanService::Load() {
   return Status::Ok();
 }
 
+Status DatePlanService::Reload() {
+  std::vector<Plan> plans;
+  Status s = store_.LoadAll([&plans](Plan&& p) { plans.push_back(std::move(p)); });
+  if (!s.ok()) return s;
+  catalog_.ReplaceAll(std::move(plans));
+  return Status::Ok();
+}
+
 Status DatePlanService::Authorize(int64_t id, std::optional<std::string_view> bearer) const {
   if (!bearer) return Status::Unauthorized("editing a plan needs 'Authorization: Bearer <editToken>'");
   std::string token_hash;

@@ -42,6 +42,15 @@ class DatePlanService {
   // The like's own count (distinct for every like).
   void Like(int64_t id, std::function<void(Result<int64_t>)> done);
 
+  // Changes made by other instances on a shared store, as its
+  // notifications report them (PostgreSQL LISTEN/NOTIFY).
+  void FollowPut(Plan plan) { catalog_.Put(std::move(plan)); }
+  void FollowErase(int64_t id) { catalog_.Erase(id); }
+  void FollowLike(int64_t id, int64_t like) { catalog_.SetLike(id, like); }
+  // Rebuilds the read model from the store (after notifications may have
+  // been missed: a listener reconnect).
+  Status Reload();
+
  private:
   DatePlanStore& store_;
   const AdminAuth& admin_;

@@ -57,6 +57,26 @@ void Board::Set(std::string_view client_id, int64_t score, int64_t seq) {
   if (touches_top || tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
 }
 
+void Board::SetIfNewer(std::string_view client_id, int64_t score, int64_t seq) {
+  {
+    std::shared_lock lock(mutex_);
+    auto it = impl_->players.find(client_id);
+    if (it != impl_->players.end() && it->second.seq >= seq) return;
+  }
+  Set(client_id, score, seq);
+}
+
+void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players) {
+  std::unique_lock lock(mutex_);
+  impl_->tree.clear();
+  impl_->players.clear();
+  for (const auto& [id, st] : players) {
+    auto it = impl_->players.emplace(id, st).first;
+    impl_->tree.insert({Key{-st.score, st.seq}, it->first});
+  }
+  Publish();
+}
+
 bool Board::Erase(std::string_view client_id) {
   std::unique_lock lock(mutex_);
   auto it = impl_->players.find(client_id);

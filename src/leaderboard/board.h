@@ -49,8 +49,14 @@ class Board {
 
   // Sets a player's stored score and sequence number (inserting the player).
   void Set(std::string_view client_id, int64_t score, int64_t seq);
+  // Sets it only when `seq` is newer than the stored one (or the player is
+  // new): changes that arrive out of order from other instances cannot
+  // move a player back.
+  void SetIfNewer(std::string_view client_id, int64_t score, int64_t seq);
   // False when absent.
   bool Erase(std::string_view client_id);
+  // Replaces every player at once.
+  void ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players);
 
   std::optional<Stored> Find(std::string_view client_id) const;
   // The player's entry with its rank, and the K entries either side.

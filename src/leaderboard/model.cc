@@ -1,6 +1,13 @@
 #include "leaderboard/model.h"
 
+#include <algorithm>
+
 namespace hotrow::leaderboard {
+
+int64_t DemoScore(std::mt19937_64& rng) {
+  std::normal_distribution<double> dist(5000, 1500);
+  return static_cast<int64_t>(std::max(0.0, dist(rng)));
+}
 
 Status ValidateClientId(std::string_view id) {
   if (id.empty() || id.size() > kClientIdLengthMax)

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,10 @@ struct Posted {
   Entry entry;  // the stored score and the rank after the request
   bool changed = false;
 };
+
+// A demo player's score: around 5,000 with a long tail, so there are many
+// ties. Deterministic for a given generator state.
+int64_t DemoScore(std::mt19937_64& rng);
 
 // invalid_field (field "ClientId") unless 1-64 characters of [A-Za-z0-9_.:-].
 Status ValidateClientId(std::string_view client_id);

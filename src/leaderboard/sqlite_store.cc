@@ -132,15 +132,13 @@ Status SeedLeaderboard(sqlite::Connection& conn, int64_t clients, uint64_t seed,
     return Status::Conflict("the database already holds " + std::to_string(*existing) +
                             " player(s); seed a fresh database or pass --replace");
   std::mt19937_64 rng(seed);
-  // Scores cluster around 5,000 with a long tail, so there are many ties.
-  std::normal_distribution<double> dist(5000, 1500);
   if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
   auto last = sqlite::QueryInt(conn, "SELECT last FROM leaderboard_seq WHERE id = 1");
   if (!last.ok()) return last.status();
   for (int64_t i = 1; i <= clients; ++i) {
     auto q = conn.Prepare("INSERT INTO leaderboard (client_id, score, seq) VALUES (?1, ?2, ?3)");
     if (!q.ok()) return q.status();
-    auto score = static_cast<int64_t>(std::max(0.0, dist(rng)));
+    int64_t score = DemoScore(rng);
     if (Status s = q->Bind(1, "player-" + std::to_string(i)).Bind(2, score).Bind(3, *last + i).Run(); !s.ok()) {
       (void)conn.Exec("ROLLBACK");
       return s;

@@ -43,71 +43,87 @@ constexpr std::array<Place, 47> kCapitals = {{
     {"鹿児島市", 31.56, 130.56}, {"那覇市", 26.21, 127.68},
 }};
 
-struct Row {
-  int64_t time;
-  int64_t card;
-  int64_t store;
-  int64_t amount;
-  int64_t balance;
-};
-
-Status InsertMasters(sqlite::Connection& conn, const SeedOptions& o, std::mt19937_64& rng) {
-  for (const auto& r : Prefectures()) {
-    auto q = conn.Prepare("INSERT OR REPLACE INTO M_REGION (REGION_ID, REGION_NAME) VALUES (?1, ?2)");
-    if (!q.ok()) return q.status();
-    if (Status s = q->Bind(1, r.region_id).Bind(2, r.name).Run(); !s.ok()) return s;
-  }
+void GenerateMasters(const SeedOptions& o, std::mt19937_64& rng, std::vector<StoreInfo>* stores) {
   std::uniform_int_distribution<int> region(1, 47), block(1, 9), lot(1, 30), zip(0, 9999999);
   std::uniform_real_distribution<double> jitter(-0.15, 0.15);
+  auto micro_degrees = [](double d) { return std::round(d * 1e6) / 1e6; };
   const char* kinds[] = {"駅前店", "中央店", "本店", "北口店", "南口店", "モール店", "東店", "西店"};
   for (int64_t id = 1; id <= o.stores; ++id) {
     int r = region(rng);
     const Place& p = kCapitals[static_cast<size_t>(r - 1)];
-    char zipcode[8];
+    char zipcode[16];
     std::snprintf(zipcode, sizeof zipcode, "%07d", zip(rng));
     std::string address = Prefectures()[static_cast<size_t>(r - 1)].name + p.city + std::to_string(block(rng)) +
                           "-" + std::to_string(lot(rng)) + "-" + std::to_string(lot(rng));
     std::string name = std::string("ホットロウ") + p.city + kinds[id % 8] + " #" + std::to_string(id);
-    auto q = conn.Prepare(
+    double lat = micro_degrees(p.latitude + jitter(rng)), lon = micro_degrees(p.longitude + jitter(rng));
+    stores->push_back({id, zipcode, address, name, r, lat, lon});
+  }
+}
+
+// Inserts into SQLite, in one transaction; builds the card index at the end
+// from sorted data rather than row by row.
+class SqliteSink final : public PointCardSink {
+ public:
+  explicit SqliteSink(sqlite::Connection& conn) : conn_(conn) {}
+  Status Begin() { return conn_.Exec("BEGIN IMMEDIATE; DROP INDEX IF EXISTS H_TRANSACTION_CARD_TIME;"); }
+  Status AddRegion(const Region& r) override {
+    auto q = conn_.Prepare("INSERT OR REPLACE INTO M_REGION (REGION_ID, REGION_NAME) VALUES (?1, ?2)");
+    if (!q.ok()) return q.status();
+    return q->Bind(1, r.region_id).Bind(2, r.name).Run();
+  }
+  Status AddStore(const StoreInfo& s) override {
+    auto q = conn_.Prepare(
         "INSERT INTO M_STORE (STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, S_LATITUDE, "
         "S_LONGITUDE) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     if (!q.ok()) return q.status();
-    q->Bind(1, id).Bind(2, std::string_view(zipcode, 7)).Bind(3, address).Bind(4, name).Bind(5, r);
-    auto micro_degrees = [](double d) { return std::round(d * 1e6) / 1e6; };
-    q->BindDouble(6, micro_degrees(p.latitude + jitter(rng))).BindDouble(7, micro_degrees(p.longitude + jitter(rng)));
-    if (Status s = q->Run(); !s.ok()) return s;
+    q->Bind(1, s.store_id).Bind(2, s.zipcode).Bind(3, s.address).Bind(4, s.name).Bind(5, s.region_id);
+    return q->BindDouble(6, s.latitude).BindDouble(7, s.longitude).Run();
   }
-  return Status::Ok();
-}
+  Status AddCard(const Card& c) override {
+    auto q = conn_.Prepare("INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE) VALUES (?1, ?2, ?3, ?4)");
+    if (!q.ok()) return q.status();
+    return q->Bind(1, c.card_id).Bind(2, c.balance).Bind(3, c.region_id).Bind(4, c.last_update_us).Run();
+  }
+  Status AddHistory(const HistoryRow& r) override {
+    auto q = conn_.Prepare(
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!q.ok()) return q.status();
+    return q->Bind(1, r.payment_time_us).Bind(2, r.card_id).Bind(3, r.store_id).Bind(4, r.amount)
+        .Bind(5, r.balance).Run();
+  }
+  Status Finish() override {
+    if (Status s = CreatePointCardSchema(conn_); !s.ok()) return s;  // the card index
+    return conn_.Exec("COMMIT");
+  }
+  void Abort() { (void)conn_.Exec("ROLLBACK"); }
+
+ private:
+  sqlite::Connection& conn_;
+};
 
 }  // namespace
 
-Status SeedPointCard(sqlite::Connection& conn, const SeedOptions& o,
-                     const std::function<void(int64_t, int64_t)>& progress) {
-  if (Status s = CreatePointCardSchema(conn); !s.ok()) return s;
-  auto existing = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM S_ACCOUNT");
-  if (!existing.ok()) return existing.status();
-  if (*existing > 0)
-    return Status::Conflict("the database already holds " + std::to_string(*existing) +
-                            " card(s); seed a fresh database or pass --replace");
+Status GeneratePointCard(const SeedOptions& o, PointCardSink& sink,
+                         const std::function<void(int64_t, int64_t)>& progress) {
   std::mt19937_64 rng(o.seed);
   int64_t end = o.period_end_us ? o.period_end_us : NowUs() - 1000000;
   int64_t start = end - o.period_us;
   int64_t total = o.cards + o.history, done = 0;
+
+  for (const auto& r : Prefectures())
+    if (Status s = sink.AddRegion(r); !s.ok()) return s;
+  std::vector<StoreInfo> stores;
+  GenerateMasters(o, rng, &stores);
+  for (const auto& st : stores)
+    if (Status s = sink.AddStore(st); !s.ok()) return s;
 
   // Which card each history row belongs to.
   std::vector<uint32_t> per_card(static_cast<size_t>(o.cards) + 1, 0);
   std::uniform_int_distribution<int64_t> any_card(1, o.cards), any_store(1, o.stores), offset(0, o.period_us - 1);
   for (int64_t i = 0; i < o.history; ++i) ++per_card[static_cast<size_t>(any_card(rng))];
 
-  if (Status s = conn.Exec("BEGIN IMMEDIATE; DROP INDEX IF EXISTS H_TRANSACTION_CARD_TIME;"); !s.ok()) return s;
-  auto fail = [&conn](Status s) {
-    (void)conn.Exec("ROLLBACK");
-    return s;
-  };
-  if (Status s = InsertMasters(conn, o, rng); !s.ok()) return fail(s);
-
-  std::vector<Row> rows;
+  std::vector<HistoryRow> rows;
   rows.reserve(static_cast<size_t>(o.history));
   std::uniform_int_distribution<int> region(1, 47), coin(0, 1);
   std::uniform_int_distribution<int64_t> charge(10, 100);  // x100 points
@@ -130,29 +146,35 @@ Status SeedPointCard(sqlite::Connection& conn, const SeedOptions& o,
       rows.push_back({times[i], card, any_store(rng), amount, balance});
       last = times[i];
     }
-    auto q = conn.Prepare("INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE) VALUES (?1, ?2, ?3, ?4)");
-    if (!q.ok()) return fail(q.status());
-    if (Status s = q->Bind(1, card).Bind(2, balance).Bind(3, region(rng)).Bind(4, last).Run(); !s.ok())
-      return fail(s);
+    if (Status s = sink.AddCard({card, balance, region(rng), last}); !s.ok()) return s;
     if (progress && (++done % 20000 == 0)) progress(done, total);
   }
-  // Insert in primary-key order: appends instead of random B-tree inserts.
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return std::tie(a.time, a.card, a.store) < std::tie(b.time, b.card, b.store);
+  // In primary-key order: appends instead of random B-tree inserts.
+  std::sort(rows.begin(), rows.end(), [](const HistoryRow& a, const HistoryRow& b) {
+    return std::tie(a.payment_time_us, a.card_id, a.store_id) < std::tie(b.payment_time_us, b.card_id, b.store_id);
   });
-  for (const Row& r : rows) {
-    auto q = conn.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, ?3, ?4, ?5)");
-    if (!q.ok()) return fail(q.status());
-    if (Status s = q->Bind(1, r.time).Bind(2, r.card).Bind(3, r.store).Bind(4, r.amount).Bind(5, r.balance).Run();
-        !s.ok())
-      return fail(s);
+  for (const HistoryRow& r : rows) {
+    if (Status s = sink.AddHistory(r); !s.ok()) return s;
     if (progress && (++done % 20000 == 0)) progress(done, total);
   }
-  // The card index, built once from sorted data rather than row by row.
-  if (Status s = CreatePointCardSchema(conn); !s.ok()) return fail(s);
+  if (Status s = sink.Finish(); !s.ok()) return s;
   if (progress) progress(total, total);
-  return conn.Exec("COMMIT");
+  return Status::Ok();
+}
+
+Status SeedPointCard(sqlite::Connection& conn, const SeedOptions& o,
+                     const std::function<void(int64_t, int64_t)>& progress) {
+  if (Status s = CreatePointCardSchema(conn); !s.ok()) return s;
+  auto existing = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM S_ACCOUNT");
+  if (!existing.ok()) return existing.status();
+  if (*existing > 0)
+    return Status::Conflict("the database already holds " + std::to_string(*existing) +
+                            " card(s); seed a fresh database or pass --replace");
+  SqliteSink sink(conn);
+  if (Status s = sink.Begin(); !s.ok()) return s;
+  Status s = GeneratePointCard(o, sink, progress);
+  if (!s.ok()) sink.Abort();
+  return s;
 }
 
 }  // namespace hotrow::pointcard

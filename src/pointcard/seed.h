@@ -8,6 +8,7 @@
 
 #include "db/sqlite.h"
 #include "ops/status.h"
+#include "pointcard/model.h"
 
 namespace hotrow::pointcard {
 
@@ -20,6 +21,22 @@ struct SeedOptions {
   int64_t period_end_us = 0;  // 0: one second before now
   int64_t period_us = 30ll * 24 * 3600 * 1000000;
 };
+
+// Where generated rows go (SQLite inserts, PostgreSQL COPY).
+class PointCardSink {
+ public:
+  virtual ~PointCardSink() = default;
+  virtual Status AddRegion(const Region& region) = 0;
+  virtual Status AddStore(const StoreInfo& store) = 0;
+  virtual Status AddCard(const Card& card) = 0;
+  // Called in primary-key order: (PAYMENT_TIME, CARD_ID, STORE_ID).
+  virtual Status AddHistory(const HistoryRow& row) = 0;
+  virtual Status Finish() = 0;
+};
+
+// Generates the data set into `sink` (see SeedPointCard for its shape).
+Status GeneratePointCard(const SeedOptions& options, PointCardSink& sink,
+                         const std::function<void(int64_t, int64_t)>& progress);
 
 // Fills empty point-card tables (conflict if S_ACCOUNT has rows). Cards
 // 1..cards live in random regions; history rows go to random cards, each

@@ -186,7 +186,8 @@ std::string ServerProcess::Log() const { return ReadFile(log_path_); }
 namespace hotrow::testing {
 
 TestServer::TestServer(TestServerOptions options)
-    : db_url_("sqlite:" + dir_.File("hotrow.db")), options_(std::move(options)) {
+    : db_url_(options.db_url.empty() ? "sqlite:" + dir_.File("hotrow.db") : options.db_url),
+      options_(std::move(options)) {
   if (options_.seed_plans > 0) {
     auto r = RunHotrow({"seed", "dateplans", "--count", std::to_string(options_.seed_plans), "--db", db_url_});
     if (r.exit_code != 0) {

@@ -82,6 +82,7 @@ struct TestServerOptions {
   bool seed_pointcard = false;   // 200 cards, 20 stores, 1,000 history rows (seed 7)
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;
+  std::string db_url = {};  // empty: SQLite in the server's temporary directory
 };
 
 // A server on a fresh SQLite database in a temporary directory, optionally

@@ -1,0 +1,220 @@
+#include "dateplan/postgres_store.h"
+
+#include <unordered_map>
+
+#include "dateplan/seed.h"
+#include "ops/text.h"
+
+#include <random>
+
+namespace hotrow::dateplan {
+
+namespace pg = db::pg;
+
+namespace {
+
+constexpr size_t kLikeBatchMax = 2048;
+
+std::string Hex(const std::string& bytes) { return "\\x" + HexEncode(bytes); }
+
+pg::Param TokenParam(const std::string& hash) { return hash.empty() ? pg::Param() : pg::Param(Hex(hash)); }
+
+Plan PlanFrom(const pg::Rows& r, int row) {
+  return Plan{r.Int(row, 0), std::string(r.Text(row, 1)), std::string(r.Text(row, 2)), std::string(r.Text(row, 3)),
+              r.Int(row, 4), r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5)};
+}
+
+Status NoSuchPlan(int64_t id) { return Status::NotFound("no date plan with id " + std::to_string(id)); }
+
+}  // namespace
+
+Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
+  return conn.Exec(R"sql(
+    CREATE TABLE IF NOT EXISTS datePlans (
+      id              BIGSERIAL PRIMARY KEY,
+      title           TEXT   NOT NULL,
+      content         TEXT   NOT NULL,
+      category        TEXT   NOT NULL,
+      "like"          BIGINT NOT NULL DEFAULT 0 CHECK ("like" >= 0),
+      edit_token_hash BYTEA
+    );
+  )sql");
+}
+
+Result<std::unique_ptr<PostgresDatePlanStore>> PostgresDatePlanStore::Open(pg::Pool& pool, size_t like_queue_max) {
+  auto created = pool.Run<bool>([](pg::Connection& c) -> Result<bool> {
+    // One instance at a time creates the schema.
+    if (Status s = c.Exec("SELECT pg_advisory_lock(72720001)"); !s.ok()) return s;
+    Status s = CreatePostgresDatePlanSchema(c);
+    (void)c.Exec("SELECT pg_advisory_unlock(72720001)");
+    if (!s.ok()) return s;
+    return true;
+  });
+  if (!created.ok()) return created.status();
+  std::unique_ptr<PostgresDatePlanStore> store(new PostgresDatePlanStore(pool, like_queue_max));
+  store->liker_ = std::thread([p = store.get()] { p->LikeLoop(); });
+  return store;
+}
+
+PostgresDatePlanStore::~PostgresDatePlanStore() { Drain(); }
+
+void PostgresDatePlanStore::Drain() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (liker_.joinable()) liker_.join();
+}
+
+Status PostgresDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
+  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) {
+    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash FROM datePlans ORDER BY id)");
+  });
+  if (!rows.ok()) return rows.status();
+  for (int i = 0; i < rows->size(); ++i) sink(PlanFrom(*rows, i));
+  return Status::Ok();
+}
+
+Result<std::optional<Plan>> PostgresDatePlanStore::Fetch(int64_t id) {
+  auto rows = pool_.Run<pg::Rows>([id](pg::Connection& c) {
+    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash FROM datePlans WHERE id = $1)",
+                   {std::to_string(id)});
+  });
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return std::optional<Plan>();
+  return std::optional<Plan>(PlanFrom(*rows, 0));
+}
+
+void PostgresDatePlanStore::Insert(PlanFields f, std::string hash, std::function<void(Result<Plan>)> done) {
+  pool_.Submit([f = std::move(f), hash = std::move(hash), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(
+        R"(WITH ins AS (INSERT INTO datePlans (title, content, category, "like", edit_token_hash)
+                        VALUES ($1, $2, $3, 0, $4) RETURNING id)
+           SELECT id, pg_notify('hotrow_plans', 'put ' || id) FROM ins)",
+        {f.title, f.content, f.category, TokenParam(hash)});
+    if (!rows.ok()) return done(rows.status());
+    done(Plan{rows->Int(0, 0), f.title, f.content, f.category, 0, hash});
+  });
+}
+
+void PostgresDatePlanStore::Update(int64_t id, PlanFields f, std::function<void(Result<Plan>)> done) {
+  pool_.Submit([id, f = std::move(f), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(
+        R"(WITH up AS (UPDATE datePlans SET title = $1, content = $2, category = $3 WHERE id = $4
+                       RETURNING id, "like", edit_token_hash)
+           SELECT "like", edit_token_hash, pg_notify('hotrow_plans', 'put ' || id) FROM up)",
+        {f.title, f.content, f.category, std::to_string(id)});
+    if (!rows.ok()) return done(rows.status());
+    if (rows->empty()) return done(NoSuchPlan(id));
+    done(Plan{id, f.title, f.content, f.category, rows->Int(0, 0), rows->IsNull(0, 1) ? "" : rows->Bytes(0, 1)});
+  });
+}
+
+void PostgresDatePlanStore::Delete(int64_t id, std::function<void(Status)> done) {
+  pool_.Submit([id, done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(
+        R"(WITH d AS (DELETE FROM datePlans WHERE id = $1 RETURNING id)
+           SELECT pg_notify('hotrow_plans', 'del ' || id) FROM d)",
+        {std::to_string(id)});
+    if (!rows.ok()) return done(rows.status());
+    done(rows->empty() ? NoSuchPlan(id) : Status::Ok());
+  });
+}
+
+void PostgresDatePlanStore::Like(int64_t id, std::function<void(Result<LikeOutcome>)> done) {
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) {
+      lock.unlock();
+      return done(Status::Unavailable("the server is shutting down"));
+    }
+    if (likes_.size() >= like_queue_max_) {
+      lock.unlock();
+      return done(Status::Overloaded("the like queue is full; retry later"));
+    }
+    likes_.push_back({id, std::move(done)});
+  }
+  wake_.notify_one();
+}
+
+// One batch at a time, like the SQLite writer: while it runs, the next
+// batch gathers, so the round trip and the commit are shared.
+void PostgresDatePlanStore::LikeLoop() {
+  std::vector<PendingLike> batch;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return !likes_.empty() || stopping_; });
+      if (likes_.empty()) return;
+      size_t n = std::min(likes_.size(), kLikeBatchMax);
+      for (size_t i = 0; i < n; ++i) {
+        batch.push_back(std::move(likes_.front()));
+        likes_.pop_front();
+      }
+    }
+    // Group by plan, in order of first appearance.
+    std::vector<int64_t> plans;
+    std::unordered_map<int64_t, std::vector<size_t>> members;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto [it, fresh] = members.try_emplace(batch[i].id);
+      if (fresh) plans.push_back(batch[i].id);
+      it->second.push_back(i);
+    }
+    auto results = pool_.Run<std::vector<pg::Rows>>([&](pg::Connection& c) {
+      std::vector<pg::Connection::Statement> statements;
+      for (int64_t id : plans)
+        statements.push_back({R"(WITH u AS (UPDATE datePlans SET "like" = "like" + $2 WHERE id = $1
+                                            RETURNING id, "like")
+                                 SELECT "like", pg_notify('hotrow_plans', 'like ' || id || ' ' || "like") FROM u)",
+                              {std::to_string(id), std::to_string(members[id].size())}});
+      return c.Pipeline(statements);
+    });
+    for (size_t p = 0; p < plans.size(); ++p) {
+      const auto& idx = members[plans[p]];
+      if (!results.ok()) {
+        for (size_t i : idx) batch[i].done(results.status());
+        continue;
+      }
+      const pg::Rows& rows = (*results)[p];
+      if (rows.empty()) {
+        for (size_t i : idx) batch[i].done(NoSuchPlan(plans[p]));
+        continue;
+      }
+      int64_t total = rows.Int(0, 0), k = static_cast<int64_t>(idx.size());
+      for (size_t j = 0; j < idx.size(); ++j)
+        batch[idx[j]].done(LikeOutcome{total - k + 1 + static_cast<int64_t>(j), total});
+    }
+    batch.clear();
+  }
+}
+
+Status SeedPostgresPlans(pg::Connection& conn, int64_t count, uint64_t seed) {
+  if (Status s = CreatePostgresDatePlanSchema(conn); !s.ok()) return s;
+  auto existing = conn.Query("SELECT COUNT(*) FROM datePlans");
+  if (!existing.ok()) return existing.status();
+  if (existing->Int(0, 0) > 0)
+    return Status::Conflict("the database already holds " + std::to_string(existing->Int(0, 0)) +
+                            " date plan(s); seed a fresh database or pass --replace");
+  std::mt19937_64 rng(seed);
+  std::string data;
+  for (int64_t id = 1; id <= count; ++id) {
+    PlanFields f = GeneratePlan(rng);
+    data += std::to_string(id) + "\t";
+    pg::AppendCopyText(data, f.title);
+    data += "\t";
+    pg::AppendCopyText(data, f.content);
+    data += "\t";
+    pg::AppendCopyText(data, f.category);
+    data += "\t0\n";
+  }
+  if (Status s = conn.CopyIn(R"(COPY datePlans (id, title, content, category, "like") FROM STDIN)", data); !s.ok())
+    return s;
+  auto bumped = conn.Query("SELECT setval(pg_get_serial_sequence('dateplans', 'id'), $1)", {std::to_string(count)});
+  return bumped.status();
+}
+
+}  // namespace hotrow::dateplan

@@ -1,0 +1,356 @@
+#include "db/postgres.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <sys/select.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/log.h"
+
+namespace hotrow::db::pg {
+
+// ---------------------------------------------------------------------------
+// Rows
+// ---------------------------------------------------------------------------
+
+Rows::Rows(pg_result* r) : result_(r) {}
+Rows::Rows(Rows&& o) noexcept : result_(std::exchange(o.result_, nullptr)) {}
+Rows& Rows::operator=(Rows&& o) noexcept {
+  if (this != &o) {
+    if (result_) PQclear(result_);
+    result_ = std::exchange(o.result_, nullptr);
+  }
+  return *this;
+}
+Rows::~Rows() {
+  if (result_) PQclear(result_);
+}
+int Rows::size() const { return result_ ? PQntuples(result_) : 0; }
+bool Rows::IsNull(int row, int col) const { return PQgetisnull(result_, row, col) != 0; }
+std::string_view Rows::Text(int row, int col) const {
+  return {PQgetvalue(result_, row, col), static_cast<size_t>(PQgetlength(result_, row, col))};
+}
+int64_t Rows::Int(int row, int col) const { return std::strtoll(PQgetvalue(result_, row, col), nullptr, 10); }
+double Rows::Double(int row, int col) const { return std::strtod(PQgetvalue(result_, row, col), nullptr); }
+bool Rows::Bool(int row, int col) const { return PQgetvalue(result_, row, col)[0] == 't'; }
+std::string Rows::Bytes(int row, int col) const {
+  size_t n = 0;
+  unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(result_, row, col)), &n);
+  std::string out(reinterpret_cast<char*>(raw), n);
+  PQfreemem(raw);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Connection
+// ---------------------------------------------------------------------------
+
+namespace {
+
+Status ErrorOf(PGconn* conn, const PGresult* r, std::string_view context) {
+  const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  std::string message = r ? PQresultErrorMessage(r) : PQerrorMessage(conn);
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  const char* detail = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL) : nullptr;
+  std::string text = "SQLSTATE " + std::string(state ? state : "?????") + ": " + message;
+  if (detail && message.find(detail) == std::string::npos) text += " DETAIL: " + std::string(detail);
+  if (!context.empty()) text += " (" + std::string(context.substr(0, 120)) + ")";
+  if (PQstatus(conn) != CONNECTION_OK) return Status::Unavailable("PostgreSQL connection lost: " + text);
+  std::string_view s = state ? state : "";
+  if (s == "53300") return Status::Unavailable(text);  // too_many_connections
+  if (s.substr(0, 2) == "23") return Status::Conflict(text);
+  return Status::Internal(text);
+}
+
+bool ResultOk(const PGresult* r) {
+  auto st = PQresultStatus(r);
+  return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+}
+
+void Collect(const std::vector<Param>& params, std::vector<const char*>* values) {
+  values->clear();
+  for (const auto& p : params) values->push_back(p ? p->c_str() : nullptr);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Connection>> Connection::Connect(const std::string& url) {
+  PGconn* c = PQconnectdb(url.c_str());
+  if (!c || PQstatus(c) != CONNECTION_OK) {
+    std::string message = c ? PQerrorMessage(c) : "out of memory";
+    if (c) PQfinish(c);
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    return Status::Unavailable("cannot connect to PostgreSQL: " + message);
+  }
+  return std::unique_ptr<Connection>(new Connection(c));
+}
+
+Connection::~Connection() { PQfinish(conn_); }
+
+bool Connection::healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+bool Connection::Check() {
+  if (PQstatus(conn_) != CONNECTION_OK) return false;
+  pollfd p{PQsocket(conn_), POLLIN, 0};
+  if (poll(&p, 1, 0) > 0) {
+    // Readable while idle: a notice, or the server going away.
+    if (PQconsumeInput(conn_) != 1) return false;
+  }
+  return PQstatus(conn_) == CONNECTION_OK;
+}
+
+Status Connection::CopyIn(const std::string& copy_sql, const std::string& data) {
+  PGresult* r = PQexec(conn_, copy_sql.c_str());
+  if (PQresultStatus(r) != PGRES_COPY_IN) {
+    Status s = ErrorOf(conn_, r, copy_sql);
+    PQclear(r);
+    return s;
+  }
+  PQclear(r);
+  if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1 || PQputCopyEnd(conn_, nullptr) != 1)
+    return ErrorOf(conn_, nullptr, copy_sql);
+  Status s = Status::Ok();
+  while (PGresult* done = PQgetResult(conn_)) {
+    if (s.ok() && !ResultOk(done)) s = ErrorOf(conn_, done, copy_sql);
+    PQclear(done);
+  }
+  return s;
+}
+
+Status Connection::Exec(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  Status s = ResultOk(r) ? Status::Ok() : ErrorOf(conn_, r, sql);
+  PQclear(r);
+  return s;
+}
+
+Result<Rows> Connection::Query(const std::string& sql, const std::vector<Param>& params) {
+  std::vector<const char*> values;
+  Collect(params, &values);
+  PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                             nullptr, 0);
+  if (!ResultOk(r)) {
+    Status s = ErrorOf(conn_, r, sql);
+    PQclear(r);
+    return s;
+  }
+  return Rows(r);
+}
+
+Result<std::vector<Rows>> Connection::Pipeline(const std::vector<Statement>& statements) {
+  if (PQenterPipelineMode(conn_) != 1) return ErrorOf(conn_, nullptr, "enter pipeline mode");
+  std::vector<const char*> values;
+  for (const auto& st : statements) {
+    Collect(st.params, &values);
+    if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                          nullptr, 0) != 1) {
+      Status s = ErrorOf(conn_, nullptr, st.sql);
+      PQexitPipelineMode(conn_);
+      return s;
+    }
+  }
+  PQpipelineSync(conn_);
+  std::vector<Rows> out;
+  std::optional<Status> failure;
+  // Each statement yields its result then a NULL; the sync yields
+  // PGRES_PIPELINE_SYNC. Statements after an error yield PIPELINE_ABORTED.
+  for (size_t i = 0; i < statements.size(); ++i) {
+    PGresult* r = PQgetResult(conn_);
+    if (!r) return ErrorOf(conn_, nullptr, "pipeline");
+    if (!failure && !ResultOk(r)) failure = ErrorOf(conn_, r, statements[i].sql);
+    out.emplace_back(r);
+    while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+  }
+  PGresult* sync = PQgetResult(conn_);
+  while (sync && PQresultStatus(sync) != PGRES_PIPELINE_SYNC) {
+    PQclear(sync);
+    sync = PQgetResult(conn_);
+  }
+  if (sync) PQclear(sync);
+  PQexitPipelineMode(conn_);
+  if (failure) {
+    // A failed statement inside BEGIN leaves the session in an aborted
+    // transaction, which Sync does not end.
+    if (PQtransactionStatus(conn_) != PQTRANS_IDLE) (void)Exec("ROLLBACK");
+    return *failure;
+  }
+  return out;
+}
+
+std::string_view SqlState(const Status& status) {
+  const std::string& m = status.message();
+  size_t at = m.find("SQLSTATE ");
+  if (at == std::string::npos || m.size() < at + 14) return {};
+  return std::string_view(m).substr(at + 9, 5);
+}
+
+bool IsRetryable(const Status& status) {
+  auto s = SqlState(status);
+  return s == "40001" || s == "40P01";
+}
+
+// ---------------------------------------------------------------------------
+// Pool
+// ---------------------------------------------------------------------------
+
+Result<std::unique_ptr<Pool>> Pool::Open(PoolOptions options) {
+  std::unique_ptr<Pool> pool(new Pool(std::move(options)));
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (int i = 0; i < pool->options_.size; ++i) {
+    auto c = pool->Reconnect();
+    if (!c.ok()) return c.status();
+    conns.push_back(std::move(c).value());
+  }
+  for (auto& c : conns) pool->threads_.emplace_back([p = pool.get(), c = std::move(c)]() mutable {
+    p->Loop(std::move(c));
+  });
+  return pool;
+}
+
+Pool::~Pool() { Stop(); }
+
+void Pool::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+size_t Pool::queued() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+Result<std::unique_ptr<Connection>> Pool::Reconnect() {
+  auto c = Connection::Connect(options_.url);
+  if (!c.ok()) return c.status();
+  if (options_.on_connect) {
+    if (Status s = options_.on_connect(**c); !s.ok()) return s;
+  }
+  return c;
+}
+
+void Pool::Submit(Job job) {
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) {
+      lock.unlock();
+      return job(Status::Unavailable("the server is shutting down"));
+    }
+    if (queue_.size() >= options_.queue_max) {
+      lock.unlock();
+      return job(Status::Overloaded("all database connections are busy and the queue is full; retry later"));
+    }
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+void Pool::Loop(std::unique_ptr<Connection> conn) {
+  while (true) {
+    Job job;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping, and the queue is drained
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (!conn || !conn->Check()) {
+      conn.reset();
+      auto c = Reconnect();
+      if (!c.ok()) {
+        job(c.status());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // do not spin on a dead server
+        continue;
+      }
+      conn = std::move(c).value();
+      log::Info("reconnected to PostgreSQL");
+    }
+    job(conn.get());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Listener
+// ---------------------------------------------------------------------------
+
+Result<std::unique_ptr<Listener>> Listener::Start(const std::string& url, std::vector<std::string> channels,
+                                                 OnNotify on_notify, std::function<void()> on_connect) {
+  auto probe = Connection::Connect(url);
+  if (!probe.ok()) return probe.status();
+  std::unique_ptr<Listener> l(new Listener());
+  l->url_ = url;
+  l->channels_ = std::move(channels);
+  l->on_notify_ = std::move(on_notify);
+  l->on_connect_ = std::move(on_connect);
+  l->thread_ = std::thread([p = l.get()] { p->Loop(); });
+  return l;
+}
+
+Listener::~Listener() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Listener::Loop() {
+  auto backoff = std::chrono::milliseconds(50);
+  auto stopping = [this] {
+    std::lock_guard lock(mutex_);
+    return stopping_;
+  };
+  while (!stopping()) {
+    auto conn = Connection::Connect(url_);
+    bool listening = conn.ok();
+    for (const auto& ch : channels_)
+      listening = listening && (*conn)->Exec("LISTEN \"" + ch + "\"").ok();
+    if (!listening) {
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+      continue;
+    }
+    backoff = std::chrono::milliseconds(50);
+    on_connect_();
+    PGconn* c = (*conn)->raw();
+    while (!stopping()) {
+      int fd = PQsocket(c);
+      fd_set set;
+      FD_ZERO(&set);
+      FD_SET(fd, &set);
+      timeval tv{0, 200000};  // wake up to notice Stop
+      if (select(fd + 1, &set, nullptr, nullptr, &tv) < 0) break;
+      if (PQconsumeInput(c) != 1) break;
+      while (PGnotify* n = PQnotifies(c)) {
+        on_notify_(n->relname, n->extra);
+        PQfreemem(n);
+      }
+    }
+    if (!stopping()) log::Warn("PostgreSQL listener connection lost; reconnecting");
+  }
+}
+
+}  // namespace hotrow::db::pg
+
+namespace hotrow::db::pg {
+
+void AppendCopyText(std::string& out, std::string_view text) {
+  for (char c : text) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out.push_back(c);
+    }
+  }
+}
+
+}  // namespace hotrow::db::pg

@@ -1,0 +1,185 @@
+// PostgreSQL through libpq: connections, a bounded pool, and a listener.
+//
+// PgPool: `size` connections, each owned by one thread, and one bounded
+// queue of jobs. A job runs on whichever connection thread is free, with a
+// healthy connection (reconnected if it broke). The pool never opens more
+// than `size` connections -- PostgreSQL's max_connections is shared by every
+// instance, and "FATAL: sorry, too many clients already" is the failure the
+// reference met at 100 concurrent likes -- so requests wait in the queue,
+// and a full queue answers overloaded (503) at once instead of waiting
+// without bound.
+//
+// PgListener: one more connection in LISTEN mode on a set of channels; a
+// thread hands every notification (delivered by PostgreSQL when the
+// notifying transaction commits) to a callback, and calls on_connect after
+// every (re)connect, since notifications sent meanwhile are lost.
+//
+// Only this file and postgres.cc include libpq.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "ops/status.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace hotrow::db::pg {
+
+// A query's rows, owned. Values are text (libpq's text format).
+class Rows {
+ public:
+  Rows() = default;
+  explicit Rows(pg_result* r);
+  Rows(Rows&& other) noexcept;
+  Rows& operator=(Rows&& other) noexcept;
+  ~Rows();
+
+  int size() const;
+  bool empty() const { return size() == 0; }
+  bool IsNull(int row, int col) const;
+  std::string_view Text(int row, int col) const;
+  int64_t Int(int row, int col) const;
+  double Double(int row, int col) const;
+  bool Bool(int row, int col) const;
+  // BYTEA in hex format ("\x0a1b...") decoded to bytes.
+  std::string Bytes(int row, int col) const;
+
+ private:
+  pg_result* result_ = nullptr;
+};
+
+// A parameter: text, or SQL NULL.
+using Param = std::optional<std::string>;
+
+class Connection {
+ public:
+  static Result<std::unique_ptr<Connection>> Connect(const std::string& url);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // One or more statements without parameters (simple protocol).
+  Status Exec(const std::string& sql);
+  // COPY ... FROM STDIN with `data` in COPY's text format (tab-separated
+  // columns, one row per line); for seeding.
+  Status CopyIn(const std::string& copy_sql, const std::string& data);
+  // One statement with text parameters ($1, $2, ...).
+  Result<Rows> Query(const std::string& sql, const std::vector<Param>& params = {});
+
+  // Sends `statements` in one round trip (libpq pipeline mode), as one
+  // implicit transaction unless they BEGIN/COMMIT themselves, and returns
+  // each statement's rows. The first failing statement's error is returned;
+  // statements after it did not run.
+  struct Statement {
+    std::string sql;
+    std::vector<Param> params;
+  };
+  Result<std::vector<Rows>> Pipeline(const std::vector<Statement>& statements);
+
+  bool healthy() const;
+  // Notices, without blocking, a connection the server has closed (a
+  // restart, an idle timeout): false when it is no longer usable.
+  bool Check();
+  pg_conn* raw() { return conn_; }
+
+ private:
+  explicit Connection(pg_conn* c) : conn_(c) {}
+  pg_conn* conn_;
+};
+
+// The SQLSTATE of a failed statement, kept in the Status message as
+// "SQLSTATE xxxxx: ...". Empty when the status carries none.
+std::string_view SqlState(const Status& status);
+// 40001 (serialization_failure) or 40P01 (deadlock_detected): retry.
+bool IsRetryable(const Status& status);
+
+struct PoolOptions {
+  std::string url;
+  int size = 4;
+  size_t queue_max = 11024;
+  // Runs on each new connection (session settings).
+  std::function<Status(Connection&)> on_connect;
+};
+
+class Pool {
+ public:
+  // Connects all `size` connections up front (a wrong URL fails at start-up).
+  static Result<std::unique_ptr<Pool>> Open(PoolOptions options);
+  ~Pool();
+
+  using Job = std::function<void(Result<Connection*>)>;
+  // Runs `job` on a pool thread with a connection, or with the reason there
+  // is none (overloaded when the queue is full, unavailable when stopping or
+  // when PostgreSQL cannot be reached). Thread-safe.
+  void Submit(Job job);
+
+  // Runs `fn(conn)` on a pool thread and waits for its result. For
+  // start-up and tools; request paths use Submit.
+  template <typename T, typename Fn>
+  Result<T> Run(Fn fn) {
+    std::promise<Result<T>> p;
+    Submit([&](Result<Connection*> c) {
+      if (!c.ok()) p.set_value(c.status());
+      else p.set_value(fn(**c));
+    });
+    return p.get_future().get();
+  }
+
+  void Stop();
+  int size() const { return options_.size; }
+  size_t queued() const;
+
+ private:
+  explicit Pool(PoolOptions options) : options_(std::move(options)) {}
+  void Loop(std::unique_ptr<Connection> conn);
+  Result<std::unique_ptr<Connection>> Reconnect();
+
+  PoolOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+class Listener {
+ public:
+  using OnNotify = std::function<void(const std::string& channel, const std::string& payload)>;
+  static Result<std::unique_ptr<Listener>> Start(const std::string& url, std::vector<std::string> channels,
+                                                 OnNotify on_notify, std::function<void()> on_connect);
+  ~Listener();
+
+ private:
+  Listener() = default;
+  void Loop();
+  std::string url_;
+  std::vector<std::string> channels_;
+  OnNotify on_notify_;
+  std::function<void()> on_connect_;
+  std::mutex mutex_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hotrow::db::pg
+
+namespace hotrow::db::pg {
+
+// Appends `text` to a COPY text-format buffer, escaping backslash, tab,
+// newline and carriage return.
+void AppendCopyText(std::string& out, std::string_view text);
+
+}  // namespace hotrow::db::pg

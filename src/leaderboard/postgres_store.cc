@@ -1,0 +1,146 @@
+#include "leaderboard/postgres_store.h"
+
+#include <charconv>
+
+#include "ops/log.h"
+
+namespace hotrow::leaderboard {
+
+namespace pg = db::pg;
+
+Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
+  return conn.Exec(R"sql(
+    CREATE SEQUENCE IF NOT EXISTS leaderboard_seq;
+    CREATE TABLE IF NOT EXISTS leaderboard (
+      client_id TEXT   PRIMARY KEY,
+      score     BIGINT NOT NULL,
+      seq       BIGINT NOT NULL UNIQUE
+    );
+  )sql");
+}
+
+Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open(pg::Pool& pool) {
+  auto created = pool.Run<bool>([](pg::Connection& c) -> Result<bool> {
+    if (Status s = c.Exec("SELECT pg_advisory_lock(72720002)"); !s.ok()) return s;
+    Status s = CreatePostgresLeaderboardSchema(c);
+    (void)c.Exec("SELECT pg_advisory_unlock(72720002)");
+    if (!s.ok()) return s;
+    return true;
+  });
+  if (!created.ok()) return created.status();
+  return std::unique_ptr<PostgresLeaderboardStore>(new PostgresLeaderboardStore(pool));
+}
+
+Status PostgresLeaderboardStore::Load() {
+  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query("SELECT client_id, score, seq FROM leaderboard"); });
+  if (!rows.ok()) return rows.status();
+  std::vector<std::pair<std::string, Stored>> players;
+  players.reserve(static_cast<size_t>(rows->size()));
+  for (int i = 0; i < rows->size(); ++i)
+    players.push_back({std::string(rows->Text(i, 0)), Stored{rows->Int(i, 1), rows->Int(i, 2)}});
+  board_.ReplaceAll(players);
+  log::Info("leaderboard: loaded {} player(s) from PostgreSQL", players.size());
+  return Status::Ok();
+}
+
+void PostgresLeaderboardStore::Follow(const std::string& payload) {
+  // "set <score> <seq> <client id>" or "del <client id>"
+  if (payload.rfind("del ", 0) == 0) {
+    board_.Erase(payload.substr(4));
+    return;
+  }
+  if (payload.rfind("set ", 0) != 0) return;
+  std::string_view rest(payload);
+  rest.remove_prefix(4);
+  int64_t score = 0, seq = 0;
+  auto [p1, e1] = std::from_chars(rest.data(), rest.data() + rest.size(), score);
+  if (e1 != std::errc() || p1 == rest.data() + rest.size()) return;
+  rest.remove_prefix(static_cast<size_t>(p1 - rest.data()) + 1);
+  auto [p2, e2] = std::from_chars(rest.data(), rest.data() + rest.size(), seq);
+  if (e2 != std::errc() || p2 == rest.data() + rest.size()) return;
+  rest.remove_prefix(static_cast<size_t>(p2 - rest.data()) + 1);
+  board_.SetIfNewer(rest, score, seq);
+}
+
+void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
+                                         std::function<void(Result<Posted>)> done) {
+  pool_.Submit([this, client_id = std::move(client_id), score, mode,
+                done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    // One statement decides and writes: the new score replaces the stored
+    // one (or, in best mode, only a higher one does); an equal score
+    // changes nothing, so the player keeps its sequence number.
+    auto changed = (*c)->Query(
+        R"(WITH up AS (
+             INSERT INTO leaderboard AS l (client_id, score, seq) VALUES ($1, $2, nextval('leaderboard_seq'))
+             ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq
+             WHERE l.score <> excluded.score AND ($3 = 'replace' OR excluded.score > l.score)
+             RETURNING score, seq, client_id)
+           SELECT score, seq, pg_notify('hotrow_lb', 'set ' || score || ' ' || seq || ' ' || client_id) FROM up)",
+        {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
+    if (!changed.ok()) return done(changed.status());
+    bool was_changed = !changed->empty();
+    int64_t stored = 0, seq = 0;
+    if (was_changed) {
+      stored = changed->Int(0, 0);
+      seq = changed->Int(0, 1);
+    } else {
+      auto current = (*c)->Query("SELECT score, seq FROM leaderboard WHERE client_id = $1", {client_id});
+      if (!current.ok()) return done(current.status());
+      if (current->empty()) return done(Status::Internal("the player vanished while posting"));
+      stored = current->Int(0, 0);
+      seq = current->Int(0, 1);
+    }
+    board_.SetIfNewer(client_id, stored, seq);
+    auto view = board_.Player(client_id, std::nullopt);
+    if (!view) return done(Status::Internal("player vanished from the board"));
+    done(Posted{view->entry, was_changed});
+  });
+}
+
+void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
+  pool_.Submit([this, client_id = std::move(client_id), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(
+        R"(WITH d AS (DELETE FROM leaderboard WHERE client_id = $1 RETURNING client_id)
+           SELECT pg_notify('hotrow_lb', 'del ' || client_id) FROM d)",
+        {client_id});
+    if (!rows.ok()) return done(rows.status());
+    if (rows->empty()) return done(Status::NotFound("no player '" + client_id + "' on the leaderboard"));
+    board_.Erase(client_id);
+    done(Status::Ok());
+  });
+}
+
+void PostgresLeaderboardStore::Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) {
+  done(board_.Top(offset, limit));
+}
+
+void PostgresLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
+                                      std::function<void(Result<PlayerView>)> done) {
+  auto view = board_.Player(client_id, around);
+  if (!view) return done(Status::NotFound("no player '" + client_id + "' on the leaderboard"));
+  done(std::move(*view));
+}
+
+Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t seed) {
+  if (Status s = CreatePostgresLeaderboardSchema(conn); !s.ok()) return s;
+  auto existing = conn.Query("SELECT COUNT(*) FROM leaderboard");
+  if (!existing.ok()) return existing.status();
+  if (existing->Int(0, 0) > 0)
+    return Status::Conflict("the database already holds " + std::to_string(existing->Int(0, 0)) +
+                            " player(s); seed a fresh database or pass --replace");
+  std::mt19937_64 rng(seed);
+  auto next = conn.Query("SELECT nextval('leaderboard_seq')");
+  if (!next.ok()) return next.status();
+  int64_t base = next->Int(0, 0);
+  std::string data;
+  for (int64_t i = 1; i <= clients; ++i)
+    data += "player-" + std::to_string(i) + "\t" + std::to_string(DemoScore(rng)) + "\t" + std::to_string(base + i) +
+            "\n";
+  if (Status s = conn.CopyIn("COPY leaderboard (client_id, score, seq) FROM STDIN", data); !s.ok()) return s;
+  auto bumped = conn.Query("SELECT setval('leaderboard_seq', $1)", {std::to_string(base + clients)});
+  return bumped.status();
+}
+
+}  // namespace hotrow::leaderboard

@@ -1,0 +1,192 @@
+// The three store contracts, unchanged, on PostgreSQL: a throwaway cluster
+// (one per test binary), a fresh database per test.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "contract/dateplan_contract.h"
+#include "contract/leaderboard_contract.h"
+#include "contract/pointcard_contract.h"
+#include "dateplan/postgres_store.h"
+#include "db/postgres.h"
+#include "harness/postgres_process.h"
+#include "leaderboard/postgres_store.h"
+#include "pointcard/postgres_store.h"
+
+namespace hotrow::testing {
+namespace {
+
+std::unique_ptr<db::pg::Pool> OpenPool(const std::string& url) {
+  db::pg::PoolOptions options;
+  options.url = url;
+  options.size = 4;
+  auto pool = db::pg::Pool::Open(options);
+  if (!pool.ok()) throw std::runtime_error(pool.status().ToString());
+  return std::move(pool).value();
+}
+
+std::string FreshDatabase() {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  if (!pg) throw std::runtime_error("no PostgreSQL cluster");
+  return pg->CreateDatabase();
+}
+
+class PgPlans : public DatePlanBackendInstance {
+ public:
+  PgPlans() : url_(FreshDatabase()) { Open(); }
+  dateplan::DatePlanStore& store() override { return *store_; }
+  void Restart() override {
+    store_.reset();
+    pool_.reset();
+    Open();
+  }
+
+ private:
+  void Open() {
+    pool_ = OpenPool(url_);
+    auto store = dateplan::PostgresDatePlanStore::Open(*pool_);
+    if (!store.ok()) throw std::runtime_error(store.status().ToString());
+    store_ = std::move(store).value();
+  }
+  std::string url_;
+  std::unique_ptr<db::pg::Pool> pool_;
+  std::unique_ptr<dateplan::PostgresDatePlanStore> store_;
+};
+
+class PgBoard : public LeaderboardBackendInstance {
+ public:
+  PgBoard() : url_(FreshDatabase()) { Open(); }
+  leaderboard::LeaderboardStore& store() override { return *store_; }
+  void Restart() override {
+    store_.reset();
+    pool_.reset();
+    Open();
+  }
+  bool CrashServer() override {
+    store_.reset();
+    pool_.reset();
+    return PostgresProcess::Shared()->Restart();
+  }
+
+ private:
+  void Open() {
+    pool_ = OpenPool(url_);
+    auto store = leaderboard::PostgresLeaderboardStore::Open(*pool_);
+    if (!store.ok()) throw std::runtime_error(store.status().ToString());
+    store_ = std::move(store).value();
+    if (Status s = store_->Load(); !s.ok()) throw std::runtime_error(s.ToString());
+  }
+  std::string url_;
+  std::unique_ptr<db::pg::Pool> pool_;
+  std::unique_ptr<leaderboard::PostgresLeaderboardStore> store_;
+};
+
+class PgCards : public PointCardBackendInstance {
+ public:
+  PgCards() : url_(FreshDatabase()) {
+    auto conn = db::pg::Connection::Connect(url_);
+    if (!conn.ok()) throw std::runtime_error(conn.status().ToString());
+    pointcard::SeedOptions o;
+    o.cards = kContractCards;
+    o.stores = kContractStores;
+    o.history = kContractHistory;
+    o.seed = 7;
+    if (Status s = pointcard::SeedPostgresPointCard(**conn, o, nullptr); !s.ok())
+      throw std::runtime_error(s.ToString());
+    Open();
+  }
+  pointcard::PointCardStore& store() override { return *store_; }
+  void Restart() override {
+    store_.reset();
+    pool_.reset();
+    Open();
+  }
+  Result<pointcard::CheckReport> Check() override {
+    auto conn = db::pg::Connection::Connect(url_);
+    if (!conn.ok()) return conn.status();
+    return pointcard::CheckPostgresInvariants(**conn);
+  }
+
+ private:
+  void Open() {
+    pool_ = OpenPool(url_);
+    auto store = pointcard::PostgresPointCardStore::Open(*pool_);
+    if (!store.ok()) throw std::runtime_error(store.status().ToString());
+    store_ = std::move(store).value();
+  }
+  std::string url_;
+  std::unique_ptr<db::pg::Pool> pool_;
+  std::unique_ptr<pointcard::PostgresPointCardStore> store_;
+};
+
+auto Name = [](const auto& info) { return info.param.name; };
+
+INSTANTIATE_TEST_SUITE_P(Postgres, DatePlanContract,
+                         ::testing::Values(DatePlanBackend{"postgres", [] { return std::make_unique<PgPlans>(); }}),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(Postgres, LeaderboardContract,
+                         ::testing::Values(LeaderboardBackend{"postgres", [] { return std::make_unique<PgBoard>(); }}),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(Postgres, PointCardContract,
+                         ::testing::Values(PointCardBackend{"postgres", [] { return std::make_unique<PgCards>(); }}),
+                         Name);
+
+// The pool never opens more than its size, and a full queue answers
+// overloaded at once instead of waiting (or failing with "too many clients").
+TEST(PostgresPool, AFullQueueAnswersOverloaded) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  db::pg::PoolOptions options;
+  options.url = pg->CreateDatabase();
+  options.size = 1;
+  options.queue_max = 2;
+  auto pool = db::pg::Pool::Open(options);
+  ASSERT_TRUE(pool.ok());
+  std::promise<void> started;
+  std::vector<std::promise<Status>> done(4);
+  (*pool)->Submit([&](Result<db::pg::Connection*> c) {
+    started.set_value();
+    done[0].set_value((*c)->Exec("SELECT pg_sleep(0.5)"));
+  });
+  started.get_future().wait();  // the only connection is busy now
+  for (int i = 1; i < 4; ++i)
+    (*pool)->Submit([&, i](Result<db::pg::Connection*> c) { done[i].set_value(c.ok() ? Status::Ok() : c.status()); });
+  EXPECT_EQ(done[3].get_future().get().code(), ErrorCode::kOverloaded);
+  EXPECT_TRUE(done[0].get_future().get().ok());
+  EXPECT_TRUE(done[1].get_future().get().ok());
+  EXPECT_TRUE(done[2].get_future().get().ok());
+  auto connections = (*pool)->Run<db::pg::Rows>([](db::pg::Connection& c) {
+    return c.Query("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = '' AND datname = current_database()");
+  });
+  ASSERT_TRUE(connections.ok());
+  EXPECT_EQ(connections->Int(0, 0), 1);
+}
+
+// The PostgreSQL checker finds what the SQLite one finds.
+TEST(PostgresChecker, FindsCorruption) {
+  PgCards cards;
+  auto clean = cards.Check();
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  EXPECT_TRUE(clean->ok());
+  EXPECT_EQ(clean->cards, kContractCards);
+  EXPECT_EQ(clean->rows, kContractHistory);
+  PostgresProcess* pg = PostgresProcess::Shared();
+  std::string url = pg->CreateDatabase();
+  auto conn = db::pg::Connection::Connect(url);
+  ASSERT_TRUE(conn.ok());
+  pointcard::SeedOptions o;
+  o.cards = 50;
+  o.stores = 5;
+  o.history = 200;
+  ASSERT_TRUE(pointcard::SeedPostgresPointCard(**conn, o, nullptr).ok());
+  ASSERT_TRUE((*conn)->Exec("UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1 WHERE CARD_ID = "
+                            "(SELECT MIN(CARD_ID) FROM H_TRANSACTION)").ok());
+  ASSERT_TRUE((*conn)->Exec("INSERT INTO H_TRANSACTION VALUES ('2020-01-01', 999, 1, 5, 5)").ok());
+  auto report = pointcard::CheckPostgresInvariants(**conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->violations.count("balance"));
+  EXPECT_TRUE(report->violations.count("orphan history"));
+}
+
+}  // namespace
+}  // namespace hotrow::testing

@@ -1,0 +1,131 @@
+// Several hotrow instances on one PostgreSQL, behind nginx: counts stay
+// exact across instances, and each instance's read models follow the
+// others'.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "harness/http_client.h"
+#include "harness/nginx_process.h"
+#include "harness/postgres_process.h"
+#include "harness/server_process.h"
+
+namespace hotrow::testing {
+namespace {
+
+int64_t LikeOf(const std::string& body) {
+  std::smatch m;
+  static const std::regex re("\"like\":([0-9]+)");
+  return std::regex_search(body, m, re) ? std::stoll(m[1].str()) : -1;
+}
+
+// Polls `fn` until it is true or `bound` passes.
+bool Eventually(const std::function<bool()>& fn, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fn();
+}
+
+class TwoInstances : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PostgresProcess* pg = PostgresProcess::Shared();
+    ASSERT_TRUE(pg);
+    url = pg->CreateDatabase();
+    auto seeded = RunHotrow({"seed", "dateplans", "--count", "5", "--db", url});
+    ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+    a = std::make_unique<TestServer>(TestServerOptions{0, false, {"--db-pool", "4"}, {}, url});
+    b = std::make_unique<TestServer>(TestServerOptions{0, false, {"--db-pool", "4"}, {}, url});
+    ASSERT_TRUE(a->ok() && b->ok());
+  }
+  std::string url;
+  std::unique_ptr<TestServer> a, b;
+};
+
+TEST_F(TwoInstances, TwoThousandLikesThroughNginxAreExactlyTwoThousand) {
+  auto nginx = NginxProcess::Start({a->port(), b->port()});
+  ASSERT_TRUE(nginx);
+  const int clients = 40, per_client = 50;
+  std::vector<std::vector<int64_t>> seen(clients);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < clients; ++t)
+    threads.emplace_back([&, t] {
+      HttpClient c(nginx->port());
+      for (int i = 0; i < per_client; ++i) {
+        auto r = c.Post("/datePlan/1/like");
+        if (r.status == 200) seen[t].push_back(LikeOf(r.body));
+        else ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::set<int64_t> distinct;
+  for (auto& v : seen) distinct.insert(v.begin(), v.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(clients * per_client)) << "every 200 carries a distinct count";
+  EXPECT_EQ(*distinct.rbegin(), clients * per_client);
+  // Both instances' read models reach the exact count.
+  for (TestServer* s : {a.get(), b.get()}) {
+    HttpClient c(s->port());
+    EXPECT_TRUE(Eventually([&] { return LikeOf(c.Get("/datePlan/1").body) == clients * per_client; },
+                           std::chrono::seconds(2)))
+        << c.Get("/datePlan/1").body;
+  }
+}
+
+TEST_F(TwoInstances, AScorePostedOnOneIsRankedOnTheOther) {
+  HttpClient ca(a->port()), cb(b->port());
+  ASSERT_EQ(cb.Get("/api/v1/leaderboard").status, 200);
+  auto posted = ca.Post("/api/v1/score", R"({"score":4242})", {{"ClientId", "from-a"}});
+  ASSERT_EQ(posted.status, 200) << posted.body;
+  EXPECT_TRUE(Eventually([&] { return cb.Get("/api/v1/leaderboard/from-a").status == 200; }, std::chrono::seconds(2)));
+  EXPECT_NE(cb.Get("/api/v1/leaderboard?limit=1").body.find("from-a"), std::string::npos);
+  // Ties are decided by the database's sequence: the same order everywhere.
+  ASSERT_EQ(cb.Post("/api/v1/score", R"({"score":4242})", {{"ClientId", "from-b"}}).status, 200);
+  std::string expected =
+      R"({"entries":[{"rank":1,"clientId":"from-a","score":4242},{"rank":2,"clientId":"from-b","score":4242}],"total":2})";
+  EXPECT_TRUE(Eventually([&] { return ca.Get("/api/v1/leaderboard").body == expected; }, std::chrono::seconds(2)))
+      << ca.Get("/api/v1/leaderboard").body;
+  EXPECT_EQ(cb.Get("/api/v1/leaderboard").body, expected);
+}
+
+TEST_F(TwoInstances, PlansMadeOnOneAppearOnTheOther) {
+  HttpClient ca(a->port()), cb(b->port());
+  auto created = ca.Post("/datePlan", R"({"title":"shared","content":"","category":"Everywhere"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_TRUE(Eventually([&] { return cb.Get("/datePlan?category=Everywhere").status == 200; },
+                         std::chrono::seconds(2)));
+  ASSERT_EQ(cb.Delete("/datePlan/1", {{"Authorization", std::string("Bearer ") + kTestAdminToken}}).status, 204);
+  EXPECT_TRUE(Eventually([&] { return ca.Get("/datePlan/1").status == 404; }, std::chrono::seconds(2)));
+}
+
+TEST(PostgresServer, ARestartKeepsEverything) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  std::string url = pg->CreateDatabase();
+  ASSERT_EQ(RunHotrow({"seed", "pointcard", "--cards", "50", "--stores", "5", "--history", "100", "--db", url})
+                .exit_code,
+            0);
+  TestServer s(TestServerOptions{0, false, {"--db-pool", "1"}, {}, url});
+  ASSERT_TRUE(s.ok());
+  {
+    HttpClient c(s.port());
+    ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":300})").status, 201);
+  }
+  ASSERT_EQ(s.Stop(), 0);
+  ASSERT_TRUE(s.Start());
+  HttpClient c(s.port());
+  auto card = c.Get("/api/v1/cards/1/transactions?limit=1");
+  EXPECT_NE(card.body.find("\"amount\":300"), std::string::npos) << card.body;
+  auto check = RunHotrow({"check", "pointcard", "--db", url});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+}  // namespace
+}  // namespace hotrow::testing
