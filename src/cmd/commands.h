@@ -69,6 +69,7 @@ struct SimulateFlags {
   int rate_percent = 1;
   std::string url;
   std::string admin_token;
+  int db_pool = 16;
   std::string work_dir = "data/simulation";
   std::string out = "data/simulation/report";
   bool quick = false;

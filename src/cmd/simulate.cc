@@ -54,7 +54,10 @@ CLI::App* AddSimulate(CLI::App& app, SimulateFlags& f) {
   CLI::App* p = c->add_subcommand("pointcard", "The point-card experiment: online point uses beside grant batches");
   p->add_option("--parallel", f.parallel, "Online workers, one run per value (comma-separated)")->capture_default_str();
   p->add_option("--duration", f.duration, "Length of each run (180s, 3m, 500ms)")->capture_default_str();
-  p->add_option("--db", f.db, "Start every run from a copy of this database (sqlite:PATH); default: generate");
+  p->add_option("--db", f.db,
+                "sqlite:PATH: start every run from a copy of it; postgresql://…/db: run on PostgreSQL (template and "
+                "run databases are created beside db); default: generate, embedded");
+  p->add_option("--db-pool", f.db_pool, "PostgreSQL connections")->check(CLI::Range(1, 1000))->capture_default_str();
   p->add_option("--cards", f.cards, "Cards to generate")->capture_default_str();
   p->add_option("--stores", f.stores, "Stores to generate")->capture_default_str();
   p->add_option("--history", f.history, "Initial history rows to generate")->capture_default_str();
@@ -105,13 +108,15 @@ int RunSimulate(const SimulateFlags& f) {
   o.url = f.url;
   o.admin_token = f.admin_token;
   o.work_dir = f.work_dir;
+  o.db_pool = f.db_pool;
   if (!f.db.empty()) {
     auto url = db::ParseStoreUrl(f.db);
-    if (!url.ok() || url->kind != db::StoreUrl::Kind::kSqlite) {
-      log::Error("--db must be sqlite:PATH for a template database");
+    if (!url.ok()) {
+      log::Error("--db must be sqlite:PATH (a template database) or postgresql://...");
       return 2;
     }
-    o.template_db = url->sqlite_path;
+    if (url->kind == db::StoreUrl::Kind::kPostgres) o.postgres_url = url->postgres_url;
+    else o.template_db = url->sqlite_path;
   }
   // Per-grant log lines would interleave with the progress line; the
   // report has every grant.

@@ -353,4 +353,12 @@ void AppendCopyText(std::string& out, std::string_view text) {
   }
 }
 
+std::string WithDatabase(const std::string& url, const std::string& db) {
+  size_t scheme = url.find("://");
+  size_t slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  if (slash == std::string::npos) return url + "/" + db;
+  size_t query = url.find('?', slash);
+  return url.substr(0, slash + 1) + db + (query == std::string::npos ? "" : url.substr(query));
+}
+
 }  // namespace hotrow::db::pg

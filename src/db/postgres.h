@@ -178,6 +178,9 @@ class Listener {
 
 namespace hotrow::db::pg {
 
+// `url` with its database name replaced: postgresql://u@h:p/old?x -> .../db?x
+std::string WithDatabase(const std::string& url, const std::string& db);
+
 // Appends `text` to a COPY text-format buffer, escaping backslash, tab,
 // newline and carriage return.
 void AppendCopyText(std::string& out, std::string_view text);

@@ -206,7 +206,34 @@ Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg:
     return true;
   });
   if (!created.ok()) return created.status();
-  return std::unique_ptr<PostgresPointCardStore>(new PostgresPointCardStore(pool));
+  std::unique_ptr<PostgresPointCardStore> store(new PostgresPointCardStore(pool));
+  store->purger_ = std::thread([p = store.get()] { p->PurgeLoop(); });
+  return store;
+}
+
+PostgresPointCardStore::~PostgresPointCardStore() {
+  {
+    std::lock_guard lock(purge_mutex_);
+    stopping_ = true;
+  }
+  purge_wake_.notify_all();
+  if (purger_.joinable()) purger_.join();
+}
+
+// Idempotency keys are kept at least 24 h: every hour, those older than the
+// retention go.
+void PostgresPointCardStore::PurgeLoop() {
+  std::unique_lock lock(purge_mutex_);
+  while (!purge_wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stopping_; })) {
+    lock.unlock();
+    pool_.Submit([](Result<pg::Connection*> c) {
+      if (c.ok())
+        (void)(*c)->Query("DELETE FROM P_IDEMPOTENCY WHERE CREATED < hotrow_ts($1)",
+                          {std::to_string(NowUs() - kIdempotencyRetentionUs)});
+    });
+    lock.lock();
+    if (purge_wake_.wait_for(lock, std::chrono::hours(1), [this] { return stopping_; })) break;
+  }
 }
 
 Status PostgresPointCardStore::LoadRegions(std::vector<Region>* out) {

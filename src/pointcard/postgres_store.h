@@ -38,7 +38,9 @@
 // commit order); reads never wait. Measured in docs/benchmarks.md.
 #pragma once
 
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "db/postgres.h"
 #include "pointcard/check.h"
@@ -51,6 +53,7 @@ class PostgresPointCardStore final : public PointCardStore {
  public:
   // Creates the schema and functions if needed.
   static Result<std::unique_ptr<PostgresPointCardStore>> Open(db::pg::Pool& pool);
+  ~PostgresPointCardStore() override;
 
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
@@ -63,9 +66,15 @@ class PostgresPointCardStore final : public PointCardStore {
 
  private:
   explicit PostgresPointCardStore(db::pg::Pool& pool) : pool_(pool) {}
+  void PurgeLoop();
+
   db::pg::Pool& pool_;
   std::mutex grant_mutex_;
   bool grant_running_ = false;
+  std::mutex purge_mutex_;
+  std::condition_variable purge_wake_;
+  bool stopping_ = false;
+  std::thread purger_;
 };
 
 Status CreatePostgresPointCardSchema(db::pg::Connection& conn);

@@ -16,6 +16,8 @@
 #include "ops/log.h"
 #include "pointcard/check.h"
 #include "pointcard/service.h"
+#include "db/postgres.h"
+#include "pointcard/postgres_store.h"
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::pointcard {
@@ -337,6 +339,73 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
   result.iteration_mean_ms = shared.iterations_ms.empty() ? 0 : sum / static_cast<double>(shared.iterations_ms.size());
 }
 
+// PostgreSQL: a template database from the generator, and a fresh copy of
+// it (CREATE DATABASE ... TEMPLATE, a file copy) for every parallelism.
+Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
+                                          const std::function<void(const std::string&)>& progress_line) {
+  SimulationResult out;
+  out.options = o;
+  auto admin = db::pg::Connection::Connect(o.postgres_url);
+  if (!admin.ok()) return admin.status();
+  const std::string template_db = "hotrow_sim_template", run_db = "hotrow_sim_run";
+  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + run_db);
+  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + template_db);
+  if (Status s = (*admin)->Exec("CREATE DATABASE " + template_db); !s.ok()) return s;
+  std::pair<int64_t, int64_t> period;
+  {
+    auto conn = db::pg::Connection::Connect(db::pg::WithDatabase(o.postgres_url, template_db));
+    if (!conn.ok()) return conn.status();
+    auto start = Clock::now();
+    Status s = SeedPostgresPointCard(**conn, o.data, [&](int64_t done, int64_t total) {
+      if (progress_line && done % 200000 == 0)
+        progress_line("generating data: " + std::to_string(done * 100 / std::max<int64_t>(total, 1)) + "%");
+    });
+    if (!s.ok()) return s;
+    log::Info("generated the template database in {:.1f} s", std::chrono::duration<double>(Clock::now() - start).count());
+    auto p = (*conn)->Query("SELECT hotrow_us(MIN(PAYMENT_TIME)), hotrow_us(MAX(PAYMENT_TIME)) + 1 FROM H_TRANSACTION");
+    if (!p.ok()) return p.status();
+    period = {p->Int(0, 0), p->Int(0, 1)};
+  }
+  out.data_note = "PostgreSQL: every parallelism starts from a fresh CREATE DATABASE ... TEMPLATE copy of the generated "
+                  "data (" + std::to_string(o.data.cards) + " cards), " + std::to_string(o.db_pool) +
+                  " pooled connections; grants cover the whole initial history period";
+  for (int p : o.parallel) {
+    (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + run_db);
+    if (Status s = (*admin)->Exec("CREATE DATABASE " + run_db + " TEMPLATE " + template_db); !s.ok()) return s;
+    RunResult r;
+    r.parallel = p;
+    std::string url = db::pg::WithDatabase(o.postgres_url, run_db);
+    {
+      db::pg::PoolOptions pool_options;
+      pool_options.url = url;
+      pool_options.size = o.db_pool;
+      pool_options.queue_max = static_cast<size_t>(p) + 1024;
+      auto pool = db::pg::Pool::Open(pool_options);
+      if (!pool.ok()) return pool.status();
+      auto store = PostgresPointCardStore::Open(**pool);
+      if (!store.ok()) return store.status();
+      PointCardService service(**store);
+      if (Status s = service.Load(); !s.ok()) return s;
+      Drive(o, p, o.data.cards, period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line);
+    }
+    auto conn = db::pg::Connection::Connect(url);
+    if (conn.ok()) {
+      auto report = CheckPostgresInvariants(**conn);
+      r.invariants_ok = report.ok() && report->ok();
+      r.invariants_report = !report.ok()   ? report.status().ToString()
+                            : report->ok() ? "OK: " + std::to_string(report->rows) + " history rows"
+                                           : report->examples.front();
+      auto size = (*conn)->Query("SELECT pg_database_size(current_database())");
+      if (size.ok()) r.db_bytes_end = size->Int(0, 0);
+    }
+    conn = Status::Internal("closed");
+    out.runs.push_back(r);
+  }
+  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + run_db);
+  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + template_db);
+  return out;
+}
+
 }  // namespace
 
 Result<SimulationResult> Simulate(const SimulationOptions& o,
@@ -360,6 +429,8 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
     }
     return out;
   }
+
+  if (!o.postgres_url.empty()) return SimulatePostgres(o, progress_line);
 
   std::error_code ec;
   fs::create_directories(o.work_dir, ec);

@@ -13,8 +13,11 @@
 // answer), NG (failed after 3 tries: error, timeout, 503).
 //
 // In-process (the default) it calls the same PointCardService the HTTP
-// handlers call; with `url` it drives a running server over HTTP (then it
-// cannot reset the data between parallelisms, and says so).
+// handlers call, on the embedded store or, with `postgres_url`, on
+// PostgreSQL (the template is a database created from the generator, and
+// each run a CREATE DATABASE ... TEMPLATE copy of it). With `url` it drives
+// a running server over HTTP (then it cannot reset the data between
+// parallelisms, and says so).
 #pragma once
 
 #include <chrono>
@@ -32,6 +35,8 @@ struct SimulationOptions {
   std::chrono::milliseconds duration{180000};
   SeedOptions data;               // generated when no template is given
   std::string template_db;        // an existing database to start from (copied)
+  std::string postgres_url;       // run on PostgreSQL: its data lives in databases next to this one
+  int db_pool = 16;               // PostgreSQL connections
   std::string work_dir;           // where run databases live
   std::chrono::milliseconds think{100};
   std::chrono::milliseconds grant_interval{10000};

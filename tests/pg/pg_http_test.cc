@@ -127,5 +127,19 @@ TEST(PostgresServer, ARestartKeepsEverything) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+TEST(PostgresServer, QuickSimulationOnPostgres) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  std::string url = pg->CreateDatabase();
+  TempDir dir;
+  auto r = RunHotrow({"simulate", "pointcard", "--quick", "--parallel", "1,4", "--duration", "2s", "--db", url,
+                      "--db-pool", "4", "--out", dir.File("out")},
+                     std::chrono::seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("PostgreSQL: every parallelism starts from a fresh CREATE DATABASE"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("8.6 point grant"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hotrow::testing
