@@ -84,6 +84,8 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const std::string& url) 
     while (!message.empty() && message.back() == '\n') message.pop_back();
     return Status::Unavailable("cannot connect to PostgreSQL: " + message);
   }
+  // "relation already exists, skipping" and friends: not for the log.
+  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
   return std::unique_ptr<Connection>(new Connection(c));
 }
 
