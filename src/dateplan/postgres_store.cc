@@ -125,7 +125,7 @@ void PostgresDatePlanStore::Delete(int64_t id, std::function<void(Status)> done)
   });
 }
 
-void PostgresDatePlanStore::Like(int64_t id, std::function<void(Result<LikeOutcome>)> done) {
+void PostgresDatePlanStore::Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) {
   {
     std::unique_lock lock(mutex_);
     if (stopping_) {

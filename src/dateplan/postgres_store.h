@@ -36,7 +36,7 @@ class PostgresDatePlanStore final : public DatePlanStore {
   void Insert(PlanFields fields, std::string edit_token_hash, std::function<void(Result<Plan>)> done) override;
   void Update(int64_t id, PlanFields fields, std::function<void(Result<Plan>)> done) override;
   void Delete(int64_t id, std::function<void(Status)> done) override;
-  void Like(int64_t id, std::function<void(Result<LikeOutcome>)> done) override;
+  void Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) override;
 
   // Commits every queued like, then refuses new ones (shutdown).
   void Drain();
@@ -50,7 +50,7 @@ class PostgresDatePlanStore final : public DatePlanStore {
 
   struct PendingLike {
     int64_t id;
-    std::function<void(Result<LikeOutcome>)> done;
+    StoreCallback<Result<LikeOutcome>> done;
   };
   db::pg::Pool& pool_;
   size_t like_queue_max_;

@@ -25,11 +25,15 @@ void WritePlan(JsonWriter& w, const Plan& p) {
   w.Field("like", p.like);
 }
 
+void WritePlanBody(Response& r, const Plan& p) {
+  r.body.reserve(p.json_head.size() + 24);
+  AppendPlanJson(r.body, p);
+}
+
 Response PlanResponse(const Plan& p, int status = 200) {
   Response r;
   r.status = status;
-  r.body.reserve(p.json_head.size() + 24);
-  AppendPlanJson(r.body, p);
+  WritePlanBody(r, p);
   return r;
 }
 
@@ -58,12 +62,12 @@ Result<PlanFields> ParseFields(std::string_view body) {
   return PlanFields{std::move(title).value(), std::move(content).value(), std::move(category).value()};
 }
 
-void Random(DatePlanService& service, const Request& req, Responder responder) {
+void Random(DatePlanService& service, Request& req, Responder responder) {
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(http::ErrorResponse(query.status()));
   auto category = query->Get("category");
-  Response r;
-  bool found = service.catalog().WithRandom(category, ThreadRng(), [&](const Plan& p) { r = PlanResponse(p); });
+  Response r = http::NewResponse(req);
+  bool found = service.catalog().WithRandom(category, ThreadRng(), [&](const Plan& p) { WritePlanBody(r, p); });
   if (!found)
     return responder.Send(http::ErrorResponse(Status::NotFound(
         category ? "no date plan in category '" + std::string(*category) + "'" : std::string("no date plans yet"))));
@@ -71,11 +75,11 @@ void Random(DatePlanService& service, const Request& req, Responder responder) {
   responder.Send(std::move(r));
 }
 
-void Get(DatePlanService& service, const Request& req, Responder responder) {
+void Get(DatePlanService& service, Request& req, Responder responder) {
   auto id = PathId(req);
   if (!id.ok()) return responder.Send(http::ErrorResponse(id.status()));
-  Response r;
-  if (!service.catalog().With(*id, [&](const Plan& p) { r = PlanResponse(p); }))
+  Response r = http::NewResponse(req);
+  if (!service.catalog().With(*id, [&](const Plan& p) { WritePlanBody(r, p); }))
     return responder.Send(http::ErrorResponse(Status::NotFound("no date plan with id " + std::to_string(*id))));
   responder.Send(std::move(r));
 }
@@ -122,12 +126,14 @@ void Delete(DatePlanService& service, const Request& req, Responder responder) {
   });
 }
 
-void Like(DatePlanService& service, const Request& req, Responder responder) {
+void Like(DatePlanService& service, Request& req, Responder responder) {
   auto id = PathId(req);
   if (!id.ok()) return responder.Send(http::ErrorResponse(id.status()));
-  service.Like(*id, [responder, id = *id](Result<int64_t> r) mutable {
+  // The response is built later, on the writer's thread: take the
+  // connection's spare body buffer now.
+  service.Like(*id, [responder, id = *id, body = http::TakeSpareBody(req)](Result<int64_t> r) mutable {
     if (!r.ok()) return responder.Send(http::ErrorResponse(r.status()));
-    Response res;
+    Response res = http::ResponseWithBody(std::move(body));
     JsonWriter w(res.body);
     w.StartObject();
     w.Field("id", id);

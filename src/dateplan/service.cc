@@ -64,7 +64,7 @@ void DatePlanService::Delete(int64_t id, std::function<void(Status)> done) {
   });
 }
 
-void DatePlanService::Like(int64_t id, std::function<void(Result<int64_t>)> done) {
+void DatePlanService::Like(int64_t id, Callback<Result<int64_t>> done) {
   if (!catalog_.With(id, [](const Plan&) {})) return done(NoSuchPlan(id));
   store_.Like(id, [this, id, done = std::move(done)](Result<LikeOutcome> r) {
     if (!r.ok()) return done(r.status());

@@ -40,7 +40,7 @@ class DatePlanService {
   void Update(int64_t id, PlanFields fields, std::function<void(Result<Plan>)> done);
   void Delete(int64_t id, std::function<void(Status)> done);
   // The like's own count (distinct for every like).
-  void Like(int64_t id, std::function<void(Result<int64_t>)> done);
+  void Like(int64_t id, Callback<Result<int64_t>> done);
 
   // Changes made by other instances on a shared store, as its
   // notifications report them (PostgreSQL LISTEN/NOTIFY).

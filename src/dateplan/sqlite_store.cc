@@ -1,5 +1,7 @@
 #include "dateplan/sqlite_store.h"
 
+#include "ops/pooling.h"
+
 namespace hotrow::dateplan {
 
 namespace sqlite = db::sqlite;
@@ -90,9 +92,26 @@ namespace {
 //   UPDATE datePlans SET "like" = "like" + k WHERE id = ? RETURNING "like"
 // and hands the k requests the consecutive counts N-k+1 .. N in submission
 // order.
+//
+// LikeOps come from a bounded pool (up to kLikeOpsPooled free ones), so a
+// like allocates no op once warm.
 class LikeOp final : public db::WriteOp {
  public:
-  LikeOp(int64_t id, std::function<void(Result<LikeOutcome>)> done) : id_(id), done_(std::move(done)) {}
+  static constexpr size_t kLikeOpsPooled = 16384;
+  static pooling::ObjectPool<LikeOp>& Pool() {
+    static pooling::ObjectPool<LikeOp> pool(kLikeOpsPooled);
+    return pool;
+  }
+  static db::OpPtr Make(int64_t id, StoreCallback<Result<LikeOutcome>> done) {
+    LikeOp* op = Pool().Acquire();
+    op->id_ = id;
+    op->done_ = std::move(done);
+    return db::OpPtr(op);
+  }
+  void Recycle() override {
+    done_ = nullptr;
+    Pool().Release(this);
+  }
 
   CoalesceKey coalesce_key() const override { return {&kKind, id_}; }
 
@@ -120,15 +139,15 @@ class LikeOp final : public db::WriteOp {
 
  private:
   static constexpr char kKind = 0;
-  int64_t id_;
-  std::function<void(Result<LikeOutcome>)> done_;
+  int64_t id_ = 0;
+  StoreCallback<Result<LikeOutcome>> done_;
   LikeOutcome outcome_{0, 0};
 };
 
 }  // namespace
 
-void SqliteDatePlanStore::Like(int64_t id, std::function<void(Result<LikeOutcome>)> done) {
-  db_.writer().Submit(std::make_unique<LikeOp>(id, std::move(done)));
+void SqliteDatePlanStore::Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) {
+  db_.writer().Submit(LikeOp::Make(id, std::move(done)));
 }
 
 }  // namespace hotrow::dateplan

@@ -17,7 +17,7 @@ class SqliteDatePlanStore final : public DatePlanStore {
   void Insert(PlanFields fields, std::string edit_token_hash, std::function<void(Result<Plan>)> done) override;
   void Update(int64_t id, PlanFields fields, std::function<void(Result<Plan>)> done) override;
   void Delete(int64_t id, std::function<void(Status)> done) override;
-  void Like(int64_t id, std::function<void(Result<LikeOutcome>)> done) override;
+  void Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) override;
 
  private:
   explicit SqliteDatePlanStore(db::SqliteDatabase& db) : db_(db) {}

@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "dateplan/plan.h"
+#include "ops/inline_function.h"
 #include "ops/status.h"
 
 namespace hotrow::dateplan {
@@ -36,7 +37,7 @@ class DatePlanStore {
   virtual void Delete(int64_t id, std::function<void(Status)> done) = 0;
   // Adds one like. Under any concurrency every like gets a distinct count
   // and the stored count equals the number of likes that succeeded.
-  virtual void Like(int64_t id, std::function<void(Result<LikeOutcome>)> done) = 0;
+  virtual void Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) = 0;
 };
 
 }  // namespace hotrow::dateplan

@@ -1,7 +1,6 @@
 #include "db/writer.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <vector>
 
 #include "ops/log.h"
@@ -9,7 +8,14 @@
 namespace hotrow::db {
 
 Writer::Writer(std::unique_ptr<sqlite::Connection> conn, WriterOptions options)
-    : conn_(std::move(conn)), options_(options) {}
+    : conn_(std::move(conn)), options_(options) {
+  ring_.resize(options_.queue_ops_max);
+  groups_.reserve(options_.batch_ops_max);
+  outcome_.reserve(options_.batch_ops_max);
+  size_t table = 1;
+  while (table < options_.batch_ops_max * 2) table <<= 1;
+  group_table_.resize(table);
+}
 
 Writer::~Writer() { Stop(); }
 
@@ -20,7 +26,7 @@ void Writer::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-void Writer::Submit(std::unique_ptr<WriteOp> op) {
+void Writer::Submit(OpPtr op) {
   {
     std::unique_lock lock(mutex_);
     if (stopping_ || !started_) {
@@ -28,12 +34,12 @@ void Writer::Submit(std::unique_ptr<WriteOp> op) {
       op->Finish(Status::Unavailable("the server is shutting down"));
       return;
     }
-    if (queue_.size() >= options_.queue_ops_max) {
+    if (size_ >= ring_.size()) {
       lock.unlock();
       op->Finish(Status::Overloaded("write queue is full; retry later"));
       return;
     }
-    queue_.push_back(std::move(op));
+    ring_[(head_ + size_++) % ring_.size()] = std::move(op);
   }
   wake_.notify_one();
 }
@@ -50,7 +56,7 @@ void Writer::Stop() {
 
 size_t Writer::queued() const {
   std::lock_guard lock(mutex_);
-  return queue_.size();
+  return size_;
 }
 
 WriterStats Writer::stats() const {
@@ -59,17 +65,18 @@ WriterStats Writer::stats() const {
 }
 
 void Writer::Loop() {
-  std::vector<std::unique_ptr<WriteOp>> batch;
+  std::vector<OpPtr> batch;
   batch.reserve(options_.batch_ops_max);
   while (true) {
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;  // stopping, and everything is applied
-      size_t n = std::min(queue_.size(), options_.batch_ops_max);
+      wake_.wait(lock, [&] { return size_ > 0 || stopping_; });
+      if (size_ == 0) return;  // stopping, and everything is applied
+      size_t n = std::min(size_, options_.batch_ops_max);
       for (size_t i = 0; i < n; ++i) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+        batch.push_back(std::move(ring_[head_]));
+        head_ = (head_ + 1) % ring_.size();
+        --size_;
       }
     }
     RunBatch(batch);
@@ -78,11 +85,9 @@ void Writer::Loop() {
 }
 
 namespace {
-struct KeyHash {
-  size_t operator()(const WriteOp::CoalesceKey& k) const {
-    return std::hash<const void*>()(k.kind) ^ (std::hash<int64_t>()(k.id) * 0x9E3779B97F4A7C15ull);
-  }
-};
+size_t HashKey(const WriteOp::CoalesceKey& k) {
+  return std::hash<const void*>()(k.kind) ^ (static_cast<size_t>(k.id) * 0x9E3779B97F4A7C15ull);
+}
 
 Status RunStatement(sqlite::Connection& conn, std::string_view sql) {
   auto q = conn.Prepare(sql);
@@ -91,32 +96,48 @@ Status RunStatement(sqlite::Connection& conn, std::string_view sql) {
 }
 }  // namespace
 
-void Writer::RunBatch(std::vector<std::unique_ptr<WriteOp>>& batch) {
-  // Group ops by coalesce key, keeping the order of first appearance.
-  std::vector<std::vector<WriteOp*>> groups;
-  std::vector<std::vector<size_t>> members;
-  std::unordered_map<WriteOp::CoalesceKey, size_t, KeyHash> group_of;
+void Writer::RunBatch(std::vector<OpPtr>& batch) {
+  // Group ops by coalesce key, keeping the order of first appearance. The
+  // groups, their member lists and the open-addressing table that finds a
+  // key's group keep their capacity from batch to batch.
+  size_t group_count = 0;
+  const size_t mask = group_table_.size() - 1;
+  std::fill(group_table_.begin(), group_table_.end(), std::make_pair(WriteOp::CoalesceKey{}, size_t{0}));
+  auto new_group = [&]() -> size_t {
+    if (group_count == groups_.size()) groups_.emplace_back();
+    groups_[group_count].ops.clear();
+    groups_[group_count].members.clear();
+    return group_count++;
+  };
   for (size_t i = 0; i < batch.size(); ++i) {
     WriteOp::CoalesceKey key = batch[i]->coalesce_key();
-    size_t g = groups.size();
-    if (key.kind) g = group_of.try_emplace(key, groups.size()).first->second;
-    if (g == groups.size()) groups.emplace_back(), members.emplace_back();
-    groups[g].push_back(batch[i].get());
-    members[g].push_back(i);
+    size_t g;
+    if (!key.kind) {
+      g = new_group();
+    } else {
+      size_t slot = HashKey(key) & mask;
+      while (group_table_[slot].first.kind && !(group_table_[slot].first == key)) slot = (slot + 1) & mask;
+      if (!group_table_[slot].first.kind) group_table_[slot] = {key, new_group()};
+      g = group_table_[slot].second;
+    }
+    groups_[g].ops.push_back(batch[i].get());
+    groups_[g].members.push_back(i);
   }
 
-  std::vector<Status> outcome(batch.size());
+  outcome_.assign(batch.size(), Status::Ok());
   Status batch_status = RunStatement(*conn_, "BEGIN IMMEDIATE");
   if (batch_status.ok()) {
-    for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t g = 0; g < group_count; ++g) {
+      Group& group = groups_[g];
       Status s = RunStatement(*conn_, "SAVEPOINT op");
       if (s.ok()) {
-        s = groups[g].front()->Apply(*conn_, groups[g]);
+        s = group.ops.front()->Apply(*conn_, group.ops);
         if (!s.ok()) (void)RunStatement(*conn_, "ROLLBACK TO op");
         Status released = RunStatement(*conn_, "RELEASE op");
         if (s.ok() && !released.ok()) s = released;
       }
-      for (size_t i : members[g]) outcome[i] = s;
+      if (!s.ok())
+        for (size_t i : group.members) outcome_[i] = s;
     }
     auto commit_start = std::chrono::steady_clock::now();
     batch_status = RunStatement(*conn_, "COMMIT");
@@ -138,7 +159,7 @@ void Writer::RunBatch(std::vector<std::unique_ptr<WriteOp>>& batch) {
     stats_.batch_ops_largest = std::max<uint64_t>(stats_.batch_ops_largest, batch.size());
     if (!batch_status.ok()) ++stats_.failed_commits;
   }
-  for (size_t i = 0; i < batch.size(); ++i) batch[i]->Finish(batch_status.ok() ? outcome[i] : batch_status);
+  for (size_t i = 0; i < batch.size(); ++i) batch[i]->Finish(batch_status.ok() ? outcome_[i] : batch_status);
 }
 
 }  // namespace hotrow::db

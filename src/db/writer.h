@@ -75,10 +75,25 @@ class WriteOp {
   // How long the COMMIT of this op's batch took (set before Finish).
   std::chrono::microseconds commit_duration() const { return commit_duration_; }
 
+  // Called when the writer is done with the op (after Finish). Pooled ops
+  // return themselves to their pool; the default deletes.
+  virtual void Recycle() { delete this; }
+
  private:
   friend class Writer;
   std::chrono::microseconds commit_duration_{0};
 };
+
+struct RecycleOp {
+  void operator()(WriteOp* op) const { op->Recycle(); }
+};
+// An owned op: destroying it recycles it.
+using OpPtr = std::unique_ptr<WriteOp, RecycleOp>;
+
+template <typename T, typename... Args>
+OpPtr MakeOp(Args&&... args) {
+  return OpPtr(new T(std::forward<Args>(args)...));
+}
 
 struct WriterOptions {
   size_t queue_ops_max = 10000;
@@ -108,7 +123,7 @@ class Writer {
   // Queues `op`. When the queue is full (overloaded) or the writer has
   // stopped (unavailable), calls op->Finish with that error on the calling
   // thread instead. Thread-safe.
-  void Submit(std::unique_ptr<WriteOp> op);
+  void Submit(OpPtr op);
 
   // Applies and commits everything already queued, then stops the thread.
   // Idempotent; Submit after Stop fails with unavailable.
@@ -119,13 +134,25 @@ class Writer {
 
  private:
   void Loop();
-  void RunBatch(std::vector<std::unique_ptr<WriteOp>>& batch);
+  void RunBatch(std::vector<OpPtr>& batch);
 
   std::unique_ptr<sqlite::Connection> conn_;
   const WriterOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::unique_ptr<WriteOp>> queue_;
+  // A ring of queue_ops_max slots, allocated once: queuing never allocates.
+  std::vector<OpPtr> ring_;
+  size_t head_ = 0, size_ = 0;
+
+  // The writer thread's scratch space for grouping a batch, reused so that
+  // a batch allocates nothing once warm.
+  struct Group {
+    std::vector<WriteOp*> ops;
+    std::vector<size_t> members;
+  };
+  std::vector<Group> groups_;
+  std::vector<std::pair<WriteOp::CoalesceKey, size_t>> group_table_;  // open addressing
+  std::vector<Status> outcome_;
   bool stopping_ = false;
   bool started_ = false;
   std::thread thread_;
@@ -156,7 +183,7 @@ class CallOp final : public WriteOp {
 
 template <typename T, typename ApplyFn, typename DoneFn>
 void SubmitCall(Writer& writer, ApplyFn apply, DoneFn done) {
-  writer.Submit(std::make_unique<CallOp<T, ApplyFn, DoneFn>>(std::move(apply), std::move(done)));
+  writer.Submit(MakeOp<CallOp<T, ApplyFn, DoneFn>>(std::move(apply), std::move(done)));
 }
 
 // The value of a write that returns nothing but success.

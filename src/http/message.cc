@@ -1,5 +1,9 @@
 #include "http/message.h"
 
+#include <cassert>
+
+#include "ops/pooling.h"
+
 namespace hotrow::http {
 
 std::string_view MethodName(Method m) {
@@ -37,6 +41,29 @@ bool Request::HasHeader(std::string_view name) const {
   for (const auto& [n, v] : headers)
     if (EqualsIgnoreCase(n, name)) return true;
   return false;
+}
+
+void ResponseHeaders::Add(std::string_view name, std::string value) {
+  assert(size_ < kHeadersMax && "raise ResponseHeaders::kHeadersMax");
+  if (size_ < kHeadersMax) items_[size_++] = {name, std::move(value)};
+}
+
+std::string TakeSpareBody(Request& request) {
+  std::string body;
+  if (request.spare_body && pooling::Enabled()) {
+    body.swap(*request.spare_body);
+    body.clear();
+  }
+  return body;
+}
+
+Response NewResponse(Request& request, int status) { return ResponseWithBody(TakeSpareBody(request), status); }
+
+Response ResponseWithBody(std::string body, int status) {
+  Response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
 }
 
 std::optional<std::string_view> BearerToken(const Request& request) {

@@ -4,6 +4,7 @@
 // back.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,25 +33,51 @@ struct Request {
   std::vector<std::pair<std::string_view, std::string_view>> headers;
   // Path parameters matched by the router ("{id}"), percent-decoded.
   std::vector<std::string> params;
+  // The connection's spare response body: empty, with the capacity of an
+  // earlier response. Take it with NewResponse() (pooling.h).
+  std::string* spare_body = nullptr;
 
   // The first value of the named header (case-insensitive), or empty.
   std::string_view Header(std::string_view name) const;
   bool HasHeader(std::string_view name) const;
 };
 
+// The extra headers of a response (Location, Allow, Retry-After,
+// Cache-Control, ...), kept in place: at most kHeadersMax, names with static
+// storage (string literals).
+class ResponseHeaders {
+ public:
+  static constexpr size_t kHeadersMax = 4;
+  void Add(std::string_view name, std::string value);
+  const std::pair<std::string_view, std::string>* begin() const { return items_.data(); }
+  const std::pair<std::string_view, std::string>* end() const { return items_.data() + size_; }
+  size_t size() const { return size_; }
+  const std::pair<std::string_view, std::string>& operator[](size_t i) const { return items_[i]; }
+
+ private:
+  std::array<std::pair<std::string_view, std::string>, kHeadersMax> items_;
+  size_t size_ = 0;
+};
+
 struct Response {
   int status = 200;
   std::string body;
   std::string_view content_type = kJsonContentType;
-  // Extra headers (Location, Allow, Retry-After, Cache-Control, ...).
-  std::vector<std::pair<std::string, std::string>> headers;
+  ResponseHeaders headers;
   // Close the connection after this response.
   bool close = false;
 
-  void AddHeader(std::string name, std::string value) {
-    headers.emplace_back(std::move(name), std::move(value));
-  }
+  void AddHeader(std::string_view name, std::string value) { headers.Add(name, std::move(value)); }
 };
+
+// A response whose body reuses the connection's spare buffer (no
+// allocation once the connection has answered once).
+Response NewResponse(Request& request, int status = 200);
+// Just the spare buffer (empty), for a handler that answers later: a
+// string is cheaper to carry in a callback than a whole Response.
+std::string TakeSpareBody(Request& request);
+// A response around a body taken with TakeSpareBody.
+Response ResponseWithBody(std::string body, int status = 200);
 
 // Where a response goes. The server implements it per connection.
 class ResponseSink {

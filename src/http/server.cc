@@ -17,6 +17,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <condition_variable>
 #include <ctime>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,7 @@
 
 #include "http/errors.h"
 #include "ops/log.h"
+#include "ops/pooling.h"
 
 namespace hotrow::http {
 
@@ -79,6 +81,166 @@ void RaiseFileLimit() {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// Codec: what a connection keeps from one request to the next, so that a
+// request in steady state allocates nothing (see ops/pooling.h).
+//   - an arena for Beast's header fields and the request body, reset per
+//     request (4 KiB per connection; anything larger falls back to the heap);
+//   - the response head buffer and the spare response body, reused.
+// Session (a socket) and InProcessConnection (none) share it, so the
+// benchmarks measure the very code that serves requests.
+// ---------------------------------------------------------------------------
+
+class Arena {
+ public:
+  static constexpr size_t kBytes = 4096;
+  void* Allocate(size_t n, size_t align) {
+    if (pooling::Enabled()) {
+      if (!block_) block_.reset(new char[kBytes]);
+      size_t at = (used_ + align - 1) & ~(align - 1);
+      if (at + n <= kBytes) {
+        used_ = at + n;
+        return block_.get() + at;
+      }
+    }
+    return ::operator new(n);
+  }
+  void Deallocate(void* p) {
+    if (!Owns(p)) ::operator delete(p);
+  }
+  void Reset() { used_ = 0; }
+
+ private:
+  bool Owns(void* p) const {
+    auto* c = static_cast<char*>(p);
+    return block_ && c >= block_.get() && c < block_.get() + kBytes;
+  }
+  std::unique_ptr<char[]> block_;
+  size_t used_ = 0;
+};
+
+template <typename T>
+struct ArenaAllocator {
+  using value_type = T;
+  Arena* arena;
+  explicit ArenaAllocator(Arena* a) : arena(a) {}
+  template <typename U>
+  ArenaAllocator(const ArenaAllocator<U>& other) : arena(other.arena) {}  // NOLINT: allocator rebinding
+  T* allocate(size_t n) { return static_cast<T*>(arena->Allocate(n * sizeof(T), alignof(T))); }
+  void deallocate(T* p, size_t) { arena->Deallocate(p); }
+  template <typename U>
+  bool operator==(const ArenaAllocator<U>& o) const {
+    return arena == o.arena;
+  }
+  template <typename U>
+  bool operator!=(const ArenaAllocator<U>& o) const {
+    return arena != o.arena;
+  }
+};
+
+using ArenaBody = bhttp::basic_string_body<char, std::char_traits<char>, ArenaAllocator<char>>;
+using Parser = bhttp::request_parser<ArenaBody, ArenaAllocator<char>>;
+
+class Codec {
+ public:
+  // A fresh parser for the next request; the previous request's memory is
+  // released (back to the arena).
+  Parser& Begin(const ServerOptions& options) {
+    parser_.reset();
+    arena_.Reset();
+    parser_.emplace(std::piecewise_construct, std::make_tuple(ArenaAllocator<char>(&arena_)),
+                    std::make_tuple(ArenaAllocator<char>(&arena_)));
+    parser_->header_limit(static_cast<uint32_t>(options.header_bytes_max));
+    parser_->body_limit(options.body_bytes_max);
+    return *parser_;
+  }
+  Parser& parser() { return *parser_; }
+
+  // The parsed request, as handlers see it.
+  Request& BuildRequest() {
+    auto& msg = parser_->get();
+    request_.method = ToMethod(msg.method());
+    std::string_view target(msg.target().data(), msg.target().size());
+    request_.target = target;
+    size_t q = target.find('?');
+    request_.path = target.substr(0, q);
+    request_.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+    request_.body = std::string_view(msg.body().data(), msg.body().size());
+    request_.headers.clear();
+    for (const auto& field : msg)
+      request_.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
+                                    std::string_view(field.value().data(), field.value().size()));
+    request_.spare_body = &spare_;
+    keep_alive_ = msg.keep_alive();
+    http10_keep_alive_ = keep_alive_ && msg.version() < 11;
+    return request_;
+  }
+  bool keep_alive() const { return keep_alive_; }
+
+  // The response as two buffers (head, body), valid until Written().
+  std::array<asio::const_buffer, 2> Serialize(Response&& r, bool close) {
+    // The head is written here rather than through beast::http::response:
+    // Beast's fields container allocates per header, and these few fixed
+    // headers need no container.
+    head_.clear();
+    AppendHead(head_, r, close, http10_keep_alive_ && !close);
+    body_ = std::move(r.body);
+    return {asio::buffer(head_), asio::buffer(body_)};
+  }
+
+  // The response was sent: keep its body's buffer for the next one.
+  void Written() {
+    if (pooling::Enabled()) {
+      if (body_.capacity() > spare_.capacity()) spare_.swap(body_);
+      spare_.clear();
+    }
+    body_ = std::string();
+  }
+
+  static void AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header);
+
+ private:
+  Arena arena_;  // declared before parser_: the parser's memory lives here
+  std::optional<Parser> parser_;
+  Request request_;
+  std::string head_, body_, spare_;
+  bool keep_alive_ = true;
+  bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
+};
+
+void Codec::AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header) {
+  char number[24];
+  auto append_number = [&](uint64_t v) {
+    auto [end, ec] = std::to_chars(number, number + sizeof number, v);
+    out.append(number, static_cast<size_t>(end - number));
+  };
+  out.append("HTTP/1.1 ");
+  append_number(static_cast<uint64_t>(r.status));
+  out.push_back(' ');
+  auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
+  out.append(reason.data(), reason.size());
+  out.append("\r\nServer: hotrow\r\nDate: ");
+  out.append(HttpDate());
+  out.append("\r\n");
+  bool bodiless = r.status == 204 || r.status == 304 || r.status < 200;
+  if (!bodiless) {
+    out.append("Content-Type: ");
+    out.append(r.content_type);
+    out.append("\r\nContent-Length: ");
+    append_number(r.body.size());
+    out.append("\r\n");
+  }
+  for (const auto& [name, value] : r.headers) {
+    out.append(name);
+    out.append(": ");
+    out.append(value);
+    out.append("\r\n");
+  }
+  if (close) out.append("Connection: close\r\n");
+  else if (keep_alive_header) out.append("Connection: keep-alive\r\n");
+  out.append("\r\n");
+}
 
 class Session;
 
@@ -151,19 +313,17 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   void ReadRequest() {
     state_ = State::kReading;
     if (server_.draining.load(std::memory_order_relaxed)) return Close();
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(server_.options.header_bytes_max));
-    parser_->body_limit(server_.options.body_bytes_max);
+    Parser& parser = codec_.Begin(server_.options);
     // One deadline for the whole request: an idle connection and a client
     // that trickles a request both run into it.
     stream_.expires_after(server_.options.request_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_,
+    bhttp::async_read_header(stream_, buffer_, parser,
                              beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
   }
 
   void OnHeader(error_code ec, size_t) {
     if (ec) return OnReadError(ec);
-    if (beast::iequals(parser_->get()[bhttp::field::expect], "100-continue") && !parser_->is_done()) {
+    if (beast::iequals(codec_.parser().get()[bhttp::field::expect], "100-continue") && !codec_.parser().is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
                         [self = shared_from_this()](error_code ec2, size_t) {
@@ -176,8 +336,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   }
 
   void ReadBody() {
-    if (parser_->is_done()) return OnRead({}, 0);
-    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    if (codec_.parser().is_done()) return OnRead({}, 0);
+    bhttp::async_read(stream_, buffer_, codec_.parser(),
+                      beast::bind_front_handler(&Session::OnRead, shared_from_this()));
   }
 
   void OnReadError(const error_code& ec) {
@@ -203,24 +364,11 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   void OnRead(error_code ec, size_t) {
     if (ec) return OnReadError(ec);
     state_ = State::kHandling;
-    auto& msg = parser_->get();
-    request_.method = ToMethod(msg.method());
-    std::string_view target(msg.target().data(), msg.target().size());
-    request_.target = target;
-    size_t q = target.find('?');
-    request_.path = target.substr(0, q);
-    request_.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
-    request_.body = msg.body();
-    request_.headers.clear();
-    for (const auto& field : msg)
-      request_.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
-                                    std::string_view(field.value().data(), field.value().size()));
-    keep_alive_ = msg.keep_alive();
-    http10_keep_alive_ = keep_alive_ && msg.version() < 11;
+    Request& request = codec_.BuildRequest();
     try {
-      server_.handler(request_, Responder(shared_from_this()));
+      server_.handler(request, Responder(shared_from_this()));
     } catch (const std::exception& e) {
-      log::Error("handler for {} threw: {}", std::string(request_.target), e.what());
+      log::Error("handler for {} threw: {}", std::string(request.target), e.what());
       if (state_ == State::kHandling) Write(ErrorResponse(Status::Internal("internal error")));
     }
   }
@@ -228,53 +376,15 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   void Write(Response&& r) {
     if (state_ == State::kWriting || state_ == State::kClosing) return;  // answered twice: ignore
     state_ = State::kWriting;
-    bool close = r.close || !keep_alive_ || server_.draining.load(std::memory_order_relaxed);
+    bool close = r.close || !codec_.keep_alive() || server_.draining.load(std::memory_order_relaxed);
     close_after_write_ = close;
-    // The head is written here rather than through beast::http::response:
-    // Beast's fields container allocates per header, and these few fixed
-    // headers need no container. head_ keeps its capacity across requests.
-    head_.clear();
-    AppendHead(head_, r, close, http10_keep_alive_ && !close);
-    body_ = std::move(r.body);
-    std::array<asio::const_buffer, 2> buffers{asio::buffer(head_), asio::buffer(body_)};
+    auto buffers = codec_.Serialize(std::move(r), close);
     stream_.expires_after(server_.options.request_timeout);
     asio::async_write(stream_, buffers, beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
   }
 
-  static void AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header) {
-    char number[24];
-    auto append_number = [&](uint64_t v) {
-      auto [end, ec] = std::to_chars(number, number + sizeof number, v);
-      out.append(number, static_cast<size_t>(end - number));
-    };
-    out.append("HTTP/1.1 ");
-    append_number(static_cast<uint64_t>(r.status));
-    out.push_back(' ');
-    auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
-    out.append(reason.data(), reason.size());
-    out.append("\r\nServer: hotrow\r\nDate: ");
-    out.append(HttpDate());
-    out.append("\r\n");
-    bool bodiless = r.status == 204 || r.status == 304 || r.status < 200;
-    if (!bodiless) {
-      out.append("Content-Type: ");
-      out.append(r.content_type);
-      out.append("\r\nContent-Length: ");
-      append_number(r.body.size());
-      out.append("\r\n");
-    }
-    for (const auto& [name, value] : r.headers) {
-      out.append(name);
-      out.append(": ");
-      out.append(value);
-      out.append("\r\n");
-    }
-    if (close) out.append("Connection: close\r\n");
-    else if (keep_alive_header) out.append("Connection: keep-alive\r\n");
-    out.append("\r\n");
-  }
-
   void OnWrite(error_code ec, size_t) {
+    codec_.Written();
     if (ec) return Close();
     if (close_after_write_) return GracefulClose();
     ReadRequest();
@@ -308,15 +418,10 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::string head_;
-  std::string body_;
-  Request request_;
+  Codec codec_;
   ServerState& server_;
   Worker& worker_;
   State state_ = State::kReading;
-  bool keep_alive_ = true;
-  bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
   bool close_after_write_ = false;
   size_t drained_bytes_ = 0;
   std::array<char, 4096> discard_{};
@@ -484,6 +589,73 @@ void Server::Run(const std::function<void()>& before_stop) {
     w->io.stop();
   }
   for (auto& w : impl.workers) w->thread.join();
+}
+
+// ---------------------------------------------------------------------------
+// InProcessConnection
+// ---------------------------------------------------------------------------
+
+namespace {
+// Receives the response, from whichever thread answers.
+class WaitingSink final : public ResponseSink {
+ public:
+  void Send(Response&& r) override {
+    std::lock_guard lock(mutex_);
+    response_ = std::move(r);
+    ready_ = true;
+    cv_.notify_one();
+  }
+  Response Wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return ready_; });
+    ready_ = false;
+    return std::move(response_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool ready_ = false;
+  Response response_;
+};
+}  // namespace
+
+struct InProcessConnection::Impl {
+  Handler handler;
+  ServerOptions options;
+  Codec codec;
+  std::shared_ptr<WaitingSink> sink = std::make_shared<WaitingSink>();
+};
+
+InProcessConnection::InProcessConnection(Handler handler, ServerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->handler = std::move(handler);
+  impl_->options = std::move(options);
+}
+
+InProcessConnection::~InProcessConnection() = default;
+
+int InProcessConnection::Exchange(std::string_view raw, std::string* out) {
+  auto& impl = *impl_;
+  Parser& parser = impl.codec.Begin(impl.options);
+  parser.eager(true);
+  error_code ec;
+  asio::const_buffer input(raw.data(), raw.size());
+  while (input.size() > 0 && !parser.is_done()) {
+    size_t used = parser.put(input, ec);
+    if (ec) return 0;
+    input += used;
+  }
+  if (!parser.is_done()) return 0;
+  Request& request = impl.codec.BuildRequest();
+  impl.handler(request, Responder(impl.sink));
+  Response response = impl.sink->Wait();
+  int status = response.status;
+  auto buffers = impl.codec.Serialize(std::move(response), false);
+  out->clear();
+  for (const auto& b : buffers) out->append(static_cast<const char*>(b.data()), b.size());
+  impl.codec.Written();
+  return status;
 }
 
 }  // namespace hotrow::http

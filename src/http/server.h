@@ -76,4 +76,24 @@ class Server {
   std::unique_ptr<struct ServerState> impl_;
 };
 
+// Runs requests through the same parsing, routing and response writing as a
+// connection, without a socket: for allocation counts and micro-benchmarks
+// (bench/request_bench.cc, tests/alloc/). Not thread-safe; one request at a
+// time.
+class InProcessConnection {
+ public:
+  explicit InProcessConnection(Handler handler, ServerOptions options = {});
+  ~InProcessConnection();
+
+  // Parses `raw` (one complete request), dispatches it, waits for its
+  // response (a handler may answer from another thread) and writes the
+  // response, head and body, into `out`. Returns the status code (0 when
+  // `raw` is not a complete request).
+  int Exchange(std::string_view raw, std::string* out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace hotrow::http

@@ -450,7 +450,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
 
   // 3. Write phase.
   std::promise<Result<GrantOutcome>> p;
-  db_.writer().Submit(std::make_unique<GrantOp>([this] { return NextTime(); }, request, fingerprint,
+  db_.writer().Submit(db::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint,
                                                 std::move(bonuses), query_ms,
                                                 [&p](Result<GrantOutcome> r) { p.set_value(std::move(r)); }));
   auto outcome = p.get_future().get();

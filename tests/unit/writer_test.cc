@@ -98,13 +98,13 @@ class WriterTest : public ::testing::Test {
 TEST_F(WriterTest, AFailingOpIsRolledBackAloneAndFinishRunsAfterCommit) {
   Open();
   std::latch entered(1), release(1);
-  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  database->writer().Submit(MakeOp<GateOp>(&entered, &release));
   entered.wait();  // the next three ops queue up and land in one batch
   std::promise<Status> a, b, c;
   int64_t visible_at_finish = -1;
-  database->writer().Submit(std::make_unique<InsertOp>(1, &a));
-  database->writer().Submit(std::make_unique<InsertOp>(-1, &b));
-  database->writer().Submit(std::make_unique<InsertOp>(3, &c, [&] {
+  database->writer().Submit(MakeOp<InsertOp>(1, &a));
+  database->writer().Submit(MakeOp<InsertOp>(-1, &b));
+  database->writer().Submit(MakeOp<InsertOp>(3, &c, [&] {
     visible_at_finish = Count("SELECT COUNT(*) FROM t");
   }));
   release.count_down();
@@ -120,12 +120,12 @@ TEST_F(WriterTest, AFailingOpIsRolledBackAloneAndFinishRunsAfterCommit) {
 TEST_F(WriterTest, OpsWithEqualKeysCoalesceIntoOneApply) {
   Open();
   std::latch entered(1), release(1);
-  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  database->writer().Submit(MakeOp<GateOp>(&entered, &release));
   entered.wait();
   std::atomic<int> applies{0};
   std::vector<std::promise<Status>> done(30);
   for (int i = 0; i < 30; ++i)
-    database->writer().Submit(std::make_unique<AddOp>(i % 3 == 0 ? 2 : 1, &applies, &done[i]));
+    database->writer().Submit(MakeOp<AddOp>(i % 3 == 0 ? 2 : 1, &applies, &done[i]));
   release.count_down();
   for (auto& d : done) EXPECT_TRUE(d.get_future().get().ok());
   EXPECT_EQ(applies.load(), 2);
@@ -139,10 +139,10 @@ TEST_F(WriterTest, AFullQueueAnswersOverloadedAtOnce) {
   options.queue_ops_max = 5;
   Open(options);
   std::latch entered(1), release(1);
-  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  database->writer().Submit(MakeOp<GateOp>(&entered, &release));
   entered.wait();
   std::vector<std::promise<Status>> done(7);
-  for (auto& d : done) database->writer().Submit(std::make_unique<InsertOp>(1, &d));
+  for (auto& d : done) database->writer().Submit(MakeOp<InsertOp>(1, &d));
   // The sixth and seventh are refused while the writer is blocked.
   EXPECT_EQ(done[5].get_future().get().code(), ErrorCode::kOverloaded);
   EXPECT_EQ(done[6].get_future().get().code(), ErrorCode::kOverloaded);
@@ -153,16 +153,16 @@ TEST_F(WriterTest, AFullQueueAnswersOverloadedAtOnce) {
 TEST_F(WriterTest, StopAppliesEverythingQueuedThenRefuses) {
   Open();
   std::latch entered(1), release(1);
-  database->writer().Submit(std::make_unique<GateOp>(&entered, &release));
+  database->writer().Submit(MakeOp<GateOp>(&entered, &release));
   entered.wait();
   std::vector<std::promise<Status>> done(50);
-  for (auto& d : done) database->writer().Submit(std::make_unique<InsertOp>(7, &d));
+  for (auto& d : done) database->writer().Submit(MakeOp<InsertOp>(7, &d));
   std::thread stopper([&] { database->writer().Stop(); });
   release.count_down();
   stopper.join();
   for (auto& d : done) EXPECT_TRUE(d.get_future().get().ok());
   std::promise<Status> late;
-  database->writer().Submit(std::make_unique<InsertOp>(7, &late));
+  database->writer().Submit(MakeOp<InsertOp>(7, &late));
   EXPECT_EQ(late.get_future().get().code(), ErrorCode::kUnavailable);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 50);
 }
