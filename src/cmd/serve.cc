@@ -9,7 +9,10 @@
 #include "dateplan/sqlite_store.h"
 #include "db/sqlite_database.h"
 #include "db/store_url.h"
+#include "http/echo.h"
+#include "http/errors.h"
 #include "http/json.h"
+#include "ops/alloc_counter.h"
 #include "http/server.h"
 #include "leaderboard/redis_store.h"
 #include "leaderboard/routes.h"
@@ -67,10 +70,25 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
 
 namespace {
 
-void AddHealth(http::Router& router) {
+void AddHealth(http::Router& router, const AdminAuth& admin) {
   router.Add(http::Method::kGet, "/healthz", [](http::Request&, http::Responder responder) {
     http::Response r;
     r.body = R"({"status":"ok"})";
+    responder.Send(std::move(r));
+  });
+  // Heap allocations so far (ops/alloc_counter.h), for measuring
+  // allocations per request over loopback; admin only.
+  router.Add(http::Method::kGet, "/debug/allocations", [&admin](http::Request& req, http::Responder responder) {
+    if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(http::ErrorResponse(s));
+    http::Response r;
+    http::JsonWriter w(r.body);
+    w.StartObject();
+    w.Key("counting");
+    w.Bool(alloc::Counting());
+    w.Field("total", static_cast<int64_t>(alloc::Total()));
+    w.Field("sqlite", static_cast<int64_t>(alloc::Sqlite()));
+    w.Field("own", static_cast<int64_t>(alloc::Own()));
+    w.EndObject();
     responder.Send(std::move(r));
   });
 }
@@ -240,7 +258,8 @@ int RunServe(const ServeFlags& f) {
   if (postgres) FollowPostgres(url->postgres_url, b, plans);
 
   http::Router router;
-  AddHealth(router);
+  AddHealth(router, admin);
+  http::AddEchoRoute(router);
   dateplan::AddRoutes(router, plans);
   leaderboard::AddRoutes(router, *b.board, admin);
   pointcard::AddRoutes(router, cards, admin);

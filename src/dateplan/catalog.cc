@@ -59,9 +59,11 @@ void Catalog::SetLike(int64_t id, int64_t like) {
   std::unique_lock lock(mutex_);
   auto it = plans_.find(id);
   if (it == plans_.end() || like <= it->second.like) return;
-  ranking_.erase({-it->second.like, id});
+  // Move the ranking's node rather than erase and insert: no allocation.
+  auto node = ranking_.extract({-it->second.like, id});
   it->second.like = like;
-  ranking_.insert({-like, id});
+  node.value() = {-like, id};
+  ranking_.insert(std::move(node));
 }
 
 std::vector<RankEntry> Catalog::Ranking(size_t limit) const {

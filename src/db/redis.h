@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/inline_function.h"
 #include "ops/status.h"
 
 struct redisContext;
@@ -65,7 +66,7 @@ class RedisClient {
   static Result<std::unique_ptr<RedisClient>> Connect(const std::string& url, RedisOptions options = {});
   ~RedisClient();
 
-  using Callback = std::function<void(Result<RedisReply>)>;
+  using Callback = InlineFunction<void(Result<RedisReply>), 384>;
   // Queues a command given as its arguments. `done` runs on the client
   // thread with the reply; an error reply becomes an internal Status.
   void Command(std::vector<std::string> argv, Callback done);

@@ -1,5 +1,7 @@
 #include "db/sqlite.h"
 
+#include "ops/alloc_counter.h"
+
 #include <sqlite3.h>
 
 #include <cassert>
@@ -79,9 +81,29 @@ namespace {
 // Process-wide settings, applied once before SQLite initialises. Memory
 // statistics cost a global mutex around every allocation SQLite makes (9% of
 // a point grant's write phase in a profile); hotrow never reads them.
+//
+// SQLite's allocations are counted (ops/alloc_counter.h) so that the
+// benchmarks can report them apart from hotrow's own.
+sqlite3_mem_methods default_memory;
+void* CountedMalloc(int n) {
+  alloc::RecordSqliteAllocation();
+  return default_memory.xMalloc(n);
+}
+void* CountedRealloc(void* p, int n) {
+  alloc::RecordSqliteAllocation();
+  return default_memory.xRealloc(p, n);
+}
+
 void ConfigureOnce() {
   static std::once_flag once;
-  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+  std::call_once(once, [] {
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    sqlite3_config(SQLITE_CONFIG_GETMALLOC, &default_memory);
+    sqlite3_mem_methods counted = default_memory;
+    counted.xMalloc = CountedMalloc;
+    counted.xRealloc = CountedRealloc;
+    sqlite3_config(SQLITE_CONFIG_MALLOC, &counted);
+  });
 }
 }  // namespace
 
@@ -124,7 +146,7 @@ Status Connection::Exec(std::string_view sql) {
 }
 
 Result<Query> Connection::Prepare(std::string_view sql) {
-  auto it = statements_.find(std::string(sql));
+  auto it = statements_.find(sql);
   if (it == statements_.end()) {
     sqlite3_stmt* stmt = nullptr;
     int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,

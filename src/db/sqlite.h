@@ -90,7 +90,12 @@ class Connection {
   Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   sqlite3* db_;
   std::string path_;
-  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+  // Looked up by string_view: finding a cached statement allocates nothing.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, sqlite3_stmt*, Hash, std::equal_to<>> statements_;
 };
 
 // Runs `sql` once (prepared, not cached) and returns its first column of

@@ -76,7 +76,8 @@ Result<JsonObject> JsonObject::Parse(std::string_view text) {
   JsonObjectBuilder builder;
   builder.obj = &obj;
   rapidjson::MemoryStream stream(text.data(), text.size());
-  rapidjson::Reader reader;
+  // One reader per thread: its parse stack keeps its memory between bodies.
+  thread_local rapidjson::Reader reader;
   constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
                               rapidjson::kParseNumbersAsStringsFlag;
   rapidjson::ParseResult ok = reader.Parse<kFlags>(stream, builder);

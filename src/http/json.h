@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+#include <rapidjson/allocators.h>
 #include <rapidjson/writer.h>
 
 #include "ops/status.h"
@@ -34,9 +36,14 @@ struct StringAppender {
 };
 }  // namespace detail
 
+// The writer's nesting stack lives in a buffer inside the JsonWriter, so
+// writing a response allocates nothing but the output string's growth.
 class JsonWriter {
  public:
-  explicit JsonWriter(std::string& out) : stream_{&out}, writer_(stream_) {}
+  explicit JsonWriter(std::string& out)
+      : stream_{&out}, stack_memory_(stack_buffer_, sizeof stack_buffer_), writer_(stream_, &stack_memory_, 16) {}
+  JsonWriter(const JsonWriter&) = delete;
+  JsonWriter& operator=(const JsonWriter&) = delete;
 
   void StartObject() { writer_.StartObject(); }
   void EndObject() { writer_.EndObject(); }
@@ -57,7 +64,10 @@ class JsonWriter {
 
  private:
   detail::StringAppender stream_;
-  rapidjson::Writer<detail::StringAppender> writer_;
+  alignas(8) char stack_buffer_[512];
+  rapidjson::MemoryPoolAllocator<> stack_memory_;
+  rapidjson::Writer<detail::StringAppender, rapidjson::UTF8<>, rapidjson::UTF8<>, rapidjson::MemoryPoolAllocator<>>
+      writer_;
 };
 
 // One flat JSON object, as a request body.
@@ -91,7 +101,8 @@ class JsonObject {
   friend struct JsonObjectBuilder;
   const Field* Find(std::string_view name) const;
 
-  std::vector<Field> fields_;
+  // Request bodies are small flat objects: up to 8 fields need no heap.
+  boost::container::small_vector<Field, 8> fields_;
 };
 
 std::string_view JsonKindName(JsonObject::Kind kind);

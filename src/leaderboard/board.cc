@@ -117,18 +117,14 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
 Page Board::Top(int64_t offset, int64_t limit) const {
   if (offset + limit <= kPageLimitMax) {
     auto snap = snapshot_.load(std::memory_order_acquire);
-    Page page;
-    page.total = snap->total;
-    auto end = std::min<int64_t>(offset + limit, static_cast<int64_t>(snap->top.size()));
-    if (offset < end) page.entries.assign(snap->top.begin() + offset, snap->top.begin() + end);
-    return page;
+    int64_t total = snap->total;
+    // Shares the snapshot (an aliasing shared_ptr): no copy, no allocation.
+    std::shared_ptr<const std::vector<Entry>> top(snap, &snap->top);
+    return Page::Slice(std::move(top), offset, limit, total);
   }
   std::shared_lock lock(mutex_);
   int64_t size = static_cast<int64_t>(impl_->tree.size());
-  Page page;
-  page.total = size;
-  if (offset < size) page.entries = impl_->Range(offset, std::min(size, offset + limit));
-  return page;
+  return Page::Own(offset < size ? impl_->Range(offset, std::min(size, offset + limit)) : std::vector<Entry>{}, size);
 }
 
 int64_t Board::size() const {

@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
+#include <memory>
 #include <optional>
+#include <span>
 #include <random>
 #include <string>
 #include <string_view>
@@ -35,9 +38,27 @@ struct Entry {
   int64_t score = 0;
 };
 
+// A page of the board. Its entries are a view into an immutable list that
+// the page shares ownership of -- the board's top-100 snapshot, the Redis
+// cache, or a list made for this page -- so serving the hot top 10 copies
+// and allocates nothing.
 struct Page {
-  std::vector<Entry> entries;
+  std::shared_ptr<const std::vector<Entry>> source;
+  std::span<const Entry> entries;
   int64_t total = 0;
+
+  // A page that owns a list made for it.
+  static Page Own(std::vector<Entry> entries, int64_t total) {
+    auto list = std::make_shared<const std::vector<Entry>>(std::move(entries));
+    return Page{list, std::span<const Entry>(*list), total};
+  }
+  // The entries [offset, offset + limit) of a shared list (clipped).
+  static Page Slice(std::shared_ptr<const std::vector<Entry>> list, int64_t offset, int64_t limit, int64_t total) {
+    auto size = static_cast<int64_t>(list->size());
+    int64_t begin = std::min(offset, size), end = std::min(offset + limit, size);
+    std::span<const Entry> view(list->data() + begin, static_cast<size_t>(end - begin));
+    return Page{std::move(list), view, total};
+  }
 };
 
 struct PlayerView {

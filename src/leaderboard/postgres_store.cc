@@ -112,7 +112,7 @@ void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(
   });
 }
 
-void PostgresLeaderboardStore::Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) {
+void PostgresLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   done(board_.Top(offset, limit));
 }
 

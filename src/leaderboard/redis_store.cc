@@ -149,37 +149,30 @@ void RedisLeaderboardStore::Remove(std::string client_id, std::function<void(Sta
                    });
 }
 
-void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) {
+namespace {
+Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, int64_t offset, int64_t limit) {
+  return Page::Slice(std::shared_ptr<const std::vector<Entry>>(c, &c->top), offset, limit, c->total);
+}
+}  // namespace
+
+void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   if (offset + limit > kPageLimitMax) {
     client_->Command({"EVAL", kTopScript, "1", kZset, std::to_string(offset), std::to_string(limit)},
                      [offset, done = std::move(done)](Result<db::RedisReply> r) {
                        if (!r.ok()) return done(r.status());
-                       Page page;
-                       page.total = ReplyInt(r->elements.at(0));
-                       page.entries = Entries(r->elements, 1, offset + 1);
-                       done(std::move(page));
+                       done(Page::Own(Entries(r->elements, 1, offset + 1), ReplyInt(r->elements.at(0))));
                      });
     return;
   }
-  auto slice = [offset, limit](const Cached& c) {
-    Page page;
-    page.total = c.page.total;
-    for (int64_t i = offset; i < offset + limit && i < static_cast<int64_t>(c.page.entries.size()); ++i)
-      page.entries.push_back(c.page.entries[static_cast<size_t>(i)]);
-    return page;
-  };
   uint64_t version = version_.load(std::memory_order_acquire);
   std::unique_lock lock(cache_mutex_);
   if (cache_ && cache_->version >= version &&
       std::chrono::steady_clock::now() - cache_->fetched < std::chrono::milliseconds(kCacheAgeMaxMs)) {
     auto cached = cache_;
     lock.unlock();
-    return done(slice(*cached));
+    return done(SliceOf(cached, offset, limit));
   }
-  waiters_.push_back({version, [slice, done = std::move(done)](const Result<std::shared_ptr<const Cached>>& r) {
-                        if (!r.ok()) return done(r.status());
-                        done(slice(**r));
-                      }});
+  waiters_.push_back({version, offset, limit, std::move(done)});
   if (fetching_) return;  // the fetch in flight (or the one after it) answers
   fetching_ = true;
   lock.unlock();
@@ -199,8 +192,8 @@ void RedisLeaderboardStore::FetchTop(uint64_t version) {
           auto c = std::make_shared<Cached>();
           c->version = version;
           c->fetched = started;  // conservative: the data is at least this fresh
-          c->page.total = ReplyInt(r->elements[0]);
-          c->page.entries = Entries(r->elements, 1, 1);
+          c->total = ReplyInt(r->elements[0]);
+          c->top = Entries(r->elements, 1, 1);
           result = std::shared_ptr<const Cached>(std::move(c));
         } else {
           result = r.ok() ? Status::Internal("unexpected reply from the top script") : r.status();
@@ -222,7 +215,10 @@ void RedisLeaderboardStore::FetchTop(uint64_t version) {
           waiters_.swap(later);
           fetching_ = !waiters_.empty();
         }
-        for (auto& w : answered) w.done(result);
+        for (auto& w : answered) {
+          if (result.ok()) w.done(SliceOf(*result, w.offset, w.limit));
+          else w.done(result.status());
+        }
         if (next_version) FetchTop(next_version);
       });
 }

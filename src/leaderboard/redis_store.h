@@ -47,7 +47,7 @@ class RedisLeaderboardStore final : public LeaderboardStore {
   void PostScore(std::string client_id, int64_t score, ScoreMode mode,
                  std::function<void(Result<Posted>)> done) override;
   void Remove(std::string client_id, std::function<void(Status)> done) override;
-  void Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) override;
+  void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) override;
   void Player(std::string client_id, std::optional<int64_t> around,
               std::function<void(Result<PlayerView>)> done) override;
 
@@ -62,14 +62,21 @@ class RedisLeaderboardStore final : public LeaderboardStore {
   void Invalidate() { version_.fetch_add(1, std::memory_order_acq_rel); }
   void FetchTop(uint64_t version);
 
+  // The cached top (public so the slicing helper can name it).
+ public:
   struct Cached {
     uint64_t version;
     std::chrono::steady_clock::time_point fetched;
-    Page page;  // the top kPageLimitMax entries and the total
+    std::vector<Entry> top;  // the top kPageLimitMax entries
+    int64_t total;
   };
+  using CachedView = Cached;
+
+ private:
   struct Waiter {
     uint64_t version;  // the change count when the reader arrived
-    std::function<void(const Result<std::shared_ptr<const Cached>>&)> done;
+    int64_t offset, limit;
+    Callback<Result<Page>> done;
   };
 
   std::unique_ptr<db::RedisClient> client_;

@@ -21,7 +21,7 @@ void WriteEntry(JsonWriter& w, const Entry& e) {
   w.EndObject();
 }
 
-void WriteEntries(JsonWriter& w, const std::vector<Entry>& entries) {
+void WriteEntries(JsonWriter& w, std::span<const Entry> entries) {
   w.StartArray();
   for (const auto& e : entries) WriteEntry(w, e);
   w.EndArray();
@@ -63,16 +63,16 @@ void PostScore(LeaderboardStore& store, const Request& req, Responder responder)
   });
 }
 
-void Top(LeaderboardStore& store, const Request& req, Responder responder) {
+void Top(LeaderboardStore& store, Request& req, Responder responder) {
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
   auto limit = query->Int("limit", kPageLimitDefault, 1, kPageLimitMax);
   if (!limit.ok()) return responder.Send(Error(limit.status()));
   auto offset = query->Int("offset", 0, 0, INT64_MAX - kPageLimitMax);
   if (!offset.ok()) return responder.Send(Error(offset.status()));
-  store.Top(*offset, *limit, [responder](Result<Page> r) mutable {
+  store.Top(*offset, *limit, [responder, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
+    Response res = http::ResponseWithBody(std::move(body));
     res.body.reserve(64 + r->entries.size() * 56);
     JsonWriter w(res.body);
     w.StartObject();

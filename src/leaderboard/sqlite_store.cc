@@ -112,7 +112,7 @@ void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(St
   db::SubmitCall<db::Unit>(db_.writer(), std::move(apply), std::move(finish));
 }
 
-void SqliteLeaderboardStore::Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) {
+void SqliteLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   done(board_.Top(offset, limit));
 }
 

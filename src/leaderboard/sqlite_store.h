@@ -19,7 +19,7 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
   void PostScore(std::string client_id, int64_t score, ScoreMode mode,
                  std::function<void(Result<Posted>)> done) override;
   void Remove(std::string client_id, std::function<void(Status)> done) override;
-  void Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) override;
+  void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) override;
   void Player(std::string client_id, std::optional<int64_t> around,
               std::function<void(Result<PlayerView>)> done) override;
 

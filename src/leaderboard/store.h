@@ -14,6 +14,7 @@
 #include <string>
 
 #include "leaderboard/model.h"
+#include "ops/inline_function.h"
 
 namespace hotrow::leaderboard {
 
@@ -30,7 +31,7 @@ class LeaderboardStore {
   virtual void Remove(std::string client_id, std::function<void(Status)> done) = 0;
 
   // Entries at 0-based positions [offset, offset + limit), and the total.
-  virtual void Top(int64_t offset, int64_t limit, std::function<void(Result<Page>)> done) = 0;
+  virtual void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) = 0;
   // not_found for an unknown player.
   virtual void Player(std::string client_id, std::optional<int64_t> around,
                       std::function<void(Result<PlayerView>)> done) = 0;

@@ -1,0 +1,87 @@
+#include "request_app.h"
+
+#include <filesystem>
+#include <random>
+
+#include "dateplan/routes.h"
+#include "dateplan/seed.h"
+#include "dateplan/service.h"
+#include "dateplan/sqlite_store.h"
+#include "db/sqlite_database.h"
+#include "http/echo.h"
+#include "http/router.h"
+#include "leaderboard/routes.h"
+#include "leaderboard/sqlite_store.h"
+#include "ops/auth.h"
+#include "pointcard/routes.h"
+#include "pointcard/seed.h"
+#include "pointcard/service.h"
+#include "pointcard/sqlite_store.h"
+
+namespace hotrow::bench {
+
+struct RequestApp::Impl {
+  std::string dir;
+  AdminAuth admin{"bench"};
+  std::unique_ptr<db::SqliteDatabase> db;
+  std::unique_ptr<dateplan::SqliteDatePlanStore> plan_store;
+  std::unique_ptr<leaderboard::SqliteLeaderboardStore> board;
+  std::unique_ptr<pointcard::SqlitePointCardStore> card_store;
+  std::unique_ptr<dateplan::DatePlanService> plans;
+  std::unique_ptr<pointcard::PointCardService> cards;
+  http::Router router;
+  std::unique_ptr<http::InProcessConnection> connection;
+};
+
+RequestApp::RequestApp(AppOptions o) : impl_(std::make_unique<Impl>()) {
+  auto& i = *impl_;
+  char tmpl[] = "/tmp/hotrow-bench-app-XXXXXX";
+  i.dir = mkdtemp(tmpl);
+  auto db = db::SqliteDatabase::Open(i.dir + "/app.db");
+  if (!db.ok()) throw std::runtime_error(db.status().ToString());
+  i.db = std::move(db).value();
+  auto& conn = i.db->writer().connection();
+  if (Status s = dateplan::SeedPlans(conn, o.plans, 42, nullptr); !s.ok()) throw std::runtime_error(s.ToString());
+  if (Status s = leaderboard::SeedLeaderboard(conn, o.players, 42, nullptr); !s.ok())
+    throw std::runtime_error(s.ToString());
+  pointcard::SeedOptions seed;
+  seed.cards = o.cards;
+  seed.stores = 50;
+  seed.history = o.cards * 2;
+  if (Status s = pointcard::SeedPointCard(conn, seed, nullptr); !s.ok()) throw std::runtime_error(s.ToString());
+  i.plan_store = std::move(dateplan::SqliteDatePlanStore::Open(*i.db)).value();
+  i.board = std::move(leaderboard::SqliteLeaderboardStore::Open(*i.db)).value();
+  i.card_store = std::move(pointcard::SqlitePointCardStore::Open(*i.db)).value();
+  i.db->writer().Start();
+  i.plans = std::make_unique<dateplan::DatePlanService>(*i.plan_store, i.admin);
+  i.cards = std::make_unique<pointcard::PointCardService>(*i.card_store);
+  if (!i.plans->Load().ok() || !i.board->Load().ok() || !i.cards->Load().ok())
+    throw std::runtime_error("cannot load the read models");
+  dateplan::AddRoutes(i.router, *i.plans);
+  leaderboard::AddRoutes(i.router, *i.board, i.admin);
+  pointcard::AddRoutes(i.router, *i.cards, i.admin);
+  http::AddEchoRoute(i.router);
+  i.connection = std::make_unique<http::InProcessConnection>(
+      [r = &i.router](http::Request& req, http::Responder res) { r->Dispatch(req, std::move(res)); });
+}
+
+RequestApp::~RequestApp() {
+  std::string dir = impl_->dir;
+  impl_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+int RequestApp::Exchange(std::string_view raw, std::string* out) { return impl_->connection->Exchange(raw, out); }
+
+std::string GetRequest(std::string_view target) {
+  return "GET " + std::string(target) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n";
+}
+
+std::string PostRequest(std::string_view target, std::string_view body) {
+  return "POST " + std::string(target) +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
+}
+
+}  // namespace hotrow::bench
