@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/inline_function.h"
 #include "ops/status.h"
 
 struct pg_conn;
@@ -120,7 +121,7 @@ class Pool {
   static Result<std::unique_ptr<Pool>> Open(PoolOptions options);
   ~Pool();
 
-  using Job = std::function<void(Result<Connection*>)>;
+  using Job = InlineFunction<void(Result<Connection*>), 512>;
   // Runs `job` on a pool thread with a connection, or with the reason there
   // is none (overloaded when the queue is full, unavailable when stopping or
   // when PostgreSQL cannot be reached). Thread-safe.

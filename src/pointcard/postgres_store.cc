@@ -321,7 +321,7 @@ Result<pg::Rows> RunSerializable(pg::Connection& c, const char* lock, const std:
 }  // namespace
 
 void PostgresPointCardStore::Pay(Payment p, std::string fingerprint,
-                                 std::function<void(Result<PaymentOutcome>)> done) {
+                                 StoreCallback<Result<PaymentOutcome>> done) {
   pool_.Submit([p = std::move(p), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     std::vector<pg::Param> params = {std::to_string(p.card_id), std::to_string(p.store_id), std::to_string(p.amount),

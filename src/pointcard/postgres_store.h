@@ -60,7 +60,7 @@ class PostgresPointCardStore final : public PointCardStore {
   void GetCard(int64_t card_id, std::function<void(Result<Card>)> done) override;
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
-  void Pay(Payment payment, std::string fingerprint, std::function<void(Result<PaymentOutcome>)> done) override;
+  void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
   void Grant(GrantRequest request, std::string fingerprint,
              std::function<void(Result<GrantOutcome>)> done) override;
 

@@ -19,8 +19,9 @@ namespace {
 Response Error(const Status& s) { return http::ErrorResponse(s); }
 
 void WriteRow(JsonWriter& w, const HistoryRow& r) {
+  char time[kTimeTextMax];
   w.StartObject();
-  w.Field("paymentTime", FormatTime(r.payment_time_us));
+  w.Field("paymentTime", std::string_view(time, FormatTimeTo(r.payment_time_us, time)));
   w.Field("cardId", r.card_id);
   w.Field("storeId", r.store_id);
   w.Field("amount", r.amount);
@@ -52,7 +53,7 @@ Status InsufficientBalance(const PaymentOutcome& o) {
                                                std::to_string(-o.row.amount) + " does not fit"};
 }
 
-void Pay(PointCardService& service, const Request& req, Responder responder) {
+void Pay(PointCardService& service, Request& req, Responder responder) {
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
   auto body = http::JsonObject::Parse(req.body);
@@ -63,10 +64,13 @@ void Pay(PointCardService& service, const Request& req, Responder responder) {
   auto amount = body->Integer("amount", INT64_MIN, INT64_MAX);
   if (!amount.ok()) return responder.Send(Error(amount.status()));
   Payment p{*card, *store, *amount, IdempotencyKey(req)};
-  service.Pay(std::move(p), [responder](Result<PaymentOutcome> r) mutable {
+  service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     if (r->refused) return responder.Send(Error(InsufficientBalance(*r)));
-    Response res = Json(201, HistoryRowJson(r->row));
+    Response res = http::ResponseWithBody(std::move(body), 201);
+    res.body.reserve(128);
+    JsonWriter w(res.body);
+    WriteRow(w, r->row);
     if (r->replayed) res.AddHeader("Idempotent-Replayed", "true");
     responder.Send(std::move(res));
   });

@@ -39,15 +39,18 @@ void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int
   store_.History(card_id, limit, before_us, std::move(done));
 }
 
-void PointCardService::Pay(Payment p, std::function<void(Result<PaymentOutcome>)> done) {
+void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
   if (p.amount == 0 || p.amount < -kAmountAbsMax || p.amount > kAmountAbsMax)
     return done(Status::InvalidField("amount", "amount must be a non-zero integer from -1000000 to 1000000"));
   if (!store_region_.count(p.store_id)) return done(Status::NotFound("no store with id " + std::to_string(p.store_id)));
   if (p.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
   }
-  // The same key with the same fingerprint is the same request.
-  std::string fingerprint = "pay store=" + std::to_string(p.store_id) + " amount=" + std::to_string(p.amount);
+  // The same key with the same fingerprint is the same request (only keyed
+  // requests need one).
+  std::string fingerprint;
+  if (p.idempotency_key)
+    fingerprint = "pay store=" + std::to_string(p.store_id) + " amount=" + std::to_string(p.amount);
   store_.Pay(std::move(p), std::move(fingerprint), std::move(done));
 }
 

@@ -31,7 +31,7 @@ class PointCardService {
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done);
   // amount != 0 and |amount| <= 1,000,000; the store must exist (not_found).
-  void Pay(Payment payment, std::function<void(Result<PaymentOutcome>)> done);
+  void Pay(Payment payment, Callback<Result<PaymentOutcome>> done);
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
 

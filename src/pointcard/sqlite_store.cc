@@ -5,6 +5,7 @@
 #include <future>
 
 #include "ops/failpoint.h"
+#include "ops/pooling.h"
 #include "ops/log.h"
 
 namespace hotrow::pointcard {
@@ -236,47 +237,88 @@ Status RememberKey(sqlite::Connection& c, const Payment& p, const std::string& f
 
 }  // namespace
 
+// The point use as a pooled WriteOp: a payment allocates no op once warm.
+class PayOp final : public db::WriteOp {
+ public:
+  static constexpr size_t kPayOpsPooled = 4096;
+  static pooling::ObjectPool<PayOp>& Pool() {
+    static pooling::ObjectPool<PayOp> pool(kPayOpsPooled);
+    return pool;
+  }
+  static db::OpPtr Make(SqlitePointCardStore* store, Payment p, std::string fp,
+                        StoreCallback<Result<PaymentOutcome>> done) {
+    PayOp* op = Pool().Acquire();
+    op->store_ = store;
+    op->payment_ = std::move(p);
+    op->fingerprint_ = std::move(fp);
+    op->done_ = std::move(done);
+    op->result_ = Status::Internal("not applied");
+    return db::OpPtr(op);
+  }
+  void Recycle() override {
+    done_ = nullptr;
+    Pool().Release(this);
+  }
+
+  Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
+    result_ = store_->ApplyPayment(c, payment_, fingerprint_);
+    return result_.status();
+  }
+  void Finish(const Status& status) override {
+    if (status.ok() && result_.ok()) done_(std::move(result_));
+    else done_(status.ok() ? result_.status() : status);
+  }
+
+ private:
+  SqlitePointCardStore* store_ = nullptr;
+  Payment payment_;
+  std::string fingerprint_;
+  StoreCallback<Result<PaymentOutcome>> done_;
+  Result<PaymentOutcome> result_ = Status::Internal("not applied");
+};
+
+Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c, const Payment& p,
+                                                          const std::string& fp) {
+  if (p.idempotency_key) {
+    auto earlier = FindKey(c, p, fp);
+    if (!earlier.ok()) return earlier.status();
+    if (*earlier) return **earlier;
+  }
+  auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
+  if (!read.ok()) return read.status();
+  auto row = read->Bind(1, p.card_id).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NoSuchCard(p.card_id);
+  int64_t balance = read->Int(0);
+  (void)read->Run();
+  PaymentOutcome out;
+  int64_t now = NextTime();
+  if (balance + p.amount < 0) {
+    out.refused = true;
+    out.row = {0, p.card_id, p.store_id, p.amount, balance};
+    out.balance = balance;
+  } else {
+    out.row = {now, p.card_id, p.store_id, p.amount, balance + p.amount};
+    auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
+    if (!update.ok()) return update.status();
+    if (Status s = update->Bind(1, out.row.balance).Bind(2, now).Bind(3, p.card_id).Run(); !s.ok()) return s;
+    auto insert = c.Prepare(
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!insert.ok()) return insert.status();
+    if (Status s = insert->Bind(1, now).Bind(2, p.card_id).Bind(3, p.store_id).Bind(4, p.amount)
+                       .Bind(5, out.row.balance).Run();
+        !s.ok())
+      return s;
+  }
+  if (p.idempotency_key) {
+    if (Status s = RememberKey(c, p, fp, out, now); !s.ok()) return s;
+  }
+  return out;
+}
+
 void SqlitePointCardStore::Pay(Payment payment, std::string fingerprint,
-                               std::function<void(Result<PaymentOutcome>)> done) {
-  auto apply = [this, p = std::move(payment), fp = std::move(fingerprint)](sqlite::Connection& c)
-      -> Result<PaymentOutcome> {
-    if (p.idempotency_key) {
-      auto earlier = FindKey(c, p, fp);
-      if (!earlier.ok()) return earlier.status();
-      if (*earlier) return **earlier;
-    }
-    auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
-    if (!read.ok()) return read.status();
-    auto row = read->Bind(1, p.card_id).Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return NoSuchCard(p.card_id);
-    int64_t balance = read->Int(0);
-    (void)read->Run();
-    PaymentOutcome out;
-    int64_t now = NextTime();
-    if (balance + p.amount < 0) {
-      out.refused = true;
-      out.row = {0, p.card_id, p.store_id, p.amount, balance};
-      out.balance = balance;
-    } else {
-      out.row = {now, p.card_id, p.store_id, p.amount, balance + p.amount};
-      auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
-      if (!update.ok()) return update.status();
-      if (Status s = update->Bind(1, out.row.balance).Bind(2, now).Bind(3, p.card_id).Run(); !s.ok()) return s;
-      auto insert = c.Prepare(
-          "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, ?3, ?4, ?5)");
-      if (!insert.ok()) return insert.status();
-      if (Status s = insert->Bind(1, now).Bind(2, p.card_id).Bind(3, p.store_id).Bind(4, p.amount)
-                         .Bind(5, out.row.balance).Run();
-          !s.ok())
-        return s;
-    }
-    if (p.idempotency_key) {
-      if (Status s = RememberKey(c, p, fp, out, now); !s.ok()) return s;
-    }
-    return out;
-  };
-  db::SubmitCall<PaymentOutcome>(db_.writer(), std::move(apply), std::move(done));
+                               StoreCallback<Result<PaymentOutcome>> done) {
+  db_.writer().Submit(PayOp::Make(this, std::move(payment), std::move(fingerprint), std::move(done)));
 }
 
 // ---------------------------------------------------------------------------

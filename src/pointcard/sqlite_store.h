@@ -65,7 +65,9 @@ class SqlitePointCardStore final : public PointCardStore {
   void GetCard(int64_t card_id, std::function<void(Result<Card>)> done) override;
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
-  void Pay(Payment payment, std::string fingerprint, std::function<void(Result<PaymentOutcome>)> done) override;
+  void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
+  // The point use inside the writer's transaction (PayOp runs it).
+  Result<PaymentOutcome> ApplyPayment(db::sqlite::Connection& c, const Payment& p, const std::string& fingerprint);
   void Grant(GrantRequest request, std::string fingerprint,
              std::function<void(Result<GrantOutcome>)> done) override;
 

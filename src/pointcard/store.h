@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/inline_function.h"
 #include "pointcard/model.h"
 
 namespace hotrow::pointcard {
@@ -39,7 +40,7 @@ class PointCardStore {
   // `fingerprint` identifies the request for idempotency: the same key with
   // another fingerprint is idempotency_mismatch. not_found for an unknown
   // card.
-  virtual void Pay(Payment payment, std::string fingerprint, std::function<void(Result<PaymentOutcome>)> done) = 0;
+  virtual void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) = 0;
 
   // The point grant: for every card, floor(sum of positive amounts from
   // stores > 0 in [from, to) * rate / 100) more points and one history row
