@@ -74,6 +74,10 @@ RequestApp::~RequestApp() {
 
 int RequestApp::Exchange(std::string_view raw, std::string* out) { return impl_->connection->Exchange(raw, out); }
 
+http::Handler RequestApp::handler() {
+  return [r = &impl_->router](http::Request& req, http::Responder res) { r->Dispatch(req, std::move(res)); };
+}
+
 std::string GetRequest(std::string_view target) {
   return "GET " + std::string(target) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n";
 }

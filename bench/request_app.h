@@ -22,6 +22,8 @@ class RequestApp {
   ~RequestApp();
   // Sends one raw HTTP request; returns the status, the response in `out`.
   int Exchange(std::string_view raw, std::string* out);
+  // The application's routes, for serving them on a real socket.
+  http::Handler handler();
 
  private:
   struct Impl;

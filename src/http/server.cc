@@ -242,6 +242,93 @@ void Codec::AppendHead(std::string& out, const Response& r, bool close, bool kee
   out.append("\r\n");
 }
 
+// ---------------------------------------------------------------------------
+// Handler memory: where a connection's asynchronous operations live.
+//
+// Asio allocates each pending operation (a socket read or write, a dispatch
+// from another thread) through the handler's associated allocator. Boost
+// 1.74's default keeps one recycled block per thread and purpose, and a
+// keep-alive request has two operations pending at once (the socket
+// operation and the stream's timer), so one of them allocated on every
+// request, and a response posted from the writer thread always did. Here
+// every handler of a session carries an allocator over a few fixed slots
+// inside the session; a request beyond them (or a larger operation) falls
+// back to the heap. Slots are claimed with an atomic bitmap because the
+// writer thread posts into them too. Safe lifetime: each handler holds the
+// session (a shared_ptr), and Asio moves the handler out of an operation
+// before it frees the operation's memory.
+// ---------------------------------------------------------------------------
+
+class HandlerMemory {
+ public:
+  static constexpr size_t kSlots = 4;
+  static constexpr size_t kSlotBytes = 1024;
+
+  void* Allocate(size_t n) {
+    if (n <= kSlotBytes && pooling::Enabled()) {
+      uint32_t used = used_.load(std::memory_order_relaxed);
+      while (true) {
+        uint32_t free_bits = ~used & ((1u << kSlots) - 1);
+        if (!free_bits) break;
+        uint32_t bit = free_bits & (~free_bits + 1);
+        if (used_.compare_exchange_weak(used, used | bit, std::memory_order_acquire))
+          return slots_[__builtin_ctz(bit)];
+      }
+    }
+    return ::operator new(n);
+  }
+  void Deallocate(void* p) {
+    auto* c = static_cast<unsigned char*>(p);
+    if (c >= &slots_[0][0] && c < &slots_[0][0] + sizeof slots_) {
+      size_t i = static_cast<size_t>(c - &slots_[0][0]) / kSlotBytes;
+      used_.fetch_and(~(1u << i), std::memory_order_release);
+      return;
+    }
+    ::operator delete(p);
+  }
+
+ private:
+  alignas(std::max_align_t) unsigned char slots_[kSlots][kSlotBytes];
+  std::atomic<uint32_t> used_{0};
+};
+
+template <typename T>
+struct HandlerAllocator {
+  using value_type = T;
+  HandlerMemory* memory;
+  explicit HandlerAllocator(HandlerMemory* m) : memory(m) {}
+  template <typename U>
+  HandlerAllocator(const HandlerAllocator<U>& other) : memory(other.memory) {}  // NOLINT: rebinding
+  T* allocate(size_t n) { return static_cast<T*>(memory->Allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t) { memory->Deallocate(p); }
+  template <typename U>
+  bool operator==(const HandlerAllocator<U>& o) const {
+    return memory == o.memory;
+  }
+  template <typename U>
+  bool operator!=(const HandlerAllocator<U>& o) const {
+    return memory != o.memory;
+  }
+};
+
+// A handler with HandlerMemory as its associated allocator.
+template <typename Handler>
+struct AllocHandler {
+  HandlerMemory* memory;
+  Handler handler;
+  using allocator_type = HandlerAllocator<Handler>;
+  allocator_type get_allocator() const noexcept { return allocator_type(memory); }
+  template <typename... Args>
+  void operator()(Args&&... args) {
+    handler(std::forward<Args>(args)...);
+  }
+};
+
+template <typename Handler>
+AllocHandler<std::decay_t<Handler>> WithMemory(HandlerMemory& memory, Handler&& handler) {
+  return {&memory, std::forward<Handler>(handler)};
+}
+
 class Session;
 
 struct Worker {
@@ -294,9 +381,14 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
 
   void Start() { ReadRequest(); }
 
+
   void Send(Response&& response) override {
-    asio::dispatch(stream_.get_executor(),
-                   [self = shared_from_this(), r = std::move(response)]() mutable { self->Write(std::move(r)); });
+    // The worker's own executor (not the stream's type-erased one), which
+    // allocates the dispatch through the handler's allocator.
+    asio::dispatch(worker_.io.get_executor(),
+                   WithMemory(memory_, [self = shared_from_this(), r = std::move(response)]() mutable {
+                     self->Write(std::move(r));
+                   }));
   }
 
   // Shutdown: an idle connection closes now, a busy one after its response.
@@ -318,7 +410,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     // that trickles a request both run into it.
     stream_.expires_after(server_.options.request_timeout);
     bhttp::async_read_header(stream_, buffer_, parser,
-                             beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
+                             WithMemory(memory_, beast::bind_front_handler(&Session::OnHeader, shared_from_this())));
   }
 
   void OnHeader(error_code ec, size_t) {
@@ -336,9 +428,20 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   }
 
   void ReadBody() {
-    if (codec_.parser().is_done()) return OnRead({}, 0);
+    Parser& parser = codec_.parser();
+    // A small body usually arrived with the header: parse it from the
+    // buffer here rather than start an operation that completes at once
+    // (whose completion Asio would have to post).
+    if (!parser.is_done() && buffer_.size() > 0) {
+      parser.eager(true);
+      error_code ec;
+      size_t used = parser.put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec && ec != bhttp::error::need_more) return OnReadError(ec);
+    }
+    if (parser.is_done()) return OnRead({}, 0);
     bhttp::async_read(stream_, buffer_, codec_.parser(),
-                      beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+                      WithMemory(memory_, beast::bind_front_handler(&Session::OnRead, shared_from_this())));
   }
 
   void OnReadError(const error_code& ec) {
@@ -380,7 +483,8 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     close_after_write_ = close;
     auto buffers = codec_.Serialize(std::move(r), close);
     stream_.expires_after(server_.options.request_timeout);
-    asio::async_write(stream_, buffers, beast::bind_front_handler(&Session::OnWrite, shared_from_this()));
+    asio::async_write(stream_, buffers,
+                      WithMemory(memory_, beast::bind_front_handler(&Session::OnWrite, shared_from_this())));
   }
 
   void OnWrite(error_code ec, size_t) {
@@ -416,6 +520,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     stream_.close();
   }
 
+  HandlerMemory memory_;  // declared first: operations may outlive the other members' use
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   Codec codec_;
