@@ -9,15 +9,18 @@
 #      counter (bench/tools/count_malloc.c).
 # Writes docs/benchmarks.md (section "allocations") unless --no-docs.
 #
-#   bench/alloc.sh [--duration 10s] [--before COMMIT] [--no-before] [--no-docs]
+#   bench/alloc.sh [--duration 10s] [--rounds 3] [--before COMMIT] [--no-before] [--no-docs]
+# Figures are medians of --rounds runs; over loopback, next to nginx serving
+# a static file the size of a random plan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-DURATION=10s BEFORE=864681a WRITE_DOCS=1 DO_BEFORE=1
+DURATION=10s ROUNDS=3 BEFORE=864681a WRITE_DOCS=1 DO_BEFORE=1
 while (($#)); do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --before) BEFORE=$2; shift 2 ;;
     --no-before) DO_BEFORE=0; shift ;;
     --no-docs) WRITE_DOCS=0; shift ;;
@@ -32,10 +35,17 @@ WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
 BENCH_CLEAN_DIRS+=("$WORK")
 
 echo "1. in-process (Google Benchmark)"
-build/bench/request_bench --benchmark_format=console 2>/dev/null | tee "$WORK/on.txt" | grep BM_
-HOTROW_POOLING=off build/bench/request_bench --benchmark_format=console 2>/dev/null | tee "$WORK/off.txt" | grep BM_
-# "name ns allocs" per line
-bm() { awk '/^BM_/ { n = $1; sub(/\/iterations:.*/, "", n); for (i = 1; i <= NF; i++) if ($i ~ /^allocs=/) { split($i, a, "="); print n, $2, a[2] } }' "$1"; }
+GB_ARGS=(--benchmark_format=console --benchmark_repetitions="$ROUNDS" --benchmark_report_aggregates_only=true)
+build/bench/request_bench "${GB_ARGS[@]}" 2>/dev/null | tee "$WORK/on.txt" | grep -Ev '_(mean|stddev|cv) |^[^B]' || true
+HOTROW_POOLING=off build/bench/request_bench "${GB_ARGS[@]}" 2>/dev/null | tee "$WORK/off.txt" | grep -Ev '_(mean|stddev|cv) |^[^B]' || true
+# "name ns allocs" per median line; Google Benchmark prints counters with SI
+# suffixes (500u = 0.0005).
+bm() {
+  awk 'function si(v,   u) { u = substr(v, length(v)); if (u ~ /[0-9]/) return v + 0
+         v = substr(v, 1, length(v) - 1); return v * (u == "k" ? 1e3 : u == "m" ? 1e-3 : u == "u" ? 1e-6 : u == "n" ? 1e-9 : 1) }
+       /^BM_/ && !/_(mean|stddev|cv) / { n = $1; sub(/\/.*/, "", n); sub(/_median$/, "", n)
+         for (i = 1; i <= NF; i++) if ($i ~ /^allocs=/) { split($i, a, "="); printf "%s %s %.4g\n", n, $2, si(a[2]) } }' "$1"
+}
 
 echo "2. over loopback (wrk -c50 -d$DURATION)"
 build/hotrow seed dateplans --count 100000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
@@ -51,8 +61,8 @@ LUA
 PATHS=("GET /datePlan/" "GET /api/v1/leaderboard" "POST /api/v1/echo" "POST /datePlan/1/like")
 script_for() { case $1 in "POST /api/v1/echo") echo "-s $WORK/echo.lua" ;; "POST /datePlan/1/like") echo "-s $WORK/like.lua" ;; *) echo "" ;; esac; }
 
-ROWS=()
-# serve_and_measure LABEL COUNT_FN ENV...: runs each path, prints rows.
+# measure_server LABEL COUNTER PORT: every path once; appends
+# "label<TAB>path<TAB>rps<TAB>p99<TAB>allocs" to $WORK/rows.tsv.
 measure_server() {
   local label=$1 counter=$2 port=$3
   for p in "${PATHS[@]}"; do
@@ -66,26 +76,46 @@ measure_server() {
     # shellcheck disable=SC2086
     wrk -t2 -c50 -d"$DURATION" --latency $args "http://127.0.0.1:$port$target" >"$WORK/w.txt" 2>&1 || true
     b=$($counter)
-    read -r rps _ p99 ok _ <<<"$(parse_wrk "$WORK/w.txt")"
+    read -r rps _ p99 ok bad <<<"$(parse_wrk "$WORK/w.txt")"
     n=$(awk '/requests in/ {print $1}' "$WORK/w.txt")
     local per
     per=$(awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }')
-    printf '%-8s %-26s %9s req/s  p99 %6s ms  %s allocs/request\n' "$label" "$p" "$rps" "$p99" "$per"
-    ROWS+=("| $label | \`$p\` | $rps | $p99 | $per |")
+    printf '%-12s %-26s %9s req/s  p99 %6s ms  %5s allocs/request  (%s not 2xx)\n' "$label" "$p" "$rps" "$p99" "$per" "$bad"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$p" "$rps" "$p99" "$per" >>"$WORK/rows.tsv"
   done
 }
 
 PORT=$(free_port)
+NPORT=$(free_port)
 own_count() { curl -s "http://127.0.0.1:$PORT/debug/allocations" -H 'Authorization: Bearer bench' | sed -E 's/.*"own":([0-9]+).*/\1/'; }
-for mode in on off; do
-  env HOTROW_POOLING=$mode build/hotrow serve --host 127.0.0.1 --port "$PORT" --db "sqlite:$WORK/a.db" \
-    --admin-token bench --log-level warn &
-  pid=$!
-  BENCH_PIDS+=($pid)
-  wait_http "http://127.0.0.1:$PORT/healthz" 30
-  measure_server "pooling $mode" own_count "$PORT"
-  kill "$pid"; wait "$pid" 2>/dev/null || true
+no_count() { echo 0; }
+: >"$WORK/rows.tsv"
+
+
+# Rounds alternate pooling on and off (a fresh server each time) so that
+# drift in the machine hits both alike; the tables quote medians.
+for ((round = 1; round <= ROUNDS; round++)); do
+  echo "round $round/$ROUNDS"
+  for mode in on off; do
+    env HOTROW_POOLING=$mode build/hotrow serve --host 127.0.0.1 --port "$PORT" --db "sqlite:$WORK/a.db" \
+      --admin-token bench --log-level warn &
+    pid=$!
+    BENCH_PIDS+=($pid)
+    wait_http "http://127.0.0.1:$PORT/healthz" 30
+    if [[ -z ${NGINX_PID:-} ]]; then
+      # The ceiling: nginx serving a static file the size of a plan.
+      PLAN_BYTES=$(curl -s "http://127.0.0.1:$PORT/datePlan/1" | wc -c)
+      start_nginx "$WORK/nginx" "$NPORT" plan.json "$(head -c "$PLAN_BYTES" /dev/zero | tr '\0' x)"
+      NGINX_PID=${BENCH_PIDS[-1]}
+    fi
+    measure_server "pooling $mode" own_count "$PORT"
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+  done
+  PATHS_SAVED=("${PATHS[@]}"); PATHS=("GET /plan.json")
+  measure_server nginx no_count "$NPORT"
+  PATHS=("${PATHS_SAVED[@]}")
 done
+kill "$NGINX_PID" 2>/dev/null || true
 
 if ((DO_BEFORE)); then
   echo "3. before: $BEFORE"
@@ -100,29 +130,49 @@ if ((DO_BEFORE)); then
   BENCH_PIDS+=($bpid)
   wait_http "http://127.0.0.1:$PORT/healthz" 30
   before_count() { kill -USR1 "$bpid"; sleep 0.2; cat "$COUNT_MALLOC_FILE"; }
-  measure_server before before_count "$PORT"
+  for ((round = 1; round <= ROUNDS; round++)); do measure_server before before_count "$PORT"; done
   kill "$bpid"; wait "$bpid" 2>/dev/null || true
   git worktree remove --force "$WORK/before" >/dev/null 2>&1 || true
 fi
+
+# Medians per (label, path), in the order first seen.
+medians() {
+  awk -F'\t' '
+    !(($1 FS $2) in seen) { seen[$1 FS $2] = ++n; key[n] = $1 FS $2 }
+    { k = $1 FS $2; c[k]++; rps[k, c[k]] = $3; p99[k, c[k]] = $4; al[k, c[k]] = $5 }
+    function med(arr, k, m,   i, j, t, v) {
+      for (i = 1; i <= m; i++) v[i] = arr[k, i] + 0
+      for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+    }
+    END { for (i = 1; i <= n; i++) { k = key[i]; split(k, f, FS)
+      printf "%s\t%s\t%.0f\t%.2f\t%.2f\n", f[1], f[2], med(rps, k, c[k]), med(p99, k, c[k]), med(al, k, c[k]) } }' "$WORK/rows.tsv"
+}
+NGINX_RPS=$(medians | awk -F'\t' '$1 == "nginx" { print $3 }')
+echo "medians of $ROUNDS round(s):"
+medians | awk -F'\t' -v ng="$NGINX_RPS" '{ printf "%-12s %-26s %9s req/s (%.2fx nginx)  p99 %6s ms  %5s allocs/request\n", $1, $2, $3, $3 / ng, $4, $5 }'
 
 if ((WRITE_DOCS)); then
   {
     echo "Measured $(machine_line) by \`bench/alloc.sh --duration $DURATION\`."
     echo
-    echo "In-process (\`bench/request_bench\`, Google Benchmark): raw bytes parsed, routed, handled on SQLite and"
-    echo "written, one request at a time, no socket. Allocations are hotrow's own (SQLite's counted apart)."
+    echo "In-process (\`bench/request_bench\`, Google Benchmark, median of $ROUNDS repetitions): raw bytes parsed,"
+    echo "routed, handled on SQLite and written, one request at a time, no socket. Allocations are hotrow's own"
+    echo "(SQLite's counted apart). Times are wall time: a like or a payment alone waits for its own fsync."
     echo
     echo "| request | ns/op, pooling on | allocs, on | ns/op, pooling off | allocs, off |"
     echo "|---|---:|---:|---:|---:|"
     join <(bm "$WORK/on.txt" | sort) <(bm "$WORK/off.txt" | sort) | awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }'
     echo
-    echo "Over loopback (\`wrk -t2 -c50 -d$DURATION\`, the real server; allocations per request from"
+    echo "Over loopback (\`wrk -t2 -c50 -d$DURATION\`, medians of $ROUNDS rounds alternating pooling on and off, the real"
+    echo "server next to nginx serving a static file of a plan's size; allocations per request from"
     echo "\`GET /debug/allocations\`, or, for \"before\" (commit $BEFORE, before this work), an LD_PRELOAD malloc counter"
     echo "that also counts SQLite's allocations on the like path):"
     echo
-    echo "| build | request | req/s | p99 ms | allocs/request |"
-    echo "|---|---|---:|---:|---:|"
-    printf '%s\n' "${ROWS[@]}"
+    echo "| build | request | req/s | × nginx | p99 ms | allocs/request |"
+    echo "|---|---|---:|---:|---:|---:|"
+    medians | awk -F'\t' -v ng="$NGINX_RPS" '{ a = $1 == "nginx" ? "–" : $5
+      printf "| %s | `%s` | %s | %.2f | %s | %s |\n", $1, $2, $3, $3 / ng, $4, a }' 
   } >"$WORK/section.md"
   replace_section docs/benchmarks.md allocations "$WORK/section.md"
   echo "wrote docs/benchmarks.md (section allocations)"

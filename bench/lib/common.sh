@@ -41,6 +41,7 @@ start_nginx() {
   mkdir -p "$dir/www" "$dir/tmp"
   printf '%s' "$content" >"$dir/www/$name"
   chmod -R a+rX "$dir"
+  chmod a+x "$(dirname "$dir")"  # nginx's workers run as www-data; mktemp -d is 0700
   cat >"$dir/nginx.conf" <<CONF
 worker_processes auto;
 worker_rlimit_nofile 65536;

@@ -82,6 +82,23 @@ TEST_F(Limits, IdleConnectionIsClosedAfterTheTimeout) {
   EXPECT_TRUE(conn.ClosedWithin(milliseconds(5000)));
 }
 
+// The deadline counts from the last response, not from the connection's
+// start: a keep-alive client that asks every 300 ms outlives several 1 s
+// timeouts, then is closed once it stops.
+TEST_F(Limits, KeepAliveDeadlineRestartsWithEachRequest) {
+  RawConnection conn(port());
+  auto start = std::chrono::steady_clock::now();
+  int answered = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2500)) {
+    ASSERT_TRUE(conn.Send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")) << "closed after " << answered << " requests";
+    std::string raw = conn.ReadUntilClose(milliseconds(300));
+    ASSERT_EQ(StatusOf(raw), 200) << "request " << answered << ": " << raw;
+    ++answered;
+  }
+  EXPECT_GE(answered, 5);
+  EXPECT_TRUE(conn.ClosedWithin(milliseconds(5000))) << "idle after its last request";
+}
+
 TEST_F(Limits, TricklingClientIsClosed) {
   RawConnection conn(port());
   std::string req = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ";
