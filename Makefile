@@ -6,7 +6,7 @@
 JOBS ?= 2
 DB ?= sqlite:data/hotrow.db
 
-.PHONY: all setup build run test test-release test-sanitize bench clean
+.PHONY: all setup build run test test-release test-sanitize bench bench-alloc clean
 
 all: build
 
@@ -36,6 +36,9 @@ test-sanitize: setup
 
 bench: build
 	bench/dateplan.sh
+
+bench-alloc: build
+	bench/alloc.sh
 
 clean:
 	rm -rf build build-asan

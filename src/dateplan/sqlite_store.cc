@@ -1,6 +1,5 @@
 #include "dateplan/sqlite_store.h"
 
-#include "ops/pooling.h"
 
 namespace hotrow::dateplan {
 
@@ -93,24 +92,13 @@ namespace {
 // and hands the k requests the consecutive counts N-k+1 .. N in submission
 // order.
 //
-// LikeOps come from a bounded pool (up to kLikeOpsPooled free ones), so a
-// like allocates no op once warm.
+// A like is one small op, allocated and freed per like: a bounded pool of
+// them was measured and bought nothing (docs/design.md#allocation-free-requests).
 class LikeOp final : public db::WriteOp {
  public:
-  static constexpr size_t kLikeOpsPooled = 16384;
-  static pooling::ObjectPool<LikeOp>& Pool() {
-    static pooling::ObjectPool<LikeOp> pool(kLikeOpsPooled);
-    return pool;
-  }
+  LikeOp(int64_t id, StoreCallback<Result<LikeOutcome>> done) : id_(id), done_(std::move(done)) {}
   static db::OpPtr Make(int64_t id, StoreCallback<Result<LikeOutcome>> done) {
-    LikeOp* op = Pool().Acquire();
-    op->id_ = id;
-    op->done_ = std::move(done);
-    return db::OpPtr(op);
-  }
-  void Recycle() override {
-    done_ = nullptr;
-    Pool().Release(this);
+    return db::MakeOp<LikeOp>(id, std::move(done));
   }
 
   CoalesceKey coalesce_key() const override { return {&kKind, id_}; }

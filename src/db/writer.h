@@ -75,20 +75,12 @@ class WriteOp {
   // How long the COMMIT of this op's batch took (set before Finish).
   std::chrono::microseconds commit_duration() const { return commit_duration_; }
 
-  // Called when the writer is done with the op (after Finish). Pooled ops
-  // return themselves to their pool; the default deletes.
-  virtual void Recycle() { delete this; }
-
  private:
   friend class Writer;
   std::chrono::microseconds commit_duration_{0};
 };
 
-struct RecycleOp {
-  void operator()(WriteOp* op) const { op->Recycle(); }
-};
-// An owned op: destroying it recycles it.
-using OpPtr = std::unique_ptr<WriteOp, RecycleOp>;
+using OpPtr = std::unique_ptr<WriteOp>;
 
 template <typename T, typename... Args>
 OpPtr MakeOp(Args&&... args) {

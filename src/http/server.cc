@@ -189,10 +189,12 @@ class Codec {
     return {asio::buffer(head_), asio::buffer(body_)};
   }
 
-  // The response was sent: keep its body's buffer for the next one.
+  // The response was sent: keep its body's buffer for the next one, unless
+  // it is large (a rare long page should not pin its memory per connection).
+  static constexpr size_t kSpareBodyMax = 64 * 1024;
   void Written() {
     if (pooling::Enabled()) {
-      if (body_.capacity() > spare_.capacity()) spare_.swap(body_);
+      if (body_.capacity() > spare_.capacity() && body_.capacity() <= kSpareBodyMax) spare_.swap(body_);
       spare_.clear();
     }
     body_ = std::string();

@@ -5,7 +5,6 @@
 #include <future>
 
 #include "ops/failpoint.h"
-#include "ops/pooling.h"
 #include "ops/log.h"
 
 namespace hotrow::pointcard {
@@ -237,27 +236,15 @@ Status RememberKey(sqlite::Connection& c, const Payment& p, const std::string& f
 
 }  // namespace
 
-// The point use as a pooled WriteOp: a payment allocates no op once warm.
+// The point use as a WriteOp (one allocation per payment; pooling it was
+// measured and bought nothing, docs/design.md#allocation-free-requests).
 class PayOp final : public db::WriteOp {
  public:
-  static constexpr size_t kPayOpsPooled = 4096;
-  static pooling::ObjectPool<PayOp>& Pool() {
-    static pooling::ObjectPool<PayOp> pool(kPayOpsPooled);
-    return pool;
-  }
+  PayOp(SqlitePointCardStore* store, Payment p, std::string fp, StoreCallback<Result<PaymentOutcome>> done)
+      : store_(store), payment_(std::move(p)), fingerprint_(std::move(fp)), done_(std::move(done)) {}
   static db::OpPtr Make(SqlitePointCardStore* store, Payment p, std::string fp,
                         StoreCallback<Result<PaymentOutcome>> done) {
-    PayOp* op = Pool().Acquire();
-    op->store_ = store;
-    op->payment_ = std::move(p);
-    op->fingerprint_ = std::move(fp);
-    op->done_ = std::move(done);
-    op->result_ = Status::Internal("not applied");
-    return db::OpPtr(op);
-  }
-  void Recycle() override {
-    done_ = nullptr;
-    Pool().Release(this);
+    return db::MakeOp<PayOp>(store, std::move(p), std::move(fp), std::move(done));
   }
 
   Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {

@@ -131,8 +131,10 @@ TEST_F(SocketAllocations, RandomPlanMakesNone) {
   EXPECT_LT(PerRequestOverSocket(bench::GetRequest("/datePlan/"), 200), 0.05);
 }
 
-TEST_F(SocketAllocations, LikeMakesNone) {
-  EXPECT_LT(PerRequestOverSocket(bench::PostRequest("/datePlan/1/like", ""), 200), 0.05);
+// The like's write op is its one allocation (docs/design.md: pooling it
+// bought nothing); nothing else on the way over the socket and back.
+TEST_F(SocketAllocations, LikeMakesAtMostOne) {
+  EXPECT_LT(PerRequestOverSocket(bench::PostRequest("/datePlan/1/like", ""), 200), 1.05);
 }
 
 }  // namespace
