@@ -115,7 +115,10 @@ CheckpointStats SqliteDatabase::checkpoint_stats() const {
 }
 
 void SqliteDatabase::CheckpointLoop() {
+  // Opened up front, so that the first checkpoint (under load) does not
+  // allocate a connection in the middle of the requests it serves.
   std::unique_ptr<sqlite::Connection> conn;
+  if (auto c = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadWrite); c.ok()) conn = std::move(c).value();
   std::string wal = path_ + "-wal";
   std::unique_lock lock(checkpoint_mutex_);
   while (!stopping_) {

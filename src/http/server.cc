@@ -349,7 +349,13 @@ struct ServerState {
   std::atomic<int> connections{0};
   std::atomic<int> rejecting{0};
   std::atomic<bool> draining{false};
+  // Signals and shutdown run here; kept running by control_guard until the
+  // drain ends.
   asio::io_context control{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> control_guard;
+  asio::signal_set* signals = nullptr;
+  std::optional<asio::steady_timer> drain_poll;
+  std::chrono::steady_clock::time_point drain_deadline;
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<tcp::acceptor> acceptor;
   size_t next_worker = 0;
@@ -359,6 +365,7 @@ struct ServerState {
   ServerState(ServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
   void Accept();
   void BeginShutdown();
+  void PollDrain();
 };
 
 // ---------------------------------------------------------------------------
@@ -681,6 +688,23 @@ void ServerState::BeginShutdown() {
       for (auto& s : sessions) s->Drain();
     });
   }
+  drain_deadline = std::chrono::steady_clock::now() + options.shutdown_timeout_max;
+  PollDrain();
+}
+
+// Polls (on control, only while shutting down) for the last connection to
+// close or the grace period to end; then lets control.run() return.
+void ServerState::PollDrain() {
+  if (connections.load() == 0 || std::chrono::steady_clock::now() >= drain_deadline) {
+    if (connections.load() > 0)
+      log::Warn("shutdown: {} connection(s) still open after the grace period", connections.load());
+    if (signals) signals->cancel();
+    control_guard.reset();
+    return;
+  }
+  if (!drain_poll) drain_poll.emplace(control);
+  drain_poll->expires_after(std::chrono::milliseconds(10));
+  drain_poll->async_wait([this](error_code) { PollDrain(); });
 }
 
 void Server::Run(const std::function<void()>& before_stop) {
@@ -702,25 +726,10 @@ void Server::Run(const std::function<void()>& before_stop) {
     });
   }
 
-  // Poll for the end of the drain: cheap, and only runs while shutting down.
-  asio::steady_timer poll(impl.control);
-  auto deadline = std::chrono::steady_clock::time_point::max();
-  std::function<void(error_code)> check = [&](error_code) {
-    if (impl.draining.load()) {
-      if (deadline == std::chrono::steady_clock::time_point::max())
-        deadline = std::chrono::steady_clock::now() + impl.options.shutdown_timeout_max;
-      if (impl.connections.load() == 0 || std::chrono::steady_clock::now() >= deadline) {
-        if (impl.connections.load() > 0)
-          log::Warn("shutdown: {} connection(s) still open after the grace period", impl.connections.load());
-        if (signals) signals->cancel();
-        return;  // nothing left on control: run() returns
-      }
-    }
-    poll.expires_after(std::chrono::milliseconds(10));
-    poll.async_wait(check);
-  };
-  check({});
+  impl.signals = signals ? &*signals : nullptr;
+  impl.control_guard.emplace(impl.control.get_executor());
   impl.control.run();
+  impl.signals = nullptr;
 
   if (before_stop) before_stop();
   for (auto& w : impl.workers) {
