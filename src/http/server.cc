@@ -4,8 +4,6 @@
 
 #include <sys/resource.h>
 
-#include <array>
-#include <charconv>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -17,17 +15,16 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <condition_variable>
-#include <ctime>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "http/codec.h"
 #include "http/errors.h"
+#include "http/memory.h"
 #include "ops/log.h"
-#include "ops/pooling.h"
 
 namespace hotrow::http {
 
@@ -38,33 +35,6 @@ using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
 namespace {
-
-Method ToMethod(bhttp::verb v) {
-  switch (v) {
-    case bhttp::verb::get: return Method::kGet;
-    case bhttp::verb::head: return Method::kHead;
-    case bhttp::verb::post: return Method::kPost;
-    case bhttp::verb::put: return Method::kPut;
-    case bhttp::verb::patch: return Method::kPatch;
-    case bhttp::verb::delete_: return Method::kDelete;
-    case bhttp::verb::options: return Method::kOptions;
-    default: return Method::kOther;
-  }
-}
-
-// The Date header, formatted once per second per thread.
-std::string_view HttpDate() {
-  thread_local std::time_t cached_second = 0;
-  thread_local char buffer[40];
-  std::time_t now = std::time(nullptr);
-  if (now != cached_second) {
-    cached_second = now;
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    std::strftime(buffer, sizeof buffer, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  }
-  return buffer;
-}
 
 bool IsHttpParseError(const error_code& ec) {
   static const auto& category = bhttp::make_error_code(bhttp::error::bad_target).category();
@@ -81,255 +51,6 @@ void RaiseFileLimit() {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------
-// Codec: what a connection keeps from one request to the next, so that a
-// request in steady state allocates nothing (see ops/pooling.h).
-//   - an arena for Beast's header fields and the request body, reset per
-//     request (4 KiB per connection; anything larger falls back to the heap);
-//   - the response head buffer and the spare response body, reused.
-// Session (a socket) and InProcessConnection (none) share it, so the
-// benchmarks measure the very code that serves requests.
-// ---------------------------------------------------------------------------
-
-class Arena {
- public:
-  static constexpr size_t kBytes = 4096;
-  void* Allocate(size_t n, size_t align) {
-    if (pooling::Enabled()) {
-      if (!block_) block_.reset(new char[kBytes]);
-      size_t at = (used_ + align - 1) & ~(align - 1);
-      if (at + n <= kBytes) {
-        used_ = at + n;
-        return block_.get() + at;
-      }
-    }
-    return ::operator new(n);
-  }
-  void Deallocate(void* p) {
-    if (!Owns(p)) ::operator delete(p);
-  }
-  void Reset() { used_ = 0; }
-
- private:
-  bool Owns(void* p) const {
-    auto* c = static_cast<char*>(p);
-    return block_ && c >= block_.get() && c < block_.get() + kBytes;
-  }
-  std::unique_ptr<char[]> block_;
-  size_t used_ = 0;
-};
-
-template <typename T>
-struct ArenaAllocator {
-  using value_type = T;
-  Arena* arena;
-  explicit ArenaAllocator(Arena* a) : arena(a) {}
-  template <typename U>
-  ArenaAllocator(const ArenaAllocator<U>& other) : arena(other.arena) {}  // NOLINT: allocator rebinding
-  T* allocate(size_t n) { return static_cast<T*>(arena->Allocate(n * sizeof(T), alignof(T))); }
-  void deallocate(T* p, size_t) { arena->Deallocate(p); }
-  template <typename U>
-  bool operator==(const ArenaAllocator<U>& o) const {
-    return arena == o.arena;
-  }
-  template <typename U>
-  bool operator!=(const ArenaAllocator<U>& o) const {
-    return arena != o.arena;
-  }
-};
-
-using ArenaBody = bhttp::basic_string_body<char, std::char_traits<char>, ArenaAllocator<char>>;
-using Parser = bhttp::request_parser<ArenaBody, ArenaAllocator<char>>;
-
-class Codec {
- public:
-  // A fresh parser for the next request; the previous request's memory is
-  // released (back to the arena).
-  Parser& Begin(const ServerOptions& options) {
-    parser_.reset();
-    arena_.Reset();
-    parser_.emplace(std::piecewise_construct, std::make_tuple(ArenaAllocator<char>(&arena_)),
-                    std::make_tuple(ArenaAllocator<char>(&arena_)));
-    parser_->header_limit(static_cast<uint32_t>(options.header_bytes_max));
-    parser_->body_limit(options.body_bytes_max);
-    return *parser_;
-  }
-  Parser& parser() { return *parser_; }
-
-  // The parsed request, as handlers see it.
-  Request& BuildRequest() {
-    auto& msg = parser_->get();
-    request_.method = ToMethod(msg.method());
-    std::string_view target(msg.target().data(), msg.target().size());
-    request_.target = target;
-    size_t q = target.find('?');
-    request_.path = target.substr(0, q);
-    request_.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
-    request_.body = std::string_view(msg.body().data(), msg.body().size());
-    request_.headers.clear();
-    for (const auto& field : msg)
-      request_.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
-                                    std::string_view(field.value().data(), field.value().size()));
-    request_.spare_body = &spare_;
-    keep_alive_ = msg.keep_alive();
-    http10_keep_alive_ = keep_alive_ && msg.version() < 11;
-    return request_;
-  }
-  bool keep_alive() const { return keep_alive_; }
-
-  // The response as two buffers (head, body), valid until Written().
-  std::array<asio::const_buffer, 2> Serialize(Response&& r, bool close) {
-    // The head is written here rather than through beast::http::response:
-    // Beast's fields container allocates per header, and these few fixed
-    // headers need no container.
-    head_.clear();
-    AppendHead(head_, r, close, http10_keep_alive_ && !close);
-    body_ = std::move(r.body);
-    return {asio::buffer(head_), asio::buffer(body_)};
-  }
-
-  // The response was sent: keep its body's buffer for the next one, unless
-  // it is large (a rare long page should not pin its memory per connection).
-  static constexpr size_t kSpareBodyMax = 64 * 1024;
-  void Written() {
-    if (pooling::Enabled()) {
-      if (body_.capacity() > spare_.capacity() && body_.capacity() <= kSpareBodyMax) spare_.swap(body_);
-      spare_.clear();
-    }
-    body_ = std::string();
-  }
-
-  static void AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header);
-
- private:
-  Arena arena_;  // declared before parser_: the parser's memory lives here
-  std::optional<Parser> parser_;
-  Request request_;
-  std::string head_, body_, spare_;
-  bool keep_alive_ = true;
-  bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
-};
-
-void Codec::AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header) {
-  char number[24];
-  auto append_number = [&](uint64_t v) {
-    auto [end, ec] = std::to_chars(number, number + sizeof number, v);
-    out.append(number, static_cast<size_t>(end - number));
-  };
-  out.append("HTTP/1.1 ");
-  append_number(static_cast<uint64_t>(r.status));
-  out.push_back(' ');
-  auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
-  out.append(reason.data(), reason.size());
-  out.append("\r\nServer: hotrow\r\nDate: ");
-  out.append(HttpDate());
-  out.append("\r\n");
-  bool bodiless = r.status == 204 || r.status == 304 || r.status < 200;
-  if (!bodiless) {
-    out.append("Content-Type: ");
-    out.append(r.content_type);
-    out.append("\r\nContent-Length: ");
-    append_number(r.body.size());
-    out.append("\r\n");
-  }
-  for (const auto& [name, value] : r.headers) {
-    out.append(name);
-    out.append(": ");
-    out.append(value);
-    out.append("\r\n");
-  }
-  if (close) out.append("Connection: close\r\n");
-  else if (keep_alive_header) out.append("Connection: keep-alive\r\n");
-  out.append("\r\n");
-}
-
-// ---------------------------------------------------------------------------
-// Handler memory: where a connection's asynchronous operations live.
-//
-// Asio allocates each pending operation (a socket read or write, a dispatch
-// from another thread) through the handler's associated allocator. Boost
-// 1.74's default keeps one recycled block per thread and purpose, and a
-// keep-alive request has two operations pending at once (the socket
-// operation and the stream's timer), so one of them allocated on every
-// request, and a response posted from the writer thread always did. Here
-// every handler of a session carries an allocator over a few fixed slots
-// inside the session; a request beyond them (or a larger operation) falls
-// back to the heap. Slots are claimed with an atomic bitmap because the
-// writer thread posts into them too. Safe lifetime: each handler holds the
-// session (a shared_ptr), and Asio moves the handler out of an operation
-// before it frees the operation's memory.
-// ---------------------------------------------------------------------------
-
-class HandlerMemory {
- public:
-  static constexpr size_t kSlots = 4;
-  static constexpr size_t kSlotBytes = 1024;
-
-  void* Allocate(size_t n) {
-    if (n <= kSlotBytes && pooling::Enabled()) {
-      uint32_t used = used_.load(std::memory_order_relaxed);
-      while (true) {
-        uint32_t free_bits = ~used & ((1u << kSlots) - 1);
-        if (!free_bits) break;
-        uint32_t bit = free_bits & (~free_bits + 1);
-        if (used_.compare_exchange_weak(used, used | bit, std::memory_order_acquire))
-          return slots_[__builtin_ctz(bit)];
-      }
-    }
-    return ::operator new(n);
-  }
-  void Deallocate(void* p) {
-    auto* c = static_cast<unsigned char*>(p);
-    if (c >= &slots_[0][0] && c < &slots_[0][0] + sizeof slots_) {
-      size_t i = static_cast<size_t>(c - &slots_[0][0]) / kSlotBytes;
-      used_.fetch_and(~(1u << i), std::memory_order_release);
-      return;
-    }
-    ::operator delete(p);
-  }
-
- private:
-  alignas(std::max_align_t) unsigned char slots_[kSlots][kSlotBytes];
-  std::atomic<uint32_t> used_{0};
-};
-
-template <typename T>
-struct HandlerAllocator {
-  using value_type = T;
-  HandlerMemory* memory;
-  explicit HandlerAllocator(HandlerMemory* m) : memory(m) {}
-  template <typename U>
-  HandlerAllocator(const HandlerAllocator<U>& other) : memory(other.memory) {}  // NOLINT: rebinding
-  T* allocate(size_t n) { return static_cast<T*>(memory->Allocate(n * sizeof(T))); }
-  void deallocate(T* p, size_t) { memory->Deallocate(p); }
-  template <typename U>
-  bool operator==(const HandlerAllocator<U>& o) const {
-    return memory == o.memory;
-  }
-  template <typename U>
-  bool operator!=(const HandlerAllocator<U>& o) const {
-    return memory != o.memory;
-  }
-};
-
-// A handler with HandlerMemory as its associated allocator.
-template <typename Handler>
-struct AllocHandler {
-  HandlerMemory* memory;
-  Handler handler;
-  using allocator_type = HandlerAllocator<Handler>;
-  allocator_type get_allocator() const noexcept { return allocator_type(memory); }
-  template <typename... Args>
-  void operator()(Args&&... args) {
-    handler(std::forward<Args>(args)...);
-  }
-};
-
-template <typename Handler>
-AllocHandler<std::decay_t<Handler>> WithMemory(HandlerMemory& memory, Handler&& handler) {
-  return {&memory, std::forward<Handler>(handler)};
-}
 
 class Session;
 
@@ -737,73 +458,6 @@ void Server::Run(const std::function<void()>& before_stop) {
     w->io.stop();
   }
   for (auto& w : impl.workers) w->thread.join();
-}
-
-// ---------------------------------------------------------------------------
-// InProcessConnection
-// ---------------------------------------------------------------------------
-
-namespace {
-// Receives the response, from whichever thread answers.
-class WaitingSink final : public ResponseSink {
- public:
-  void Send(Response&& r) override {
-    std::lock_guard lock(mutex_);
-    response_ = std::move(r);
-    ready_ = true;
-    cv_.notify_one();
-  }
-  Response Wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [this] { return ready_; });
-    ready_ = false;
-    return std::move(response_);
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool ready_ = false;
-  Response response_;
-};
-}  // namespace
-
-struct InProcessConnection::Impl {
-  Handler handler;
-  ServerOptions options;
-  Codec codec;
-  std::shared_ptr<WaitingSink> sink = std::make_shared<WaitingSink>();
-};
-
-InProcessConnection::InProcessConnection(Handler handler, ServerOptions options)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->handler = std::move(handler);
-  impl_->options = std::move(options);
-}
-
-InProcessConnection::~InProcessConnection() = default;
-
-int InProcessConnection::Exchange(std::string_view raw, std::string* out) {
-  auto& impl = *impl_;
-  Parser& parser = impl.codec.Begin(impl.options);
-  parser.eager(true);
-  error_code ec;
-  asio::const_buffer input(raw.data(), raw.size());
-  while (input.size() > 0 && !parser.is_done()) {
-    size_t used = parser.put(input, ec);
-    if (ec) return 0;
-    input += used;
-  }
-  if (!parser.is_done()) return 0;
-  Request& request = impl.codec.BuildRequest();
-  impl.handler(request, Responder(impl.sink));
-  Response response = impl.sink->Wait();
-  int status = response.status;
-  auto buffers = impl.codec.Serialize(std::move(response), false);
-  out->clear();
-  for (const auto& b : buffers) out->append(static_cast<const char*>(b.data()), b.size());
-  impl.codec.Written();
-  return status;
 }
 
 }  // namespace hotrow::http

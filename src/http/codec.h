@@ -1,0 +1,81 @@
+// Codec: what a connection keeps from one request to the next, so that a
+// request in steady state allocates nothing (see ops/pooling.h):
+//   - an arena for Beast's header fields and the request body, reset per
+//     request (anything larger than the arena falls back to the heap);
+//   - the response head buffer and the spare response body, reused.
+// Session (a socket, server.cc) and InProcessConnection (none,
+// in_process.cc) share it, so the benchmarks measure the very code that
+// serves requests. Internal to src/http.
+#pragma once
+
+#include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
+
+#include <array>
+#include <optional>
+#include <string>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include "http/memory.h"
+#include "http/message.h"
+#include "http/server.h"
+
+namespace hotrow::http {
+
+using ArenaBody = boost::beast::http::basic_string_body<char, std::char_traits<char>, PoolAllocator<Arena, char>>;
+using Parser = boost::beast::http::request_parser<ArenaBody, PoolAllocator<Arena, char>>;
+
+class Codec {
+ public:
+  // A fresh parser for the next request; the previous request's memory is
+  // released (back to the arena).
+  Parser& Begin(const ServerOptions& options) {
+    parser_.reset();
+    arena_.Reset();
+    parser_.emplace(std::piecewise_construct, std::make_tuple(PoolAllocator<Arena, char>(&arena_)),
+                    std::make_tuple(PoolAllocator<Arena, char>(&arena_)));
+    parser_->header_limit(static_cast<uint32_t>(options.header_bytes_max));
+    parser_->body_limit(options.body_bytes_max);
+    return *parser_;
+  }
+  Parser& parser() { return *parser_; }
+
+  // The parsed request, as handlers see it.
+  Request& BuildRequest();
+  bool keep_alive() const { return keep_alive_; }
+
+  // The response as two buffers (head, body), valid until Written().
+  std::array<boost::asio::const_buffer, 2> Serialize(Response&& r, bool close) {
+    // The head is written here rather than through beast::http::response:
+    // Beast's fields container allocates per header, and these few fixed
+    // headers need no container.
+    head_.clear();
+    AppendHead(head_, r, close, http10_keep_alive_ && !close);
+    body_ = std::move(r.body);
+    return {boost::asio::buffer(head_), boost::asio::buffer(body_)};
+  }
+
+  // The response was sent: keep its body's buffer for the next one, unless
+  // it is large (a rare long page should not pin its memory per connection).
+  static constexpr size_t kSpareBodyMax = 64 * 1024;
+  void Written() {
+    if (pooling::Enabled()) {
+      if (body_.capacity() > spare_.capacity() && body_.capacity() <= kSpareBodyMax) spare_.swap(body_);
+      spare_.clear();
+    }
+    body_ = std::string();
+  }
+
+  static void AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header);
+
+ private:
+  Arena arena_;  // declared before parser_: the parser's memory lives here
+  std::optional<Parser> parser_;
+  Request request_;
+  std::string head_, body_, spare_;
+  bool keep_alive_ = true;
+  bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
+};
+
+}  // namespace hotrow::http
