@@ -24,15 +24,14 @@ while (($#)); do
     --before) BEFORE=$2; shift 2 ;;
     --no-before) DO_BEFORE=0; shift ;;
     --no-docs) WRITE_DOCS=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
 make build >/dev/null
 cmake --build build --target request_bench >/dev/null
-WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
-BENCH_CLEAN_DIRS+=("$WORK")
+bench_init
 
 echo "1. in-process (Google Benchmark)"
 GB_ARGS=(--benchmark_format=console --benchmark_repetitions="$ROUNDS" --benchmark_report_aggregates_only=true)
@@ -55,9 +54,7 @@ wrk.method = "POST"
 wrk.body = '{"name":"test","id":"id1","country":"testCountry","age":10}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
-cat >"$WORK/like.lua" <<'LUA'
-wrk.method = "POST"
-LUA
+write_post_lua "$WORK/like.lua"
 PATHS=("GET /datePlan/" "GET /api/v1/leaderboard" "POST /api/v1/echo" "POST /datePlan/1/like")
 script_for() { case $1 in "POST /api/v1/echo") echo "-s $WORK/echo.lua" ;; "POST /datePlan/1/like") echo "-s $WORK/like.lua" ;; *) echo "" ;; esac; }
 
@@ -76,7 +73,7 @@ measure_server() {
     # shellcheck disable=SC2086
     wrk -t2 -c50 -d"$DURATION" --latency $args "http://127.0.0.1:$port$target" >"$WORK/w.txt" 2>&1 || true
     b=$($counter)
-    read -r rps _ p99 ok bad <<<"$(parse_wrk "$WORK/w.txt")"
+    read -r rps _ p99 _ bad <<<"$(parse_wrk "$WORK/w.txt")"
     n=$(awk '/requests in/ {print $1}' "$WORK/w.txt")
     local per
     per=$(awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }')
@@ -97,11 +94,7 @@ no_count() { echo 0; }
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "round $round/$ROUNDS"
   for mode in on off; do
-    env HOTROW_POOLING=$mode build/hotrow serve --host 127.0.0.1 --port "$PORT" --db "sqlite:$WORK/a.db" \
-      --admin-token bench --log-level warn &
-    pid=$!
-    BENCH_PIDS+=($pid)
-    wait_http "http://127.0.0.1:$PORT/healthz" 30
+    HOTROW_POOLING=$mode start_hotrow "$PORT" --db "sqlite:$WORK/a.db" --admin-token bench
     if [[ -z ${NGINX_PID:-} ]]; then
       # The ceiling: nginx serving a static file the size of a plan.
       PLAN_BYTES=$(curl -s "http://127.0.0.1:$PORT/datePlan/1" | wc -c)
@@ -109,13 +102,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
       NGINX_PID=${BENCH_PIDS[-1]}
     fi
     measure_server "pooling $mode" own_count "$PORT"
-    kill "$pid"; wait "$pid" 2>/dev/null || true
+    kill "$HOTROW_PID"; wait "$HOTROW_PID" 2>/dev/null || true
   done
   PATHS_SAVED=("${PATHS[@]}"); PATHS=("GET /plan.json")
   measure_server nginx no_count "$NPORT"
   PATHS=("${PATHS_SAVED[@]}")
 done
-kill "$NGINX_PID" 2>/dev/null || true
 
 if ((DO_BEFORE)); then
   echo "3. before: $BEFORE"
@@ -127,7 +119,7 @@ if ((DO_BEFORE)); then
   LD_PRELOAD="$WORK/count_malloc.so" "$WORK/before/build/hotrow" serve --host 127.0.0.1 --port "$PORT" \
     --db "sqlite:$WORK/a.db" --log-level warn &
   bpid=$!
-  BENCH_PIDS+=($bpid)
+  BENCH_PIDS+=("$bpid")
   wait_http "http://127.0.0.1:$PORT/healthz" 30
   before_count() { kill -USR1 "$bpid"; sleep 0.2; cat "$COUNT_MALLOC_FILE"; }
   for ((round = 1; round <= ROUNDS; round++)); do measure_server before before_count "$PORT"; done

@@ -20,21 +20,16 @@ while (($#)); do
     --duration) DURATION=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --no-docs) WRITE_DOCS=0; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
-[[ -x build/hotrow ]] || make build
-WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
-chmod 755 "$WORK"  # nginx's workers run as nobody and read the static file here
-BENCH_CLEAN_DIRS+=("$WORK")
+bench_init
 echo "work dir: $WORK"
 build/hotrow seed dateplans --count "$PLANS" --db "sqlite:$WORK/bench.db"
 HPORT=$(free_port)
-build/hotrow serve --host 127.0.0.1 --port "$HPORT" --db "sqlite:$WORK/bench.db" --log-level warn &
-BENCH_PIDS+=($!)
-wait_http "http://127.0.0.1:$HPORT/healthz" 60
+start_hotrow "$HPORT" --db "sqlite:$WORK/bench.db"
 
 NPORT=$(free_port)
 # A plan-shaped JSON document of exactly 205 bytes (the reference's Size/request).
@@ -43,16 +38,12 @@ static=$(static_of $((205 - $(static_of 0 | wc -c))))
 start_nginx "$WORK/nginx" "$NPORT" plan.json "$static"
 echo "static file: $(wc -c <"$WORK/nginx/www/plan.json") bytes; hotrow GET /datePlan/1: $(curl -s "http://127.0.0.1:$HPORT/datePlan/1" | wc -c) bytes"
 
-cat >"$WORK/like.lua" <<'LUA'
-wrk.method = "POST"
-LUA
+write_post_lua "$WORK/like.lua"
 
 H="http://127.0.0.1:$HPORT"
 N="http://127.0.0.1:$NPORT/plan.json"
 like_count() { curl -s "$H/datePlan/1" | sed -E 's/.*"like":([0-9]+).*/\1/'; }
 
-# median_of FILE...: the parse line with the median requests/s.
-median_of() { sort -n -k1,1 "$@" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 
 ROWS=()
 # run NAME TOOL(hey|wrk) CHECK_LIKES(0|1) -- hotrow-args... -- nginx-args...
@@ -77,7 +68,7 @@ run() {
     added=$((added + after - before))
     ok_total=$((ok_total + $(awk '{print $4}' "$WORK/h.$key.$i.parsed")))
   done
-  read -r hr hp50 hp99 hok hbad <<<"$(median_of "${hfiles[@]}")"
+  read -r hr hp50 hp99 _ hbad <<<"$(median_of "${hfiles[@]}")"
   read -r nr np50 np99 _ _ <<<"$(median_of "${nfiles[@]}")"
   local verdict="-"
   if ((check)); then

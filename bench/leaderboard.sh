@@ -19,20 +19,17 @@ while (($#)); do
     --duration) DURATION=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --no-docs) WRITE_DOCS=0; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
-[[ -x build/hotrow ]] || make build
-WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
-chmod 755 "$WORK"
-BENCH_CLEAN_DIRS+=("$WORK")
+bench_init
 
 RPORT=$(free_port)
 redis-server --port "$RPORT" --bind 127.0.0.1 --dir "$WORK" --appendonly yes --appendfsync always --save "" \
   --maxclients 20000 --daemonize no >"$WORK/redis.log" 2>&1 &
-BENCH_PIDS+=($!)
+BENCH_PIDS+=("$!")
 for _ in $(seq 100); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
 REDIS="redis://127.0.0.1:$RPORT"
 
@@ -40,12 +37,8 @@ build/hotrow seed leaderboard --clients "$PLAYERS" --db "sqlite:$WORK/lb.db"
 build/hotrow seed leaderboard --clients "$PLAYERS" --redis "$REDIS"
 
 EPORT=$(free_port) XPORT=$(free_port)
-build/hotrow serve --host 127.0.0.1 --port "$EPORT" --db "sqlite:$WORK/lb.db" --log-level warn &
-BENCH_PIDS+=($!)
-build/hotrow serve --host 127.0.0.1 --port "$XPORT" --db "sqlite:$WORK/x.db" --redis "$REDIS" --log-level warn &
-BENCH_PIDS+=($!)
-wait_http "http://127.0.0.1:$EPORT/healthz" 60
-wait_http "http://127.0.0.1:$XPORT/healthz" 60
+start_hotrow "$EPORT" --db "sqlite:$WORK/lb.db"
+start_hotrow "$XPORT" --db "sqlite:$WORK/x.db" --redis "$REDIS"
 
 NPORT=$(free_port)
 start_nginx "$WORK/nginx" "$NPORT" top.json "$(curl -s "http://127.0.0.1:$EPORT/api/v1/leaderboard")"
@@ -87,7 +80,6 @@ parse_wrk_full() {
     /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8; to += $10 }
     END { printf "%.0f %.1f %.1f %d %d %d\n", rps, avg, p99, total - bad, bad, to }' "$1"
 }
-median_of() { sort -n -k1,1 "$@" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 
 ROWS=()
 # measure NAME TOOL POST_CONNECTIONS URL ARGS...: median of REPEAT runs, with

@@ -20,14 +20,12 @@ while (($#)); do
     --parallel) PARALLEL=$2; shift 2 ;;
     --no-docs) WRITE_DOCS=0; shift ;;
     --cards|--stores|--history) EXTRA+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
-[[ -x build/hotrow ]] || make build
-WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
-BENCH_CLEAN_DIRS+=("$WORK")
+bench_init
 OUT=bench/results/pointcard
 mkdir -p "$OUT"
 build/hotrow simulate pointcard --parallel "$PARALLEL" --duration "$DURATION" "${EXTRA[@]}" \

@@ -21,16 +21,13 @@ while (($#)); do
     --parallel) PARALLEL=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --no-docs) WRITE_DOCS=0; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
-[[ -x build/hotrow ]] || make build
+bench_init
 PGBIN=/usr/lib/postgresql/15/bin
-WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
-chmod 755 "$WORK"
-BENCH_CLEAN_DIRS+=("$WORK")
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 mkdir -p "$WORK/pg"
 [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$WORK" "$WORK/pg"
@@ -48,7 +45,6 @@ DB="$PGURL/hotrow"
 build/hotrow seed dateplans --count 100000 --db "$DB"
 build/hotrow seed leaderboard --clients 10000 --db "$DB"
 
-median_of() { sort -n -k1,1 "$@" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 secs() { echo "${1%s}"; }
 
 # pgbench: "tps p50? -" -> we report tps and average latency.
@@ -77,13 +73,9 @@ read -r top_tps top_avg _ <<<"$(pgbench_run hotrow 1000 "$WORK/top.sql")"
 echo "pgbench: hot-row UPDATE c=100 $hot_tps tps; random SELECT c=50 $get_tps tps; top-10 SELECT c=1000 $top_tps tps"
 
 HPORT=$(free_port)
-build/hotrow serve --host 127.0.0.1 --port "$HPORT" --db "$DB" --db-pool 8 --log-level warn &
-BENCH_PIDS+=($!)
-wait_http "http://127.0.0.1:$HPORT/healthz" 60
+start_hotrow "$HPORT" --db "$DB" --db-pool 8
 H="http://127.0.0.1:$HPORT"
-cat >"$WORK/like.lua" <<'LUA'
-wrk.method = "POST"
-LUA
+write_post_lua "$WORK/like.lua"
 like_count() { curl -s "$1/datePlan/1" | sed -E 's/.*"like":([0-9]+).*/\1/'; }
 
 ROWS=()
@@ -121,9 +113,7 @@ bench "top 10: wrk -c1000 -d$DURATION" wrk 0 "$H" -t2 -c1000 -d"$DURATION" --lat
 
 # Two instances behind nginx against one direct.
 H2PORT=$(free_port)
-build/hotrow serve --host 127.0.0.1 --port "$H2PORT" --db "$DB" --db-pool 8 --log-level warn &
-BENCH_PIDS+=($!)
-wait_http "http://127.0.0.1:$H2PORT/healthz" 60
+start_hotrow "$H2PORT" --db "$DB" --db-pool 8
 NPORT=$(free_port)
 mkdir -p "$WORK/nginx"
 cat >"$WORK/nginx/nginx.conf" <<CONF
@@ -145,14 +135,12 @@ http {
 }
 CONF
 nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" &
-BENCH_PIDS+=($!)
+BENCH_PIDS+=("$!")
 wait_http "http://127.0.0.1:$NPORT/healthz" 10
 N="http://127.0.0.1:$NPORT"
 CROWS=()
-cluster() {  # name url tool args...
+cluster() {  # name tool check url args... (as bench), into the cluster table
   local name=$1; shift
-  local before after
-  ROWS_BEFORE=${#ROWS[@]}
   bench "$name" "$@"
   CROWS+=("${ROWS[-1]}")
   unset 'ROWS[-1]'
@@ -166,9 +154,7 @@ sql_count=$(psql_ hotrow 'SELECT "like" FROM datePlans WHERE id = 1')
 echo "plan 1: PostgreSQL says $sql_count likes; instance A's read model $final_a, instance B's $final_b"
 
 # Stop the servers before the simulator (it creates its own databases).
-for pid in "${BENCH_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-for pid in "${BENCH_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-BENCH_PIDS=()
+bench_stop_pids
 
 echo "point-card simulator on PostgreSQL..."
 build/hotrow simulate pointcard --db "$PGURL/postgres" --db-pool 16 --parallel "$PARALLEL" --duration "$SIM_DURATION" \

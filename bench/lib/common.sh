@@ -1,15 +1,49 @@
+# shellcheck shell=bash
 # Shared helpers for the benchmark scripts: start/stop processes by PID,
 # nginx as the HTTP ceiling, parse hey and wrk output, write docs sections.
 # Sourced, not run.
 
 BENCH_PIDS=()
 BENCH_CLEAN_DIRS=()
-bench_cleanup() {
+# bench_stop_pids: stops every process this script started, by PID.
+bench_stop_pids() {
   for pid in "${BENCH_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${BENCH_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  BENCH_PIDS=()
+}
+bench_cleanup() {
+  bench_stop_pids
   for dir in "${BENCH_CLEAN_DIRS[@]}"; do rm -rf "$dir"; done
 }
 trap bench_cleanup EXIT
+
+# bench_usage: prints the script's leading comment block (its --help).
+bench_usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+# bench_init: builds if needed and makes WORK, a scratch directory removed at
+# exit (world-readable: nginx's workers read static files from it).
+bench_init() {
+  [[ -x build/hotrow ]] || make build
+  WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
+  chmod 755 "$WORK"
+  BENCH_CLEAN_DIRS+=("$WORK")
+}
+
+# start_hotrow PORT ARGS...: `hotrow serve` on 127.0.0.1:PORT (environment
+# passes through), waits for /healthz; its pid is in HOTROW_PID.
+start_hotrow() {
+  local port=$1; shift
+  build/hotrow serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
+  HOTROW_PID=$!
+  BENCH_PIDS+=("$HOTROW_PID")
+  wait_http "http://127.0.0.1:$port/healthz" 60
+}
+
+# write_post_lua FILE: a wrk script that POSTs without a body.
+write_post_lua() { echo 'wrk.method = "POST"' >"$1"; }
+
+# median_of FILE...: the parse line with the median first column (requests/s).
+median_of() { sort -n -k1,1 "$@" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 
 # Each connection is a file descriptor: raise the limit for c=1000 runs.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -64,7 +98,7 @@ http {
 }
 CONF
   nginx -c "$dir/nginx.conf" -p "$dir" &
-  BENCH_PIDS+=($!)
+  BENCH_PIDS+=("$!")
   wait_http "http://127.0.0.1:$port/$name" 10
 }
 
