@@ -28,7 +28,6 @@ inline constexpr size_t kIdempotencyKeyLengthMax = 200;
 inline constexpr int64_t kIdempotencyRetentionUs = 48ll * 3600 * 1000000;
 inline constexpr int64_t kRatePercentMin = 1;
 inline constexpr int64_t kRatePercentMax = 100;
-inline constexpr int64_t kGrantStoreId = 0;  // STORE_ID of a grant's history row
 
 struct Card {
   int64_t card_id = 0;

@@ -218,6 +218,9 @@ PostgresPointCardStore::~PostgresPointCardStore() {
   }
   purge_wake_.notify_all();
   if (purger_.joinable()) purger_.join();
+  // A grant still on the pool calls back into this store when it ends.
+  std::unique_lock lock(grant_mutex_);
+  grant_finished_.wait(lock, [this] { return !grant_running_; });
 }
 
 // Idempotency keys are kept at least 24 h: every hour, those older than the
@@ -257,7 +260,7 @@ Status PostgresPointCardStore::LoadStores(std::vector<StoreInfo>* out) {
   return Status::Ok();
 }
 
-void PostgresPointCardStore::GetCard(int64_t card_id, std::function<void(Result<Card>)> done) {
+void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
   pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     auto rows = (*c)->Query("SELECT BALANCE, REGION_ID, hotrow_us(LAST_UPDATE) FROM S_ACCOUNT WHERE CARD_ID = $1",
@@ -368,8 +371,9 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
     {
       std::lock_guard lock(grant_mutex_);
       grant_running_ = false;
+      grant_finished_.notify_all();
     }
-    done(std::move(outcome));
+    done(std::move(outcome));  // touches no member: the store may be gone
   };
   pool_.Submit([r = std::move(r), fp = std::move(fingerprint), finish = std::move(finish)](Result<pg::Connection*> c) {
     if (!c.ok()) return finish(c.status());

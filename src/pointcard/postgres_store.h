@@ -57,7 +57,7 @@ class PostgresPointCardStore final : public PointCardStore {
 
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
-  void GetCard(int64_t card_id, std::function<void(Result<Card>)> done) override;
+  void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
@@ -71,6 +71,7 @@ class PostgresPointCardStore final : public PointCardStore {
   db::pg::Pool& pool_;
   std::mutex grant_mutex_;
   bool grant_running_ = false;
+  std::condition_variable grant_finished_;  // the destructor waits for a running grant
   std::mutex purge_mutex_;
   std::condition_variable purge_wake_;
   bool stopping_ = false;

@@ -29,13 +29,6 @@ void WriteRow(JsonWriter& w, const HistoryRow& r) {
   w.EndObject();
 }
 
-Response Json(int status, std::string body) {
-  Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
 Result<int64_t> PathId(const Request& req, const char* field) {
   auto id = ParsePositiveId(req.params.at(0));
   if (!id) return Status::InvalidField(field, std::string(field) + " must be an integer from 1 to 9223372036854775807");
@@ -76,11 +69,21 @@ void Pay(PointCardService& service, Request& req, Responder responder) {
   });
 }
 
-void GetCard(PointCardService& service, const Request& req, Responder responder) {
+void GetCard(PointCardService& service, Request& req, Responder responder) {
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
-  service.GetCard(*card, [responder](Result<Card> r) mutable {
-    responder.Send(r.ok() ? Json(200, CardJson(*r)) : Error(r.status()));
+  service.GetCard(*card, [responder, body = http::TakeSpareBody(req)](Result<Card> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res = http::ResponseWithBody(std::move(body), 200);
+    JsonWriter w(res.body);
+    char time[kTimeTextMax];
+    w.StartObject();
+    w.Field("cardId", r->card_id);
+    w.Field("balance", r->balance);
+    w.Field("regionId", r->region_id);
+    w.Field("lastUpdate", std::string_view(time, FormatTimeTo(r->last_update_us, time)));
+    w.EndObject();
+    responder.Send(std::move(res));
   });
 }
 
@@ -202,25 +205,6 @@ void Grant(PointCardService& service, const AdminAuth& admin, const Request& req
 }
 
 }  // namespace
-
-std::string CardJson(const Card& c) {
-  std::string out;
-  JsonWriter w(out);
-  w.StartObject();
-  w.Field("cardId", c.card_id);
-  w.Field("balance", c.balance);
-  w.Field("regionId", c.region_id);
-  w.Field("lastUpdate", FormatTime(c.last_update_us));
-  w.EndObject();
-  return out;
-}
-
-std::string HistoryRowJson(const HistoryRow& row) {
-  std::string out;
-  JsonWriter w(out);
-  WriteRow(w, row);
-  return out;
-}
 
 void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin) {
   using http::BodyPolicy;

@@ -15,8 +15,4 @@ namespace hotrow::pointcard {
 
 void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin);
 
-// The JSON the API answers with, shared with the simulator's --url mode.
-std::string CardJson(const Card& card);
-std::string HistoryRowJson(const HistoryRow& row);
-
 }  // namespace hotrow::pointcard

@@ -28,7 +28,7 @@ Result<const std::vector<StoreInfo>*> PointCardService::StoresOf(int64_t region_
   return it == stores_by_region_.end() ? &kNone : &it->second;
 }
 
-void PointCardService::GetCard(int64_t card_id, std::function<void(Result<Card>)> done) {
+void PointCardService::GetCard(int64_t card_id, Callback<Result<Card>> done) {
   store_.GetCard(card_id, std::move(done));
 }
 

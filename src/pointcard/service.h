@@ -26,7 +26,7 @@ class PointCardService {
   Result<const std::vector<StoreInfo>*> StoresOf(int64_t region_id) const;
   size_t store_count() const { return store_region_.size(); }
 
-  void GetCard(int64_t card_id, std::function<void(Result<Card>)> done);
+  void GetCard(int64_t card_id, Callback<Result<Card>> done);
   // limit 1-100.
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done);
@@ -35,7 +35,6 @@ class PointCardService {
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
 
-  PointCardStore& store() { return store_; }
 
  private:
   PointCardStore& store_;

@@ -111,8 +111,13 @@ SqlitePointCardStore::~SqlitePointCardStore() {
   }
   purge_wake_.notify_all();
   if (purger_.joinable()) purger_.join();
-  std::lock_guard lock(grant_mutex_);
-  if (grant_thread_.joinable()) grant_thread_.join();
+  // Joined outside grant_mutex_: a grant still running takes it to finish.
+  std::thread grant;
+  {
+    std::lock_guard lock(grant_mutex_);
+    grant = std::move(grant_thread_);
+  }
+  if (grant.joinable()) grant.join();
 }
 
 int64_t SqlitePointCardStore::NextTime() {
@@ -149,7 +154,7 @@ Status SqlitePointCardStore::LoadStores(std::vector<StoreInfo>* out) {
   }
 }
 
-void SqlitePointCardStore::GetCard(int64_t card_id, std::function<void(Result<Card>)> done) {
+void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
   auto q = (*conn)->Prepare("SELECT BALANCE, REGION_ID, LAST_UPDATE FROM S_ACCOUNT WHERE CARD_ID = ?1");

@@ -28,7 +28,7 @@ class PointCardStore {
   virtual Status LoadStores(std::vector<StoreInfo>* out) = 0;
 
   // not_found for an unknown card.
-  virtual void GetCard(int64_t card_id, std::function<void(Result<Card>)> done) = 0;
+  virtual void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) = 0;
   // Rows newest first, at most `limit`, older than `before_us` when given.
   virtual void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                        std::function<void(Result<HistoryPage>)> done) = 0;

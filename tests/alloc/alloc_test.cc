@@ -59,6 +59,8 @@ TEST_F(Allocations, EchoMakesNone) {
             0.0);
 }
 
+TEST_F(Allocations, CardMakesNone) { EXPECT_EQ(PerRequest(bench::GetRequest("/api/v1/cards/1"), 200), 0.0); }
+
 TEST_F(Allocations, LikeMakesAtMostOne) {
   EXPECT_LE(PerRequest(bench::PostRequest("/datePlan/1/like", ""), 200), 1.0);
 }

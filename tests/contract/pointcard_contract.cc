@@ -1,5 +1,7 @@
 #include "contract/pointcard_contract.h"
 
+#include "contract/wait.h"
+
 #include <atomic>
 #include <future>
 #include <map>
@@ -18,27 +20,20 @@ using pointcard::PaymentOutcome;
 
 namespace {
 
-template <typename T, typename Call>
-Result<T> Wait(Call call) {
-  std::promise<Result<T>> p;
-  call([&p](Result<T> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
-}
-
 Result<Card> GetCard(pointcard::PointCardService& s, int64_t id) {
-  return Wait<Card>([&](auto done) { s.GetCard(id, done); });
+  return Wait<Result<Card>>([&](auto done) { s.GetCard(id, done); });
 }
 Result<PaymentOutcome> Pay(pointcard::PointCardService& s, int64_t card, int64_t store, int64_t amount,
                            std::optional<std::string> key = std::nullopt) {
-  return Wait<PaymentOutcome>([&](auto done) { s.Pay(Payment{card, store, amount, key}, done); });
+  return Wait<Result<PaymentOutcome>>([&](auto done) { s.Pay(Payment{card, store, amount, key}, done); });
 }
 Result<HistoryPage> History(pointcard::PointCardService& s, int64_t card, int64_t limit,
                             std::optional<int64_t> before = std::nullopt) {
-  return Wait<HistoryPage>([&](auto done) { s.History(card, limit, before, done); });
+  return Wait<Result<HistoryPage>>([&](auto done) { s.History(card, limit, before, done); });
 }
 Result<GrantOutcome> Grant(pointcard::PointCardService& s, int64_t from, int64_t to, int64_t rate,
                            std::optional<std::string> key = std::nullopt) {
-  return Wait<GrantOutcome>([&](auto done) { s.Grant(GrantRequest{from, to, rate, key}, done); });
+  return Wait<Result<GrantOutcome>>([&](auto done) { s.Grant(GrantRequest{from, to, rate, key}, done); });
 }
 
 // Every row of a card, oldest first.
@@ -312,6 +307,21 @@ TEST_P(PointCardContract, EverythingSurvivesARestart) {
   EXPECT_TRUE(replay->replayed);
   auto later = Pay(*service, 3, 1, 1);
   EXPECT_GT(later->row.payment_time_us, card->last_update_us) << "the clock continues after a restart";
+  ExpectInvariants();
+}
+
+// Shutting a store down while a grant runs waits for the grant (it calls
+// back into the store when it ends) and leaves it whole or absent.
+TEST_P(PointCardContract, ARestartDuringAGrantWaitsForIt) {
+  std::promise<Result<GrantOutcome>> done;
+  service->Grant({0, pointcard::NowUs(), 1, std::nullopt},
+                 [&](Result<GrantOutcome> r) { done.set_value(std::move(r)); });
+  Restart();
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+      << "the grant's answer must have come before the store closed";
+  auto outcome = future.get();
+  EXPECT_TRUE(outcome.ok() || outcome.status().code() == ErrorCode::kUnavailable) << outcome.status().ToString();
   ExpectInvariants();
 }
 
