@@ -7,6 +7,7 @@
 namespace hotrow::dateplan {
 
 void Catalog::Put(Plan plan) {
+  plan.json_head = RenderPlanHead(plan);  // outside the lock: readers wait for nothing but the insert
   std::unique_lock lock(mutex_);
   PutLocked(std::move(plan));
 }
@@ -28,7 +29,6 @@ void Catalog::PutLocked(Plan plan) {
     EraseLocked(it);
   }
   int64_t id = plan.id;
-  if (plan.json_head.empty()) plan.json_head = RenderPlanHead(plan);
   const Plan* stored = &plans_.emplace(id, std::move(plan)).first->second;
   all_.Insert(id, stored);
   categories_[stored->category].Insert(id, stored);
@@ -56,6 +56,13 @@ void Catalog::EraseLocked(std::unordered_map<int64_t, Plan>::iterator it) {
 }
 
 void Catalog::SetLike(int64_t id, int64_t like) {
+  // The likes of one commit all report its final count: only the first of
+  // them changes anything, so the others stop at a shared lock.
+  {
+    std::shared_lock lock(mutex_);
+    auto it = plans_.find(id);
+    if (it == plans_.end() || like <= it->second.like) return;
+  }
   std::unique_lock lock(mutex_);
   auto it = plans_.find(id);
   if (it == plans_.end() || like <= it->second.like) return;

@@ -54,11 +54,6 @@ void Writer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-size_t Writer::queued() const {
-  std::lock_guard lock(mutex_);
-  return size_;
-}
-
 WriterStats Writer::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
@@ -99,30 +94,33 @@ Status RunStatement(sqlite::Connection& conn, std::string_view sql) {
 void Writer::RunBatch(std::vector<OpPtr>& batch) {
   // Group ops by coalesce key, keeping the order of first appearance. The
   // groups, their member lists and the open-addressing table that finds a
-  // key's group keep their capacity from batch to batch.
+  // key's group keep their capacity from batch to batch; the table starts
+  // empty and only the slots this batch used are cleared after it.
   size_t group_count = 0;
   const size_t mask = group_table_.size() - 1;
-  std::fill(group_table_.begin(), group_table_.end(), std::make_pair(WriteOp::CoalesceKey{}, size_t{0}));
-  auto new_group = [&]() -> size_t {
+  auto new_group = [&](size_t slot) -> size_t {
     if (group_count == groups_.size()) groups_.emplace_back();
     groups_[group_count].ops.clear();
     groups_[group_count].members.clear();
+    groups_[group_count].slot = slot;
     return group_count++;
   };
   for (size_t i = 0; i < batch.size(); ++i) {
     WriteOp::CoalesceKey key = batch[i]->coalesce_key();
     size_t g;
     if (!key.kind) {
-      g = new_group();
+      g = new_group(kNoSlot);
     } else {
       size_t slot = HashKey(key) & mask;
       while (group_table_[slot].first.kind && !(group_table_[slot].first == key)) slot = (slot + 1) & mask;
-      if (!group_table_[slot].first.kind) group_table_[slot] = {key, new_group()};
+      if (!group_table_[slot].first.kind) group_table_[slot] = {key, new_group(slot)};
       g = group_table_[slot].second;
     }
     groups_[g].ops.push_back(batch[i].get());
     groups_[g].members.push_back(i);
   }
+  for (size_t g = 0; g < group_count; ++g)
+    if (groups_[g].slot != kNoSlot) group_table_[groups_[g].slot].first = {};
 
   outcome_.assign(batch.size(), Status::Ok());
   Status batch_status = RunStatement(*conn_, "BEGIN IMMEDIATE");

@@ -121,7 +121,6 @@ class Writer {
   // Idempotent; Submit after Stop fails with unavailable.
   void Stop();
 
-  size_t queued() const;
   WriterStats stats() const;
 
  private:
@@ -141,7 +140,9 @@ class Writer {
   struct Group {
     std::vector<WriteOp*> ops;
     std::vector<size_t> members;
+    size_t slot;  // its entry in group_table_, or kNoSlot
   };
+  static constexpr size_t kNoSlot = ~size_t{0};
   std::vector<Group> groups_;
   std::vector<std::pair<WriteOp::CoalesceKey, size_t>> group_table_;  // open addressing
   std::vector<Status> outcome_;

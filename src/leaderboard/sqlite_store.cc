@@ -37,12 +37,14 @@ Status SqliteLeaderboardStore::Load() {
   if (!conn.ok()) return conn.status();
   auto q = (*conn)->Prepare("SELECT client_id, score, seq FROM leaderboard");
   if (!q.ok()) return q.status();
+  std::vector<std::pair<std::string, Stored>> players;  // one ReplaceAll: the top is built once
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    board_.Set(q->Text(0), q->Int(1), q->Int(2));
+    players.push_back({std::string(q->Text(0)), Stored{q->Int(1), q->Int(2)}});
   }
+  board_.ReplaceAll(players);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   log::Info("leaderboard: loaded {} player(s) into memory in {} ms", board_.size(), ms);
   return Status::Ok();
