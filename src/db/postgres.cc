@@ -34,7 +34,6 @@ std::string_view Rows::Text(int row, int col) const {
 }
 int64_t Rows::Int(int row, int col) const { return std::strtoll(PQgetvalue(result_, row, col), nullptr, 10); }
 double Rows::Double(int row, int col) const { return std::strtod(PQgetvalue(result_, row, col), nullptr); }
-bool Rows::Bool(int row, int col) const { return PQgetvalue(result_, row, col)[0] == 't'; }
 std::string Rows::Bytes(int row, int col) const {
   size_t n = 0;
   unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(result_, row, col)), &n);
@@ -91,7 +90,6 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const std::string& url) 
 
 Connection::~Connection() { PQfinish(conn_); }
 
-bool Connection::healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
 
 bool Connection::Check() {
   if (PQstatus(conn_) != CONNECTION_OK) return false;
@@ -221,11 +219,6 @@ void Pool::Stop() {
   }
   wake_.notify_all();
   for (auto& t : threads_) t.join();
-}
-
-size_t Pool::queued() const {
-  std::lock_guard lock(mutex_);
-  return queue_.size();
 }
 
 Result<std::unique_ptr<Connection>> Pool::Reconnect() {

@@ -54,7 +54,6 @@ class Rows {
   std::string_view Text(int row, int col) const;
   int64_t Int(int row, int col) const;
   double Double(int row, int col) const;
-  bool Bool(int row, int col) const;
   // BYTEA in hex format ("\x0a1b...") decoded to bytes.
   std::string Bytes(int row, int col) const;
 
@@ -90,7 +89,6 @@ class Connection {
   };
   Result<std::vector<Rows>> Pipeline(const std::vector<Statement>& statements);
 
-  bool healthy() const;
   // Notices, without blocking, a connection the server has closed (a
   // restart, an idle timeout): false when it is no longer usable.
   bool Check();
@@ -141,7 +139,6 @@ class Pool {
 
   void Stop();
   int size() const { return options_.size; }
-  size_t queued() const;
 
  private:
   explicit Pool(PoolOptions options) : options_(std::move(options)) {}

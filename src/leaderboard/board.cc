@@ -94,13 +94,6 @@ void Board::Publish() {
   snapshot_.store(std::move(snap), std::memory_order_release);
 }
 
-std::optional<Stored> Board::Find(std::string_view client_id) const {
-  std::shared_lock lock(mutex_);
-  auto it = impl_->players.find(client_id);
-  if (it == impl_->players.end()) return std::nullopt;
-  return it->second;
-}
-
 std::optional<PlayerView> Board::Player(std::string_view client_id, std::optional<int64_t> around) const {
   std::shared_lock lock(mutex_);
   auto it = impl_->players.find(client_id);

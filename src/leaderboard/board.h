@@ -58,7 +58,6 @@ class Board {
   // Replaces every player at once.
   void ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players);
 
-  std::optional<Stored> Find(std::string_view client_id) const;
   // The player's entry with its rank, and the K entries either side.
   std::optional<PlayerView> Player(std::string_view client_id, std::optional<int64_t> around) const;
   Page Top(int64_t offset, int64_t limit) const;

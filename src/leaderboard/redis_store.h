@@ -55,7 +55,6 @@ class RedisLeaderboardStore final : public LeaderboardStore {
   Result<int64_t> Count();
   // Deletes the board's keys (seeding with --replace, tests).
   Status Clear();
-  db::RedisClient& client() { return *client_; }
 
  private:
   RedisLeaderboardStore() = default;

@@ -1,5 +1,7 @@
 #include "contract/dateplan_contract.h"
 
+#include "contract/wait.h"
+
 #include <future>
 #include <set>
 #include <thread>
@@ -14,24 +16,16 @@ namespace {
 
 // Blocking wrappers around the asynchronous service calls.
 Result<CreatedPlan> Create(dateplan::DatePlanService& s, PlanFields f) {
-  std::promise<Result<CreatedPlan>> p;
-  s.Create(std::move(f), [&p](Result<CreatedPlan> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Result<CreatedPlan>>([&](auto done) { s.Create(std::move(f), done); });
 }
 Result<Plan> Update(dateplan::DatePlanService& s, int64_t id, PlanFields f) {
-  std::promise<Result<Plan>> p;
-  s.Update(id, std::move(f), [&p](Result<Plan> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Result<Plan>>([&](auto done) { s.Update(id, std::move(f), done); });
 }
 Status Delete(dateplan::DatePlanService& s, int64_t id) {
-  std::promise<Status> p;
-  s.Delete(id, [&p](Status r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Status>([&](auto done) { s.Delete(id, done); });
 }
 Result<int64_t> Like(dateplan::DatePlanService& s, int64_t id) {
-  std::promise<Result<int64_t>> p;
-  s.Like(id, [&p](Result<int64_t> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Result<int64_t>>([&](auto done) { s.Like(id, done); });
 }
 std::optional<Plan> Get(const dateplan::DatePlanService& s, int64_t id) {
   std::optional<Plan> out;

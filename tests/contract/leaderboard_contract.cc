@@ -1,5 +1,7 @@
 #include "contract/leaderboard_contract.h"
 
+#include "contract/wait.h"
+
 #include <algorithm>
 #include <future>
 #include <map>
@@ -18,25 +20,17 @@ namespace {
 
 Result<Posted> Post(leaderboard::LeaderboardStore& s, const std::string& id, int64_t score,
                     ScoreMode mode = ScoreMode::kReplace) {
-  std::promise<Result<Posted>> p;
-  s.PostScore(id, score, mode, [&p](Result<Posted> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Result<Posted>>([&](auto done) { s.PostScore(id, score, mode, done); });
 }
 Status Remove(leaderboard::LeaderboardStore& s, const std::string& id) {
-  std::promise<Status> p;
-  s.Remove(id, [&p](Status r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Status>([&](auto done) { s.Remove(id, done); });
 }
 Result<Page> Top(leaderboard::LeaderboardStore& s, int64_t offset, int64_t limit) {
-  std::promise<Result<Page>> p;
-  s.Top(offset, limit, [&p](Result<Page> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Result<Page>>([&](auto done) { s.Top(offset, limit, done); });
 }
 Result<PlayerView> Player(leaderboard::LeaderboardStore& s, const std::string& id,
                           std::optional<int64_t> around = std::nullopt) {
-  std::promise<Result<PlayerView>> p;
-  s.Player(id, around, [&p](Result<PlayerView> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Wait<Result<PlayerView>>([&](auto done) { s.Player(id, around, done); });
 }
 // A checked element of a page (span has no at()).
 const Entry& At(std::span<const Entry> entries, size_t i) {

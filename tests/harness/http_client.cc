@@ -35,7 +35,6 @@ bool RawConnection::Send(std::string_view bytes) {
   return true;
 }
 
-void RawConnection::ShutdownWrite() { shutdown(fd_, SHUT_WR); }
 
 std::string RawConnection::ReadUntilClose(std::chrono::milliseconds timeout) {
   std::string out;

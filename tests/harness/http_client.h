@@ -28,7 +28,6 @@ class RawConnection {
   std::string ReadUntilClose(std::chrono::milliseconds timeout);
   // True when the peer closed the connection within `timeout`.
   bool ClosedWithin(std::chrono::milliseconds timeout);
-  void ShutdownWrite();
 
  private:
   int fd_ = -1;

@@ -104,7 +104,6 @@ class TestServer {
   uint16_t port() const { return process_->port(); }
   ServerProcess& process() { return *process_; }
   const std::string& db_url() const { return db_url_; }
-  const TempDir& dir() const { return dir_; }
   bool ok() const { return process_ != nullptr; }
 
  private:
