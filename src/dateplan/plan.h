@@ -43,4 +43,7 @@ struct Plan {
 // characters in title or category (content may hold newlines and tabs).
 Status ValidatePlanFields(const PlanFields& fields);
 
+// The error every backend and layer answers for an unknown plan.
+inline Status NoSuchPlan(int64_t id) { return Status::NotFound("no date plan with id " + std::to_string(id)); }
+
 }  // namespace hotrow::dateplan

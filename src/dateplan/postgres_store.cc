@@ -24,7 +24,6 @@ Plan PlanFrom(const pg::Rows& r, int row) {
               r.Int(row, 4), r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5)};
 }
 
-Status NoSuchPlan(int64_t id) { return Status::NotFound("no date plan with id " + std::to_string(id)); }
 
 }  // namespace
 

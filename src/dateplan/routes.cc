@@ -80,7 +80,7 @@ void Get(DatePlanService& service, Request& req, Responder responder) {
   if (!id.ok()) return responder.Send(http::ErrorResponse(id.status()));
   Response r = http::NewResponse(req);
   if (!service.catalog().With(*id, [&](const Plan& p) { WritePlanBody(r, p); }))
-    return responder.Send(http::ErrorResponse(Status::NotFound("no date plan with id " + std::to_string(*id))));
+    return responder.Send(http::ErrorResponse(NoSuchPlan(*id)));
   responder.Send(std::move(r));
 }
 

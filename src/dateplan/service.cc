@@ -7,10 +7,6 @@
 
 namespace hotrow::dateplan {
 
-namespace {
-Status NoSuchPlan(int64_t id) { return Status::NotFound("no date plan with id " + std::to_string(id)); }
-}  // namespace
-
 Status DatePlanService::Load() {
   auto start = std::chrono::steady_clock::now();
   Status s = store_.LoadAll([this](Plan&& p) { catalog_.Put(std::move(p)); });

@@ -65,7 +65,7 @@ void SqliteDatePlanStore::Update(int64_t id, PlanFields fields, std::function<vo
     q->Bind(1, f.title).Bind(2, f.content).Bind(3, f.category).Bind(4, id);
     auto row = q->Step();
     if (!row.ok()) return row.status();
-    if (!*row) return Status::NotFound("no date plan with id " + std::to_string(id));
+    if (!*row) return NoSuchPlan(id);
     Plan p{id, f.title, f.content, f.category, q->Int(0), std::string(q->Blob(1))};
     if (Status s = q->Run(); !s.ok()) return s;
     return p;
@@ -78,7 +78,7 @@ void SqliteDatePlanStore::Delete(int64_t id, std::function<void(Status)> done) {
     auto q = c.Prepare("DELETE FROM datePlans WHERE id = ?1");
     if (!q.ok()) return q.status();
     if (Status s = q->Bind(1, id).Run(); !s.ok()) return s;
-    if (c.Changes() == 0) return Status::NotFound("no date plan with id " + std::to_string(id));
+    if (c.Changes() == 0) return NoSuchPlan(id);
     return db::Unit{};
   };
   db::SubmitCall<db::Unit>(db_.writer(), std::move(apply),
@@ -110,7 +110,7 @@ class LikeOp final : public db::WriteOp {
     q->Bind(1, k).Bind(2, id_);
     auto row = q->Step();
     if (!row.ok()) return row.status();
-    if (!*row) return Status::NotFound("no date plan with id " + std::to_string(id_));
+    if (!*row) return NoSuchPlan(id_);
     int64_t total = q->Int(0);
     if (Status s = q->Run(); !s.ok()) return s;
     for (size_t i = 0; i < group.size(); ++i) {

@@ -79,4 +79,9 @@ int64_t DemoScore(std::mt19937_64& rng);
 // invalid_field (field "ClientId") unless 1-64 characters of [A-Za-z0-9_.:-].
 Status ValidateClientId(std::string_view client_id);
 
+// The error every backend answers for an unknown player.
+inline Status NoSuchPlayer(const std::string& client_id) {
+  return Status::NotFound("no player '" + client_id + "' on the leaderboard");
+}
+
 }  // namespace hotrow::leaderboard

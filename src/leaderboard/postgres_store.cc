@@ -106,7 +106,7 @@ void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(
            SELECT pg_notify('hotrow_lb', 'del ' || client_id) FROM d)",
         {client_id});
     if (!rows.ok()) return done(rows.status());
-    if (rows->empty()) return done(Status::NotFound("no player '" + client_id + "' on the leaderboard"));
+    if (rows->empty()) return done(NoSuchPlayer(client_id));
     board_.Erase(client_id);
     done(Status::Ok());
   });
@@ -119,7 +119,7 @@ void PostgresLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Resul
 void PostgresLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
                                       std::function<void(Result<PlayerView>)> done) {
   auto view = board_.Player(client_id, around);
-  if (!view) return done(Status::NotFound("no player '" + client_id + "' on the leaderboard"));
+  if (!view) return done(NoSuchPlayer(client_id));
   done(std::move(*view));
 }
 

@@ -98,7 +98,6 @@ std::vector<Entry> Entries(const std::vector<db::RedisReply>& elements, size_t f
   return out;
 }
 
-Status NoSuchPlayer(const std::string& id) { return Status::NotFound("no player '" + id + "' on the leaderboard"); }
 
 }  // namespace
 

@@ -104,7 +104,7 @@ void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(St
     auto q = c.Prepare("DELETE FROM leaderboard WHERE client_id = ?1");
     if (!q.ok()) return q.status();
     if (Status s = q->Bind(1, client_id).Run(); !s.ok()) return s;
-    if (c.Changes() == 0) return Status::NotFound("no player '" + client_id + "' on the leaderboard");
+    if (c.Changes() == 0) return NoSuchPlayer(client_id);
     return db::Unit{};
   };
   auto finish = [this, client_id, done = std::move(done)](Result<db::Unit> r) {
@@ -121,7 +121,7 @@ void SqliteLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<
 void SqliteLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
                                     std::function<void(Result<PlayerView>)> done) {
   auto view = board_.Player(client_id, around);
-  if (!view) return done(Status::NotFound("no player '" + client_id + "' on the leaderboard"));
+  if (!view) return done(NoSuchPlayer(client_id));
   done(std::move(*view));
 }
 

@@ -117,4 +117,7 @@ Status ValidateIdempotencyKey(std::string_view key);
 // The 47 prefectures of Japan, M_REGION's rows.
 const std::vector<Region>& Prefectures();
 
+// The error every backend answers for an unknown card.
+inline Status NoSuchCard(int64_t card_id) { return Status::NotFound("no card with id " + std::to_string(card_id)); }
+
 }  // namespace hotrow::pointcard

@@ -266,7 +266,7 @@ void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>
     auto rows = (*c)->Query("SELECT BALANCE, REGION_ID, hotrow_us(LAST_UPDATE) FROM S_ACCOUNT WHERE CARD_ID = $1",
                             {std::to_string(card_id)});
     if (!rows.ok()) return done(rows.status());
-    if (rows->empty()) return done(Status::NotFound("no card with id " + std::to_string(card_id)));
+    if (rows->empty()) return done(NoSuchCard(card_id));
     done(Card{card_id, rows->Int(0, 0), rows->Int(0, 1), rows->Int(0, 2)});
   });
 }
@@ -284,7 +284,7 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
            WHERE a.CARD_ID = $1 ORDER BY h.PAYMENT_TIME DESC)",
         {std::to_string(card_id), std::to_string(before_us.value_or(INT64_MAX / 2)), std::to_string(limit + 1)});
     if (!rows.ok()) return done(rows.status());
-    if (rows->empty()) return done(Status::NotFound("no card with id " + std::to_string(card_id)));
+    if (rows->empty()) return done(NoSuchCard(card_id));
     HistoryPage page;
     for (int i = 0; i < rows->size(); ++i) {
       if (rows->IsNull(i, 0)) continue;  // a card without (more) history
@@ -340,7 +340,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint,
     }
     if (!rows.ok()) return done(rows.status());
     std::string_view outcome = rows->Text(0, 0);
-    if (outcome == "no-card") return done(Status::NotFound("no card with id " + std::to_string(p.card_id)));
+    if (outcome == "no-card") return done(NoSuchCard(p.card_id));
     if (outcome == "mismatch")
       return done(Status(ErrorCode::kIdempotencyMismatch,
                          "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",

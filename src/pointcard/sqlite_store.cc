@@ -17,7 +17,6 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-Status NoSuchCard(int64_t id) { return Status::NotFound("no card with id " + std::to_string(id)); }
 
 }  // namespace
 

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <regex>
 #include <stdexcept>
+#include <thread>
 
 namespace hotrow::testing {
 
@@ -58,6 +60,27 @@ std::string RawConnection::ReadUntilClose(std::chrono::milliseconds timeout) {
 bool RawConnection::ClosedWithin(std::chrono::milliseconds timeout) {
   ReadUntilClose(timeout);
   return closed_;
+}
+
+int64_t JsonInt(const std::string& body, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\":(-?[0-9]+)");
+  return std::regex_search(body, m, re) ? std::stoll(m[1].str()) : -1;
+}
+
+std::string JsonString(const std::string& body, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\":\"([^\"]*)\"");
+  return std::regex_search(body, m, re) ? m[1].str() : "";
+}
+
+bool Eventually(const std::function<bool()>& fn, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fn();
 }
 
 int StatusOf(std::string_view raw) {

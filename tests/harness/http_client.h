@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -36,5 +37,13 @@ class RawConnection {
 
 // The status code of the first response in raw HTTP text, or 0.
 int StatusOf(std::string_view raw_response);
+
+// The first "key":<integer> in a JSON body, or -1; the first "key":"<text>",
+// or "". Enough for the flat answers the tests read.
+int64_t JsonInt(const std::string& body, const std::string& key);
+std::string JsonString(const std::string& body, const std::string& key);
+
+// Polls `fn` until it is true or `bound` passes; returns its last answer.
+bool Eventually(const std::function<bool()>& fn, std::chrono::milliseconds bound);
 
 }  // namespace hotrow::testing

@@ -138,7 +138,14 @@ void PostgresProcess::Kill() {
 
 bool PostgresProcess::Restart() {
   Kill();
-  return Launch();
+  // After a SIGKILL the postmaster's children linger until they notice, and
+  // a new postmaster refuses to start while they hold the shared memory:
+  // retry for a while (each failed attempt exits at once).
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (Launch()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
 }
 
 std::string PostgresProcess::Url(const std::string& database) const {

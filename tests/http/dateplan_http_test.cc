@@ -2,7 +2,6 @@
 // carried between requests, concurrency, restarts.
 #include <gtest/gtest.h>
 
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -11,17 +10,6 @@
 
 namespace hotrow::testing {
 namespace {
-
-std::string JsonString(const std::string& body, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\":\"([^\"]*)\"");
-  return std::regex_search(body, m, re) ? m[1].str() : "";
-}
-int64_t JsonInt(const std::string& body, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\":(-?[0-9]+)");
-  return std::regex_search(body, m, re) ? std::stoll(m[1].str()) : -1;
-}
 
 TEST(DatePlanHttp, TheCreatorsEditTokenEditsAndDeletesOnlyTheirPlan) {
   TestServer server(5);

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <regex>
 #include <signal.h>
 #include <thread>
 
@@ -17,10 +16,7 @@ namespace {
 
 int64_t LikeCount(uint16_t port, int id) {
   HttpClient c(port);
-  auto r = c.Get("/datePlan/" + std::to_string(id));
-  std::smatch m;
-  static const std::regex re("\"like\":([0-9]+)");
-  return std::regex_search(r.body, m, re) ? std::stoll(m[1].str()) : -1;
+  return JsonInt(c.Get("/datePlan/" + std::to_string(id)).body, "like");
 }
 
 // Clients like plan 1 until told to stop, counting requests sent and 200s.

@@ -23,12 +23,9 @@ TEST(LeaderboardHttp, ASecondInstanceSeesAScorePostedOnTheFirst) {
   ASSERT_EQ(cb.Get("/api/v1/leaderboard").status, 200);
   auto posted = ca.Post("/api/v1/score", R"({"score":12345})", {{"ClientId", "from-a"}});
   ASSERT_EQ(posted.status, 200) << posted.body;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  bool seen = false;
-  while (!seen && std::chrono::steady_clock::now() < deadline) {
-    seen = cb.Get("/api/v1/leaderboard?limit=1").body.find("from-a") != std::string::npos;
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  bool seen = Eventually(
+      [&] { return cb.Get("/api/v1/leaderboard?limit=1").body.find("from-a") != std::string::npos; },
+      std::chrono::seconds(2));
   EXPECT_TRUE(seen) << "instance b did not rank a score posted on instance a within 2 s";
   auto mine = cb.Get("/api/v1/leaderboard/from-a");
   EXPECT_EQ(mine.status, 200);

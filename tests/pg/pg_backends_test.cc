@@ -65,7 +65,8 @@ class PgBoard : public LeaderboardBackendInstance {
   bool CrashServer() override {
     store_.reset();
     pool_.reset();
-    return PostgresProcess::Shared()->Restart();
+    if (!PostgresProcess::Shared()->Restart()) throw std::runtime_error("PostgreSQL did not come back after kill -9");
+    return true;
   }
 
  private:

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -16,21 +15,7 @@
 namespace hotrow::testing {
 namespace {
 
-int64_t LikeOf(const std::string& body) {
-  std::smatch m;
-  static const std::regex re("\"like\":([0-9]+)");
-  return std::regex_search(body, m, re) ? std::stoll(m[1].str()) : -1;
-}
-
-// Polls `fn` until it is true or `bound` passes.
-bool Eventually(const std::function<bool()>& fn, std::chrono::milliseconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return fn();
-}
+int64_t LikeOf(const std::string& body) { return JsonInt(body, "like"); }
 
 class TwoInstances : public ::testing::Test {
  protected:
