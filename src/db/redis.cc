@@ -1,6 +1,7 @@
 #include "db/redis.h"
 
 #include <hiredis/hiredis.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -96,6 +97,11 @@ redisReply* Call(redisContext* ctx, const std::vector<std::string>& argv) {
 
 // Connects, authenticates and selects the database; nullptr on failure.
 redisContext* Open(const RedisUrl& url, int timeout_ms, std::string* error) {
+  // hiredis writes with write(2), not send(MSG_NOSIGNAL): when Redis closes
+  // or restarts under a pipeline, the second write would raise SIGPIPE and
+  // kill the whole server. Ignored, it is the EPIPE the reconnect handles.
+  static const bool sigpipe_ignored = [] { return ::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+  (void)sigpipe_ignored;
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   redisContext* ctx = redisConnectWithTimeout(url.host.c_str(), url.port, tv);
   if (!ctx || ctx->err) {

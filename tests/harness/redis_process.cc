@@ -62,9 +62,13 @@ bool RedisProcess::Launch() {
       return false;
     }
     try {
+      // Ask for the process id, not just a PONG: under ctest -j2 another
+      // test's redis-server may hold the port this one failed to bind, and a
+      // suite talking to a server someone else kills fails for no reason.
       RawConnection c(port_);
-      c.Send("PING\r\n");
-      if (c.ReadUntilClose(std::chrono::milliseconds(200)).rfind("+PONG", 0) == 0) return true;
+      c.Send("INFO server\r\n");
+      std::string info = c.ReadUntilClose(std::chrono::milliseconds(200));
+      if (info.find("\r\nprocess_id:" + std::to_string(pid_) + "\r\n") != std::string::npos) return true;
     } catch (const std::exception&) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
