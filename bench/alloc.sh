@@ -5,8 +5,9 @@
 #   2. the real server over loopback with wrk, pooling on and off:
 #      requests/s, p99 and allocations per request (GET /debug/allocations);
 #   3. "before": the commit before the pooling work (BEFORE, default
-#      864681a), built in a worktree and counted with an LD_PRELOAD malloc
-#      counter (bench/tools/count_malloc.c).
+#      864681a), built in a worktree, timed in the same alternating rounds
+#      as 2., and counted in a separate run with an LD_PRELOAD malloc
+#      counter (bench/tools/count_malloc.c), which would distort its times.
 # Writes docs/benchmarks.md (section "allocations") unless --no-docs.
 #
 #   bench/alloc.sh [--duration 10s] [--rounds 3] [--before COMMIT] [--no-before] [--no-docs]
@@ -46,6 +47,18 @@ bm() {
          for (i = 1; i <= NF; i++) if ($i ~ /^allocs=/) { split($i, a, "="); printf "%s %s %.4g\n", n, $2, si(a[2]) } }' "$1"
 }
 
+if ((DO_BEFORE)); then
+  echo "building $BEFORE in a worktree"
+  git worktree add -f "$WORK/before" "$BEFORE" >/dev/null 2>&1
+  cmake -S "$WORK/before" -B "$WORK/before/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTROW_TESTS=OFF >/dev/null
+  cmake --build "$WORK/before/build" -j2 --target hotrow >/dev/null
+  cp "$WORK/before/build/hotrow" "$WORK/hotrow-before"
+  git worktree remove --force "$WORK/before" >/dev/null 2>&1 || true
+  MODES=(on off before)
+else
+  MODES=(on off)
+fi
+
 echo "2. over loopback (wrk -c50 -d$DURATION)"
 build/hotrow seed dateplans --count 100000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
 build/hotrow seed leaderboard --clients 10000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
@@ -65,7 +78,7 @@ measure_server() {
   for p in "${PATHS[@]}"; do
     local target=${p#* } args
     args=$(script_for "$p")
-    if [[ $label == before && $p == "POST /api/v1/echo" ]]; then continue; fi
+    if [[ $label == before* && $p == "POST /api/v1/echo" ]]; then continue; fi
     # shellcheck disable=SC2086
     wrk -t2 -c50 -d2s $args "http://127.0.0.1:$port$target" >/dev/null 2>&1 || true
     local a b n
@@ -89,19 +102,24 @@ no_count() { echo 0; }
 : >"$WORK/rows.tsv"
 
 
-# Rounds alternate pooling on and off (a fresh server each time) so that
-# drift in the machine hits both alike; the tables quote medians.
+# Rounds alternate pooling on, off and the old build (a fresh server each
+# time) so that drift in the machine hits all alike; the tables quote medians.
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "round $round/$ROUNDS"
-  for mode in on off; do
-    HOTROW_POOLING=$mode start_hotrow "$PORT" --db "sqlite:$WORK/a.db" --admin-token bench
-    if [[ -z ${NGINX_PID:-} ]]; then
-      # The ceiling: nginx serving a static file the size of a plan.
-      PLAN_BYTES=$(curl -s "http://127.0.0.1:$PORT/datePlan/1" | wc -c)
-      start_nginx "$WORK/nginx" "$NPORT" plan.json "$(head -c "$PLAN_BYTES" /dev/zero | tr '\0' x)"
-      NGINX_PID=${BENCH_PIDS[-1]}
+  for mode in "${MODES[@]}"; do
+    if [[ $mode == before ]]; then
+      HOTROW_BIN="$WORK/hotrow-before" start_hotrow "$PORT" --db "sqlite:$WORK/a.db"
+      measure_server before no_count "$PORT"
+    else
+      HOTROW_POOLING=$mode start_hotrow "$PORT" --db "sqlite:$WORK/a.db" --admin-token bench
+      if [[ -z ${NGINX_PID:-} ]]; then
+        # The ceiling: nginx serving a static file the size of a plan.
+        PLAN_BYTES=$(curl -s "http://127.0.0.1:$PORT/datePlan/1" | wc -c)
+        start_nginx "$WORK/nginx" "$NPORT" plan.json "$(head -c "$PLAN_BYTES" /dev/zero | tr '\0' x)"
+        NGINX_PID=${BENCH_PIDS[-1]}
+      fi
+      measure_server "pooling $mode" own_count "$PORT"
     fi
-    measure_server "pooling $mode" own_count "$PORT"
     kill "$HOTROW_PID"; wait "$HOTROW_PID" 2>/dev/null || true
   done
   PATHS_SAVED=("${PATHS[@]}"); PATHS=("GET /plan.json")
@@ -110,26 +128,26 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 if ((DO_BEFORE)); then
-  echo "3. before: $BEFORE"
-  git worktree add -f "$WORK/before" "$BEFORE" >/dev/null 2>&1
-  cmake -S "$WORK/before" -B "$WORK/before/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTROW_TESTS=OFF >/dev/null
-  cmake --build "$WORK/before/build" -j2 --target hotrow >/dev/null
+  echo "3. before: allocations of $BEFORE, counted with LD_PRELOAD (times above are without it)"
   gcc -O2 -shared -fPIC -o "$WORK/count_malloc.so" bench/tools/count_malloc.c
   export COUNT_MALLOC_FILE="$WORK/count.txt"
-  LD_PRELOAD="$WORK/count_malloc.so" "$WORK/before/build/hotrow" serve --host 127.0.0.1 --port "$PORT" \
+  LD_PRELOAD="$WORK/count_malloc.so" "$WORK/hotrow-before" serve --host 127.0.0.1 --port "$PORT" \
     --db "sqlite:$WORK/a.db" --log-level warn &
   bpid=$!
   BENCH_PIDS+=("$bpid")
   wait_http "http://127.0.0.1:$PORT/healthz" 30
   before_count() { kill -USR1 "$bpid"; sleep 0.2; cat "$COUNT_MALLOC_FILE"; }
-  for ((round = 1; round <= ROUNDS; round++)); do measure_server before before_count "$PORT"; done
+  DURATION_SAVED=$DURATION; DURATION=3s
+  measure_server "before (counted)" before_count "$PORT"
+  DURATION=$DURATION_SAVED
   kill "$bpid"; wait "$bpid" 2>/dev/null || true
-  git worktree remove --force "$WORK/before" >/dev/null 2>&1 || true
 fi
 
-# Medians per (label, path), in the order first seen.
+# Medians per (label, path), in the order first seen; the old build's
+# allocations come from its counted run, its times from the timed rounds.
 medians() {
   awk -F'\t' '
+    $1 == "before (counted)" { counted[$2] = $5; next }
     !(($1 FS $2) in seen) { seen[$1 FS $2] = ++n; key[n] = $1 FS $2 }
     { k = $1 FS $2; c[k]++; rps[k, c[k]] = $3; p99[k, c[k]] = $4; al[k, c[k]] = $5 }
     function med(arr, k, m,   i, j, t, v) {
@@ -138,7 +156,8 @@ medians() {
       return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
     }
     END { for (i = 1; i <= n; i++) { k = key[i]; split(k, f, FS)
-      printf "%s\t%s\t%.0f\t%.2f\t%.2f\n", f[1], f[2], med(rps, k, c[k]), med(p99, k, c[k]), med(al, k, c[k]) } }' "$WORK/rows.tsv"
+      a = f[1] == "before" ? counted[f[2]] : med(al, k, c[k])
+      printf "%s\t%s\t%.0f\t%.2f\t%.2f\n", f[1], f[2], med(rps, k, c[k]), med(p99, k, c[k]), a } }' "$WORK/rows.tsv"
 }
 NGINX_RPS=$(medians | awk -F'\t' '$1 == "nginx" { print $3 }')
 echo "medians of $ROUNDS round(s):"
@@ -156,10 +175,10 @@ if ((WRITE_DOCS)); then
     echo "|---|---:|---:|---:|---:|"
     join <(bm "$WORK/on.txt" | sort) <(bm "$WORK/off.txt" | sort) | awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }'
     echo
-    echo "Over loopback (\`wrk -t2 -c50 -d$DURATION\`, medians of $ROUNDS rounds alternating pooling on and off, the real"
-    echo "server next to nginx serving a static file of a plan's size; allocations per request from"
-    echo "\`GET /debug/allocations\`, or, for \"before\" (commit $BEFORE, before this work), an LD_PRELOAD malloc counter"
-    echo "that also counts SQLite's allocations on the like path):"
+    echo "Over loopback (\`wrk -t2 -c50 -d$DURATION\`, medians of $ROUNDS rounds alternating pooling on, pooling off and"
+    echo "\"before\" (commit $BEFORE, before this work), a fresh server each time, next to nginx serving a static file of a"
+    echo "plan's size; allocations per request from \`GET /debug/allocations\`, or, for \"before\", from a separate 3 s run"
+    echo "under an LD_PRELOAD malloc counter that also counts SQLite's allocations on the like path):"
     echo
     echo "| build | request | req/s | × nginx | p99 ms | allocs/request |"
     echo "|---|---|---:|---:|---:|---:|"

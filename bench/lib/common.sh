@@ -33,7 +33,7 @@ bench_init() {
 # passes through), waits for /healthz; its pid is in HOTROW_PID.
 start_hotrow() {
   local port=$1; shift
-  build/hotrow serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
+  "${HOTROW_BIN:-build/hotrow}" serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
   HOTROW_PID=$!
   BENCH_PIDS+=("$HOTROW_PID")
   wait_http "http://127.0.0.1:$port/healthz" 60
