@@ -41,15 +41,7 @@ Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
 }
 
 Result<std::unique_ptr<PostgresDatePlanStore>> PostgresDatePlanStore::Open(pg::Pool& pool, size_t like_queue_max) {
-  auto created = pool.Run<bool>([](pg::Connection& c) -> Result<bool> {
-    // One instance at a time creates the schema.
-    if (Status s = c.Exec("SELECT pg_advisory_lock(72720001)"); !s.ok()) return s;
-    Status s = CreatePostgresDatePlanSchema(c);
-    (void)c.Exec("SELECT pg_advisory_unlock(72720001)");
-    if (!s.ok()) return s;
-    return true;
-  });
-  if (!created.ok()) return created.status();
+  if (Status s = pg::CreateSchemaLocked(pool, 72720001, CreatePostgresDatePlanSchema); !s.ok()) return s;
   std::unique_ptr<PostgresDatePlanStore> store(new PostgresDatePlanStore(pool, like_queue_max));
   store->liker_ = std::thread([p = store.get()] { p->LikeLoop(); });
   return store;

@@ -271,6 +271,18 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
   }
 }
 
+Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)) {
+  std::string id = std::to_string(key);
+  auto created = pool.Run<bool>([&](Connection& c) -> Result<bool> {
+    if (Status s = c.Exec("SELECT pg_advisory_lock(" + id + ")"); !s.ok()) return s;
+    Status s = create(c);
+    (void)c.Exec("SELECT pg_advisory_unlock(" + id + ")");
+    if (!s.ok()) return s;
+    return true;
+  });
+  return created.status();
+}
+
 // ---------------------------------------------------------------------------
 // Listener
 // ---------------------------------------------------------------------------

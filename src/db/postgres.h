@@ -153,6 +153,11 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
+// Runs `create` on a pooled connection while holding the advisory lock
+// `key`: of several instances starting at once, one creates or migrates the
+// schema and the others wait and then find it done.
+Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&));
+
 class Listener {
  public:
   using OnNotify = std::function<void(const std::string& channel, const std::string& payload)>;

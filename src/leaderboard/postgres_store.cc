@@ -20,14 +20,7 @@ Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
 }
 
 Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open(pg::Pool& pool) {
-  auto created = pool.Run<bool>([](pg::Connection& c) -> Result<bool> {
-    if (Status s = c.Exec("SELECT pg_advisory_lock(72720002)"); !s.ok()) return s;
-    Status s = CreatePostgresLeaderboardSchema(c);
-    (void)c.Exec("SELECT pg_advisory_unlock(72720002)");
-    if (!s.ok()) return s;
-    return true;
-  });
-  if (!created.ok()) return created.status();
+  if (Status s = pg::CreateSchemaLocked(pool, 72720002, CreatePostgresLeaderboardSchema); !s.ok()) return s;
   return std::unique_ptr<PostgresLeaderboardStore>(new PostgresLeaderboardStore(pool));
 }
 

@@ -198,14 +198,7 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
 }
 
 Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg::Pool& pool) {
-  auto created = pool.Run<bool>([](pg::Connection& c) -> Result<bool> {
-    if (Status s = c.Exec("SELECT pg_advisory_lock(72720003)"); !s.ok()) return s;
-    Status s = CreatePostgresPointCardSchema(c);
-    (void)c.Exec("SELECT pg_advisory_unlock(72720003)");
-    if (!s.ok()) return s;
-    return true;
-  });
-  if (!created.ok()) return created.status();
+  if (Status s = pg::CreateSchemaLocked(pool, 72720003, CreatePostgresPointCardSchema); !s.ok()) return s;
   std::unique_ptr<PostgresPointCardStore> store(new PostgresPointCardStore(pool));
   store->purger_ = std::thread([p = store.get()] { p->PurgeLoop(); });
   return store;
