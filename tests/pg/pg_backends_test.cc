@@ -9,6 +9,7 @@
 #include "contract/pointcard_contract.h"
 #include "dateplan/postgres_store.h"
 #include "db/postgres.h"
+#include "harness/or_throw.h"
 #include "harness/postgres_process.h"
 #include "leaderboard/postgres_store.h"
 #include "pointcard/postgres_store.h"
@@ -20,9 +21,7 @@ std::unique_ptr<db::pg::Pool> OpenPool(const std::string& url) {
   db::pg::PoolOptions options;
   options.url = url;
   options.size = 4;
-  auto pool = db::pg::Pool::Open(options);
-  if (!pool.ok()) throw std::runtime_error(pool.status().ToString());
-  return std::move(pool).value();
+  return OrThrow(db::pg::Pool::Open(options));
 }
 
 std::string FreshDatabase() {
@@ -44,9 +43,7 @@ class PgPlans : public DatePlanBackendInstance {
  private:
   void Open() {
     pool_ = OpenPool(url_);
-    auto store = dateplan::PostgresDatePlanStore::Open(*pool_);
-    if (!store.ok()) throw std::runtime_error(store.status().ToString());
-    store_ = std::move(store).value();
+    store_ = OrThrow(dateplan::PostgresDatePlanStore::Open(*pool_));
   }
   std::string url_;
   std::unique_ptr<db::pg::Pool> pool_;
@@ -72,10 +69,8 @@ class PgBoard : public LeaderboardBackendInstance {
  private:
   void Open() {
     pool_ = OpenPool(url_);
-    auto store = leaderboard::PostgresLeaderboardStore::Open(*pool_);
-    if (!store.ok()) throw std::runtime_error(store.status().ToString());
-    store_ = std::move(store).value();
-    if (Status s = store_->Load(); !s.ok()) throw std::runtime_error(s.ToString());
+    store_ = OrThrow(leaderboard::PostgresLeaderboardStore::Open(*pool_));
+    OrThrow(store_->Load());
   }
   std::string url_;
   std::unique_ptr<db::pg::Pool> pool_;
@@ -85,15 +80,13 @@ class PgBoard : public LeaderboardBackendInstance {
 class PgCards : public PointCardBackendInstance {
  public:
   PgCards() : url_(FreshDatabase()) {
-    auto conn = db::pg::Connection::Connect(url_);
-    if (!conn.ok()) throw std::runtime_error(conn.status().ToString());
+    auto conn = OrThrow(db::pg::Connection::Connect(url_));
     pointcard::SeedOptions o;
     o.cards = kContractCards;
     o.stores = kContractStores;
     o.history = kContractHistory;
     o.seed = 7;
-    if (Status s = pointcard::SeedPostgresPointCard(**conn, o, nullptr); !s.ok())
-      throw std::runtime_error(s.ToString());
+    OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
     Open();
   }
   pointcard::PointCardStore& store() override { return *store_; }
@@ -111,9 +104,7 @@ class PgCards : public PointCardBackendInstance {
  private:
   void Open() {
     pool_ = OpenPool(url_);
-    auto store = pointcard::PostgresPointCardStore::Open(*pool_);
-    if (!store.ok()) throw std::runtime_error(store.status().ToString());
-    store_ = std::move(store).value();
+    store_ = OrThrow(pointcard::PostgresPointCardStore::Open(*pool_));
   }
   std::string url_;
   std::unique_ptr<db::pg::Pool> pool_;

@@ -2,6 +2,7 @@
 #include "contract/dateplan_contract.h"
 #include "dateplan/sqlite_store.h"
 #include "db/sqlite_database.h"
+#include "harness/or_throw.h"
 #include "harness/server_process.h"
 
 namespace hotrow::testing {
@@ -19,12 +20,8 @@ class SqliteBackend : public DatePlanBackendInstance {
 
  private:
   void Open() {
-    auto db = db::SqliteDatabase::Open(dir_.File("plans.db"));
-    if (!db.ok()) throw std::runtime_error(db.status().ToString());
-    db_ = std::move(db).value();
-    auto store = dateplan::SqliteDatePlanStore::Open(*db_);
-    if (!store.ok()) throw std::runtime_error(store.status().ToString());
-    store_ = std::move(store).value();
+    db_ = OrThrow(db::SqliteDatabase::Open(dir_.File("plans.db")));
+    store_ = OrThrow(dateplan::SqliteDatePlanStore::Open(*db_));
     db_->writer().Start();
   }
   TempDir dir_;

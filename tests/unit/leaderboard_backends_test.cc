@@ -2,6 +2,7 @@
 // and Redis (a real redis-server started for the suite).
 #include "contract/leaderboard_contract.h"
 #include "db/sqlite_database.h"
+#include "harness/or_throw.h"
 #include "harness/redis_process.h"
 #include "leaderboard/redis_store.h"
 #include "leaderboard/sqlite_store.h"
@@ -21,14 +22,10 @@ class SqliteBoard : public LeaderboardBackendInstance {
 
  private:
   void Open() {
-    auto db = db::SqliteDatabase::Open(dir_.File("lb.db"));
-    if (!db.ok()) throw std::runtime_error(db.status().ToString());
-    db_ = std::move(db).value();
-    auto store = leaderboard::SqliteLeaderboardStore::Open(*db_);
-    if (!store.ok()) throw std::runtime_error(store.status().ToString());
-    store_ = std::move(store).value();
+    db_ = OrThrow(db::SqliteDatabase::Open(dir_.File("lb.db")));
+    store_ = OrThrow(leaderboard::SqliteLeaderboardStore::Open(*db_));
     db_->writer().Start();
-    if (Status s = store_->Load(); !s.ok()) throw std::runtime_error(s.ToString());
+    OrThrow(store_->Load());
   }
   TempDir dir_;
   std::unique_ptr<db::SqliteDatabase> db_;
@@ -53,9 +50,7 @@ class RedisBoard : public LeaderboardBackendInstance {
 
  private:
   void Open() {
-    auto store = leaderboard::RedisLeaderboardStore::Open(redis_->url());
-    if (!store.ok()) throw std::runtime_error(store.status().ToString());
-    store_ = std::move(store).value();
+    store_ = OrThrow(leaderboard::RedisLeaderboardStore::Open(redis_->url()));
   }
   std::unique_ptr<RedisProcess> redis_;
   std::unique_ptr<leaderboard::RedisLeaderboardStore> store_;

@@ -4,6 +4,7 @@
 
 #include "contract/pointcard_contract.h"
 #include "db/sqlite_database.h"
+#include "harness/or_throw.h"
 #include "harness/server_process.h"
 #include "pointcard/seed.h"
 #include "pointcard/sqlite_store.h"
@@ -37,15 +38,9 @@ class SqliteCards : public PointCardBackendInstance {
 
  private:
   void Open(bool seed) {
-    auto db = db::SqliteDatabase::Open(dir_.File("cards.db"));
-    if (!db.ok()) throw std::runtime_error(db.status().ToString());
-    db_ = std::move(db).value();
-    if (seed) {
-      if (Status s = SeedSmall(db_->writer().connection()); !s.ok()) throw std::runtime_error(s.ToString());
-    }
-    auto store = pointcard::SqlitePointCardStore::Open(*db_);
-    if (!store.ok()) throw std::runtime_error(store.status().ToString());
-    store_ = std::move(store).value();
+    db_ = OrThrow(db::SqliteDatabase::Open(dir_.File("cards.db")));
+    if (seed) OrThrow(SeedSmall(db_->writer().connection()));
+    store_ = OrThrow(pointcard::SqlitePointCardStore::Open(*db_));
     db_->writer().Start();
   }
   TempDir dir_;
