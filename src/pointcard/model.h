@@ -78,8 +78,8 @@ struct Payment {
 // both are kept with an idempotency key so a retry gets the same answer.
 struct PaymentOutcome {
   bool refused = false;   // insufficient balance: nothing was written
-  HistoryRow row;         // the new row (refused: card and amount asked)
-  int64_t balance = 0;    // refused: the balance that did not suffice
+  HistoryRow row;         // the new row (refused: the card, store and amount asked,
+                          // and the balance that did not suffice; no time)
   bool replayed = false;  // answered from an earlier request with the same key
 };
 

@@ -344,7 +344,6 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint,
     int64_t balance = rows->Int(0, 2);
     if (out.refused) {
       out.row = {0, p.card_id, p.store_id, p.amount, balance};
-      out.balance = balance;
     } else {
       out.row = {rows->Int(0, 1), p.card_id, p.store_id, p.amount, balance};
     }

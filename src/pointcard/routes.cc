@@ -42,7 +42,7 @@ std::optional<std::string> IdempotencyKey(const Request& req) {
 
 Status InsufficientBalance(const PaymentOutcome& o) {
   return {ErrorCode::kInsufficientBalance, "card " + std::to_string(o.row.card_id) + " has a balance of " +
-                                               std::to_string(o.balance) + "; a payment of " +
+                                               std::to_string(o.row.balance) + "; a payment of " +
                                                std::to_string(-o.row.amount) + " does not fit"};
 }
 

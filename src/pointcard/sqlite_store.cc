@@ -215,7 +215,6 @@ Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payme
   PaymentOutcome out;
   out.refused = q->Int(1) != 0;
   out.row = {q->Int(2), p.card_id, q->Int(3), q->Int(4), q->Int(5)};
-  out.balance = q->Int(5);
   out.replayed = true;
   return std::optional<PaymentOutcome>(out);
 }
@@ -234,7 +233,7 @@ Status RememberKey(sqlite::Connection& c, const Payment& p, const std::string& f
       .Bind(6, o.row.payment_time_us)
       .Bind(7, o.row.store_id)
       .Bind(8, o.row.amount)
-      .Bind(9, o.refused ? o.balance : o.row.balance)
+      .Bind(9, o.row.balance)
       .Run();
 }
 
@@ -287,7 +286,6 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   if (balance + p.amount < 0) {
     out.refused = true;
     out.row = {0, p.card_id, p.store_id, p.amount, balance};
-    out.balance = balance;
   } else {
     out.row = {now, p.card_id, p.store_id, p.amount, balance + p.amount};
     auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");

@@ -119,7 +119,7 @@ TEST_P(PointCardContract, APaymentThatDoesNotFitIsRefusedAndWritesNothing) {
   auto refused = Pay(*service, 7, 1, -(card->balance + 1));
   ASSERT_TRUE(refused.ok());
   EXPECT_TRUE(refused->refused);
-  EXPECT_EQ(refused->balance, card->balance);
+  EXPECT_EQ(refused->row.balance, card->balance);
   EXPECT_EQ(GetCard(*service, 7)->balance, card->balance);
   EXPECT_EQ(AllRows(*service, 7).size(), rows);
   if (card->balance > 0) {
