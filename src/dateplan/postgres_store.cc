@@ -1,11 +1,11 @@
 #include "dateplan/postgres_store.h"
 
-#include <unordered_map>
+#include <algorithm>
+#include <numeric>
+#include <random>
 
 #include "dateplan/seed.h"
 #include "ops/text.h"
-
-#include <random>
 
 namespace hotrow::dateplan {
 
@@ -136,6 +136,9 @@ void PostgresDatePlanStore::Like(int64_t id, StoreCallback<Result<LikeOutcome>> 
 // batch gathers, so the round trip and the commit are shared.
 void PostgresDatePlanStore::LikeLoop() {
   std::vector<PendingLike> batch;
+  // Batch indices ordered by plan, arrival order within a plan, and where
+  // each plan's run starts; both keep their capacity from batch to batch.
+  std::vector<size_t> order, starts;
   while (true) {
     {
       std::unique_lock lock(mutex_);
@@ -147,37 +150,41 @@ void PostgresDatePlanStore::LikeLoop() {
         likes_.pop_front();
       }
     }
-    // Group by plan, in order of first appearance.
-    std::vector<int64_t> plans;
-    std::unordered_map<int64_t, std::vector<size_t>> members;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      auto [it, fresh] = members.try_emplace(batch[i].id);
-      if (fresh) plans.push_back(batch[i].id);
-      it->second.push_back(i);
-    }
+    order.resize(batch.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return std::pair(batch[a].id, a) < std::pair(batch[b].id, b); });
+    starts.clear();
+    for (size_t i = 0; i < order.size(); ++i)
+      if (i == 0 || batch[order[i]].id != batch[order[i - 1]].id) starts.push_back(i);
+    starts.push_back(order.size());
+    const size_t plans = starts.size() - 1;
+
     auto results = pool_.Run<std::vector<pg::Rows>>([&](pg::Connection& c) {
       std::vector<pg::Connection::Statement> statements;
-      for (int64_t id : plans)
+      for (size_t p = 0; p < plans; ++p)
         statements.push_back({R"(WITH u AS (UPDATE datePlans SET "like" = "like" + $2 WHERE id = $1
                                             RETURNING id, "like")
                                  SELECT "like", pg_notify('hotrow_plans', 'like ' || id || ' ' || "like") FROM u)",
-                              {std::to_string(id), std::to_string(members[id].size())}});
+                              {std::to_string(batch[order[starts[p]]].id), std::to_string(starts[p + 1] - starts[p])}});
       return c.Pipeline(statements);
     });
-    for (size_t p = 0; p < plans.size(); ++p) {
-      const auto& idx = members[plans[p]];
-      if (!results.ok()) {
-        for (size_t i : idx) batch[i].done(results.status());
-        continue;
+    for (size_t p = 0; p < plans; ++p) {
+      const size_t first = starts[p];
+      const auto k = static_cast<int64_t>(starts[p + 1] - first);
+      for (int64_t j = 0; j < k; ++j) {
+        PendingLike& like = batch[order[first + static_cast<size_t>(j)]];
+        if (!results.ok()) {
+          like.done(results.status());
+        } else if ((*results)[p].empty()) {
+          like.done(NoSuchPlan(like.id));
+        } else {
+          // A plan's likes get the counts leading up to its new total, in
+          // the order they arrived.
+          int64_t total = (*results)[p].Int(0, 0);
+          like.done(LikeOutcome{total - k + 1 + j, total});
+        }
       }
-      const pg::Rows& rows = (*results)[p];
-      if (rows.empty()) {
-        for (size_t i : idx) batch[i].done(NoSuchPlan(plans[p]));
-        continue;
-      }
-      int64_t total = rows.Int(0, 0), k = static_cast<int64_t>(idx.size());
-      for (size_t j = 0; j < idx.size(); ++j)
-        batch[idx[j]].done(LikeOutcome{total - k + 1 + static_cast<int64_t>(j), total});
     }
     batch.clear();
   }
