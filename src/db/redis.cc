@@ -7,6 +7,7 @@
 #include <chrono>
 #include <future>
 
+#include "ops/crypto.h"
 #include "ops/log.h"
 
 namespace hotrow::db {
@@ -151,22 +152,33 @@ void RedisClient::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+RedisScript::RedisScript(std::string body) : body_(std::move(body)), sha_(Sha1Hex(body_)) {}
+
 void RedisClient::Command(std::vector<std::string> argv, Callback done) {
+  Enqueue({std::move(argv), std::move(done)});
+}
+
+void RedisClient::Eval(const RedisScript& script, std::vector<std::string> numkeys_keys_args, Callback done) {
+  numkeys_keys_args.insert(numkeys_keys_args.begin(), {"EVALSHA", script.sha()});
+  Enqueue({std::move(numkeys_keys_args), std::move(done), &script});
+}
+
+void RedisClient::Enqueue(Pending p) {
   {
     std::unique_lock lock(mutex_);
     if (stopping_) {
       lock.unlock();
-      return done(Status::Unavailable("the Redis client is stopping"));
+      return p.done(Status::Unavailable("the Redis client is stopping"));
     }
     if (!connected_) {
       lock.unlock();
-      return done(Status::Unavailable("Redis is unreachable; reconnecting"));
+      return p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
     }
     if (queue_.size() >= options_.queue_commands_max) {
       lock.unlock();
-      return done(Status::Overloaded("the Redis command queue is full; retry later"));
+      return p.done(Status::Overloaded("the Redis command queue is full; retry later"));
     }
-    queue_.push_back({std::move(argv), std::move(done)});
+    queue_.push_back(std::move(p));
   }
   wake_.notify_one();
 }
@@ -215,20 +227,34 @@ void RedisClient::Loop() {
 }
 
 void RedisClient::RunPipeline(std::vector<Pending>& batch) {
+  std::vector<const char*> args;
+  std::vector<size_t> lengths;
   for (auto& p : batch) {
-    std::vector<const char*> args;
-    std::vector<size_t> lengths;
+    args.clear();
+    lengths.clear();
     for (const auto& a : p.argv) {
       args.push_back(a.data());
       lengths.push_back(a.size());
     }
     redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lengths.data());
   }
+  std::vector<Pending> resend;  // scripts Redis no longer had, as EVAL
   size_t answered = 0;
   for (; answered < batch.size(); ++answered) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK) break;
-    batch[answered].done(ToResult(static_cast<redisReply*>(raw)));
+    auto* reply = static_cast<redisReply*>(raw);
+    Pending& p = batch[answered];
+    if (p.script && reply->type == REDIS_REPLY_ERROR &&
+        std::string_view(reply->str, reply->len).starts_with("NOSCRIPT")) {
+      freeReplyObject(reply);
+      p.argv[0] = "EVAL";
+      p.argv[1] = p.script->body();
+      p.script = nullptr;
+      resend.push_back(std::move(p));
+      continue;
+    }
+    p.done(ToResult(reply));
   }
   if (answered < batch.size()) {
     std::string error = ctx_->errstr;
@@ -248,6 +274,11 @@ void RedisClient::RunPipeline(std::vector<Pending>& batch) {
       queued.swap(queue_);
     }
     for (auto& p : queued) p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
+    for (auto& p : resend) p.done(Status::Unavailable("Redis connection lost: " + error));
+  } else if (!resend.empty()) {
+    // After the rest of the batch, in their order: a flushed cache fails
+    // every script of the batch, so scripts stay in order among themselves.
+    RunPipeline(resend);
   }
 }
 

@@ -16,7 +16,7 @@ constexpr size_t kSeqDigits = 16;  // width of the inverted sequence prefix
 
 // KEYS: zset, members, seq. ARGV: client, score, mode, channel.
 // Returns {score, rank, changed}.
-constexpr const char* kPostScript = R"lua(
+const db::RedisScript kPostScript{R"lua(
 local old = redis.call('HGET', KEYS[2], ARGV[1])
 if old then
   local oldscore = redis.call('ZSCORE', KEYS[1], old)
@@ -32,20 +32,20 @@ redis.call('ZADD', KEYS[1], ARGV[2], member)
 redis.call('HSET', KEYS[2], ARGV[1], member)
 redis.call('PUBLISH', ARGV[4], ARGV[1])
 return {ARGV[2], redis.call('ZREVRANK', KEYS[1], member) + 1, 1}
-)lua";
+)lua"};
 
 // KEYS: zset, members. ARGV: client, channel. Returns 1 if removed.
-constexpr const char* kRemoveScript = R"lua(
+const db::RedisScript kRemoveScript{R"lua(
 local old = redis.call('HGET', KEYS[2], ARGV[1])
 if not old then return 0 end
 redis.call('ZREM', KEYS[1], old)
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 1
-)lua";
+)lua"};
 
 // KEYS: zset. ARGV: offset, limit. Returns {total, member, score, ...}.
-constexpr const char* kTopScript = R"lua(
+const db::RedisScript kTopScript{R"lua(
 local total = redis.call('ZCARD', KEYS[1])
 local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {total}
@@ -54,11 +54,11 @@ if offset < total then
   for i = 1, #page do out[#out + 1] = page[i] end
 end
 return out
-)lua";
+)lua"};
 
 // KEYS: zset, members. ARGV: client, around (-1: none).
 // Returns nil, or {rank, score, first_rank, member, score, ...}.
-constexpr const char* kPlayerScript = R"lua(
+const db::RedisScript kPlayerScript{R"lua(
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return nil end
 local rank = redis.call('ZREVRANK', KEYS[1], member)
@@ -72,7 +72,7 @@ if k >= 0 then
   for i = 1, #page do out[#out + 1] = page[i] end
 end
 return out
-)lua";
+)lua"};
 
 // Redis replies with scores as text ("666", "9007199254740991"); scores
 // are integers below 2^53, which a double holds exactly.
@@ -126,7 +126,7 @@ RedisLeaderboardStore::~RedisLeaderboardStore() {
 
 void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
                                       std::function<void(Result<Posted>)> done) {
-  client_->Command({"EVAL", kPostScript, "3", kZset, kMembers, kSeq, client_id, std::to_string(score),
+  client_->Eval(kPostScript, {"3", kZset, kMembers, kSeq, client_id, std::to_string(score),
                     mode == ScoreMode::kBest ? "best" : "replace", kChannel},
                    [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
                      if (!r.ok()) return done(r.status());
@@ -139,7 +139,7 @@ void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, Scor
 }
 
 void RedisLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
-  client_->Command({"EVAL", kRemoveScript, "2", kZset, kMembers, client_id, kChannel},
+  client_->Eval(kRemoveScript, {"2", kZset, kMembers, client_id, kChannel},
                    [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
                      if (!r.ok()) return done(r.status());
                      if (r->integer != 1) return done(NoSuchPlayer(client_id));
@@ -156,7 +156,7 @@ Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, 
 
 void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   if (offset + limit > kPageLimitMax) {
-    client_->Command({"EVAL", kTopScript, "1", kZset, std::to_string(offset), std::to_string(limit)},
+    client_->Eval(kTopScript, {"1", kZset, std::to_string(offset), std::to_string(limit)},
                      [offset, done = std::move(done)](Result<db::RedisReply> r) {
                        if (!r.ok()) return done(r.status());
                        done(Page::Own(Entries(r->elements, 1, offset + 1), ReplyInt(r->elements.at(0))));
@@ -183,8 +183,8 @@ void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<P
 // that arrived after a newer change get the next fetch.
 void RedisLeaderboardStore::FetchTop(uint64_t version) {
   auto started = std::chrono::steady_clock::now();
-  client_->Command(
-      {"EVAL", kTopScript, "1", kZset, "0", std::to_string(kPageLimitMax)},
+  client_->Eval(
+      kTopScript, {"1", kZset, "0", std::to_string(kPageLimitMax)},
       [this, version, started](Result<db::RedisReply> r) {
         Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
         if (r.ok() && !r->elements.empty()) {
@@ -224,7 +224,7 @@ void RedisLeaderboardStore::FetchTop(uint64_t version) {
 
 void RedisLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
                                    std::function<void(Result<PlayerView>)> done) {
-  client_->Command({"EVAL", kPlayerScript, "2", kZset, kMembers, client_id, std::to_string(around.value_or(-1))},
+  client_->Eval(kPlayerScript, {"2", kZset, kMembers, client_id, std::to_string(around.value_or(-1))},
                    [client_id, around, done = std::move(done)](Result<db::RedisReply> r) {
                      if (!r.ok()) return done(r.status());
                      if (r->is_nil()) return done(NoSuchPlayer(client_id));

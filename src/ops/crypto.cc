@@ -27,6 +27,12 @@ std::string Sha256(std::string_view text) {
   return std::string(reinterpret_cast<const char*>(digest), sizeof digest);
 }
 
+std::string Sha1Hex(std::string_view text) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
+}
+
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;

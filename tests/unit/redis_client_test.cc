@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "db/redis.h"
+#include "harness/redis_process.h"
 
 namespace hotrow::testing {
 namespace {
@@ -49,7 +50,10 @@ class ClosingPeer {
 
 TEST(RedisClient, APeerThatClosesTheConnectionFailsCommandsInsteadOfKillingTheProcess) {
   ClosingPeer peer;
-  auto client = db::RedisClient::Connect("redis://127.0.0.1:" + std::to_string(peer.port()));
+  // Commands that reach the reconnected (never answered) peer time out fast.
+  db::RedisOptions options;
+  options.timeout_ms = 500;
+  auto client = db::RedisClient::Connect("redis://127.0.0.1:" + std::to_string(peer.port()), options);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   peer.AcceptAndClose();
   // A pipeline of large commands: the first write lands in the closed
@@ -65,6 +69,29 @@ TEST(RedisClient, APeerThatClosesTheConnectionFailsCommandsInsteadOfKillingThePr
     ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     EXPECT_EQ(a.get().code(), ErrorCode::kUnavailable);
   }
+}
+
+TEST(RedisClient, AScriptRedisForgotIsResentAndRuns) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  auto client = db::RedisClient::Connect(redis->url());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  static const db::RedisScript kIncrBy{"return redis.call('INCRBY', KEYS[1], ARGV[1])"};
+  auto eval = [&](int64_t by) {
+    std::promise<Result<db::RedisReply>> p;
+    (*client)->Eval(kIncrBy, {"1", "n", std::to_string(by)}, [&p](Result<db::RedisReply> r) { p.set_value(r); });
+    return p.get_future().get();
+  };
+  // Redis has never seen the script: EVALSHA fails, EVAL runs it once.
+  auto first = eval(2);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->integer, 2);
+  EXPECT_EQ(eval(3)->integer, 5);  // now cached
+  ASSERT_TRUE((*client)->CommandSync({"SCRIPT", "FLUSH"}).ok());
+  auto after_flush = eval(4);
+  ASSERT_TRUE(after_flush.ok()) << after_flush.status().ToString();
+  EXPECT_EQ(after_flush->integer, 9);  // ran exactly once more
+  EXPECT_EQ((*client)->CommandSync({"GET", "n"})->str, "9");
 }
 
 }  // namespace
