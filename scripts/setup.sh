@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libsqlite3-dev sqlite3 libssl-dev
   rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
-  libpq-dev libhiredis-dev
+  libpq-dev libhiredis-dev libicu-dev
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev curl procps
   # servers the tests start on loopback

@@ -18,6 +18,7 @@ struct ServeFlags {
   std::string admin_token;
   int request_timeout_ms = 30000;
   std::string log_level = "info";
+  std::vector<std::string> cors_origins;
 };
 CLI::App* AddServe(CLI::App& app, ServeFlags& flags);
 int RunServe(const ServeFlags& flags);

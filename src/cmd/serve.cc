@@ -62,6 +62,14 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_REQUEST_TIMEOUT_MS")
       ->check(CLI::Range(100, 3600000))
       ->capture_default_str();
+  c->add_option("--cors-origin", f.cors_origins,
+                "An origin whose browser requests get CORS headers (repeatable; * for any); none by default")
+      ->envname("HOTROW_CORS_ORIGIN")
+      ->delimiter(',')
+      ->check([](const std::string& o) -> std::string {
+        if (o == "*" || o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0) return "";
+        return "an origin is *, or scheme://host[:port] as a browser sends it";
+      });
   c->add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
       ->envname("HOTROW_LOG_LEVEL")
       ->capture_default_str();
@@ -270,6 +278,7 @@ int RunServe(const ServeFlags& f) {
   options.threads = f.threads;
   options.connections_max = f.max_connections;
   options.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  options.cors_origins = f.cors_origins;
   http::Server server(options, [&router](http::Request& req, http::Responder res) {
     router.Dispatch(req, std::move(res));
   });

@@ -4,23 +4,17 @@
 
 namespace hotrow::dateplan {
 
-namespace {
-Status CheckText(const std::string& value, const char* name, size_t min, size_t max, bool allow_newlines) {
-  if (!IsValidUtf8(value)) return Status::InvalidField(name, std::string(name) + " must be valid UTF-8");
-  size_t n = CountCodePoints(value);
-  if (n < min || n > max)
-    return Status::InvalidField(name, std::string(name) + " must be " + std::to_string(min) + "-" +
-                                          std::to_string(max) + " characters");
-  if (HasControlCharacters(value, allow_newlines))
-    return Status::InvalidField(name, std::string(name) + " must not contain control characters");
-  return Status::Ok();
-}
-}  // namespace
-
 Status ValidatePlanFields(const PlanFields& f) {
-  if (Status s = CheckText(f.title, "title", 1, kTitleCodePointsMax, false); !s.ok()) return s;
-  if (Status s = CheckText(f.content, "content", 0, kContentCodePointsMax, true); !s.ok()) return s;
-  return CheckText(f.category, "category", 1, kCategoryCodePointsMax, false);
+  if (Status s = CheckUserText(f.title, {.field = "title", .code_points_max = kTitleCodePointsMax}); !s.ok()) return s;
+  if (Status s = CheckUserText(f.content, {.field = "content",
+                                           .code_points_min = 0,
+                                           .code_points_max = kContentCodePointsMax,
+                                           .multiline = true});
+      !s.ok())
+    return s;
+  // A category is a name other requests look up: "Indoor " beside "Indoor"
+  // would be a second category nobody meant.
+  return CheckUserText(f.category, {.field = "category", .code_points_max = kCategoryCodePointsMax, .trimmed = true});
 }
 
 }  // namespace hotrow::dateplan

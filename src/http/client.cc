@@ -79,6 +79,7 @@ ClientResponse HttpClient::Request(std::string_view method, std::string_view tar
     bhttp::write(*impl_->socket, req, ec);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
+    parser.skip(method == "HEAD");  // a response to HEAD has headers only
     if (!ec) bhttp::read(*impl_->socket, impl_->buffer, parser, ec);
     if (ec) {
       impl_->socket.reset();

@@ -36,12 +36,86 @@ std::string_view HttpDate() {
   return buffer;
 }
 
+// The ASCII-lower-case copy of a short token, for comparing codings.
+bool TokenIs(std::string_view token, std::string_view lower) { return EqualsIgnoreCase(token, lower); }
+
+std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Headers whose meaning is one value: a second copy is refused rather than
+// silently ignored (first-wins lets a proxy and hotrow read different values).
+constexpr std::string_view kSingletonHeaders[] = {"Host",          "Content-Type", "Authorization", "ClientId",
+                                                  "Idempotency-Key", "Origin",   "X-Request-Id",  "X-Signature",
+                                                  "X-Timestamp"};
+
+// "http://host:port/path?q" -> "/path?q" (absolute-form, RFC 9112 §3.2.2).
+std::string_view OriginFormOf(std::string_view target) {
+  size_t scheme_end = target.find("://");
+  if (scheme_end == std::string_view::npos || target.empty() || target[0] == '/') return target;
+  std::string_view scheme = target.substr(0, scheme_end);
+  if (!TokenIs(scheme, "http") && !TokenIs(scheme, "https")) return target;
+  std::string_view rest = target.substr(scheme_end + 3);
+  size_t path = rest.find_first_of("/?");
+  if (path == std::string_view::npos) return "/";
+  rest.remove_prefix(path);
+  return rest.front() == '?' ? std::string_view("/") : rest;  // "?q" alone keeps no path: the root
+}
+
 }  // namespace
+
+Status Codec::CheckHeader() const {
+  const auto& msg = parser_->get();
+  // Transfer-Encoding, over every field line that carries it, in order.
+  int codings = 0;
+  bool last_is_chunked = false;
+  std::string_view first_other;
+  int host_lines = 0;
+  for (const auto& field : msg) {
+    std::string_view name(field.name_string().data(), field.name_string().size());
+    if (field.name() == bhttp::field::transfer_encoding) {
+      std::string_view value(field.value().data(), field.value().size());
+      while (true) {
+        size_t comma = value.find(',');
+        std::string_view coding = TrimOws(value.substr(0, comma));
+        if (!coding.empty()) {
+          ++codings;
+          last_is_chunked = TokenIs(coding, "chunked");
+          if (!last_is_chunked && first_other.empty()) first_other = coding;
+        }
+        if (comma == std::string_view::npos) break;
+        value.remove_prefix(comma + 1);
+      }
+      continue;
+    }
+    if (field.name() == bhttp::field::host) ++host_lines;
+    for (std::string_view singleton : kSingletonHeaders) {
+      if (!EqualsIgnoreCase(name, singleton)) continue;
+      int seen = 0;
+      for (const auto& other : msg)
+        seen += EqualsIgnoreCase(std::string_view(other.name_string().data(), other.name_string().size()), singleton);
+      if (seen > 1) return Status::BadRequest("header " + std::string(singleton) + " appears more than once");
+    }
+  }
+  if (codings > 0) {
+    if (!last_is_chunked)
+      return Status::BadRequest("Transfer-Encoding must end in chunked (a request's body length is unknown otherwise)");
+    if (!first_other.empty())
+      return {ErrorCode::kNotImplemented, "transfer coding '" + std::string(first_other) + "' is not implemented"};
+    if (codings > 1) return Status::BadRequest("Transfer-Encoding names chunked more than once");
+  }
+  if (msg.version() >= 11 && host_lines == 0) return Status::BadRequest("an HTTP/1.1 request must have a Host header");
+  return Status::Ok();
+}
 
 Request& Codec::BuildRequest() {
   auto& msg = parser_->get();
   request_.method = ToMethod(msg.method());
-  std::string_view target(msg.target().data(), msg.target().size());
+  request_.method_name = std::string_view(msg.method_string().data(), msg.method_string().size());
+  head_request_ = request_.method == Method::kHead;
+  std::string_view target = OriginFormOf(std::string_view(msg.target().data(), msg.target().size()));
   request_.target = target;
   size_t q = target.find('?');
   request_.path = target.substr(0, q);
@@ -52,6 +126,10 @@ Request& Codec::BuildRequest() {
     request_.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
                                   std::string_view(field.value().data(), field.value().size()));
   request_.spare_body = &spare_;
+  if (!options_->cors_origins.empty()) {
+    origin_ = request_.Header("Origin");
+    preflight_ = request_.method == Method::kOptions && request_.HasHeader("Access-Control-Request-Method");
+  }
   keep_alive_ = msg.keep_alive();
   http10_keep_alive_ = keep_alive_ && msg.version() < 11;
   return request_;
@@ -87,7 +165,45 @@ void Codec::AppendHead(std::string& out, const Response& r, bool close, bool kee
   }
   if (close) out.append("Connection: close\r\n");
   else if (keep_alive_header) out.append("Connection: keep-alive\r\n");
-  out.append("\r\n");
+}
+
+std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool close) {
+  // The head is written here rather than through beast::http::response:
+  // Beast's fields container allocates per header, and these few fixed
+  // headers need no container.
+  head_.clear();
+  AppendHead(head_, r, close, http10_keep_alive_ && !close);
+  if (!origin_.empty()) AppendCors(r);
+  head_.append("\r\n");
+  body_ = std::move(r.body);
+  return {boost::asio::buffer(head_), boost::asio::buffer(body_.data(), head_request_ ? 0 : body_.size())};
+}
+
+void Codec::AppendCors(const Response& r) {
+  bool any = false, listed = false;
+  for (const auto& o : options_->cors_origins) {
+    any = any || o == "*";
+    listed = listed || o == origin_;
+  }
+  if (!any && !listed) return;
+  head_.append("Access-Control-Allow-Origin: ");
+  if (listed) {
+    head_.append(origin_);
+    head_.append("\r\nVary: Origin");
+  } else {
+    head_.append("*");
+  }
+  head_.append("\r\nAccess-Control-Expose-Headers: Idempotent-Replayed, Retry-After, Location, X-Request-Id\r\n");
+  if (!preflight_) return;
+  for (const auto& [name, value] : r.headers) {
+    if (name != "Allow") continue;
+    head_.append("Access-Control-Allow-Methods: ");
+    head_.append(value);
+    head_.append("\r\n");
+  }
+  head_.append(
+      "Access-Control-Allow-Headers: Authorization, ClientId, Idempotency-Key, Content-Type, X-Signature, "
+      "X-Timestamp, X-Request-Id\r\nAccess-Control-Max-Age: 600\r\n");
 }
 
 }  // namespace hotrow::http

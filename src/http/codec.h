@@ -31,6 +31,10 @@ class Codec {
   // A fresh parser for the next request; the previous request's memory is
   // released (back to the arena).
   Parser& Begin(const ServerOptions& options) {
+    options_ = &options;
+    head_request_ = false;
+    origin_ = {};
+    preflight_ = false;
     parser_.reset();
     arena_.Reset();
     parser_.emplace(std::piecewise_construct, std::make_tuple(PoolAllocator<Arena, char>(&arena_)),
@@ -41,20 +45,20 @@ class Codec {
   }
   Parser& parser() { return *parser_; }
 
+  // After the header: what RFC 9112 says must be refused before a body is
+  // read. Transfer-Encoding other than one final "chunked" (400: its body
+  // would run as the next request; 501 for a coding before "chunked"), an
+  // HTTP/1.1 request without exactly one Host (400), a header that may
+  // appear once appearing twice (400 naming it).
+  Status CheckHeader() const;
+
   // The parsed request, as handlers see it.
   Request& BuildRequest();
   bool keep_alive() const { return keep_alive_; }
 
   // The response as two buffers (head, body), valid until Written().
-  std::array<boost::asio::const_buffer, 2> Serialize(Response&& r, bool close) {
-    // The head is written here rather than through beast::http::response:
-    // Beast's fields container allocates per header, and these few fixed
-    // headers need no container.
-    head_.clear();
-    AppendHead(head_, r, close, http10_keep_alive_ && !close);
-    body_ = std::move(r.body);
-    return {boost::asio::buffer(head_), boost::asio::buffer(body_)};
-  }
+  // A response to HEAD keeps its Content-Length and sends no body.
+  std::array<boost::asio::const_buffer, 2> Serialize(Response&& r, bool close);
 
   // The response was sent: keep its body's buffer for the next one, unless
   // it is large (a rare long page should not pin its memory per connection).
@@ -70,12 +74,19 @@ class Codec {
   static void AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header);
 
  private:
+  // The CORS headers for the request's Origin, when it is one allowed.
+  void AppendCors(const Response& r);
+
   Arena arena_;  // declared before parser_: the parser's memory lives here
   std::optional<Parser> parser_;
   Request request_;
   std::string head_, body_, spare_;
   bool keep_alive_ = true;
   bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
+  const ServerOptions* options_ = nullptr;
+  bool head_request_ = false;
+  std::string_view origin_;  // the request's Origin (in the arena), or empty
+  bool preflight_ = false;   // OPTIONS with Access-Control-Request-Method
 };
 
 }  // namespace hotrow::http

@@ -13,9 +13,11 @@ int HttpStatusFor(ErrorCode code) {
     case ErrorCode::kForbidden: return 403;
     case ErrorCode::kNotFound: return 404;
     case ErrorCode::kMethodNotAllowed: return 405;
+    case ErrorCode::kNotImplemented: return 501;
     case ErrorCode::kConflict: return 409;
     case ErrorCode::kInsufficientBalance: return 409;
     case ErrorCode::kGrantInProgress: return 409;
+    case ErrorCode::kPeriodAlreadyGranted: return 409;
     case ErrorCode::kIdempotencyMismatch: return 422;
     case ErrorCode::kPayloadTooLarge: return 413;
     case ErrorCode::kUnsupportedMediaType: return 415;

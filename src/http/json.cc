@@ -1,6 +1,7 @@
 #include "http/json.h"
 
 #include <charconv>
+#include <cstdio>
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -88,6 +89,15 @@ Result<JsonObject> JsonObject::Parse(std::string_view text) {
       return Status::BadRequest("request body must be a JSON object");
     if (ok.Code() == rapidjson::kParseErrorDocumentEmpty)
       return Status::BadRequest("request body is empty; expected a JSON object");
+    // RapidJSON calls a raw control byte inside a string an invalid escape.
+    size_t at = ok.Offset();
+    if (ok.Code() == rapidjson::kParseErrorStringEscapeInvalid && at < text.size() &&
+        static_cast<unsigned char>(text[at]) < 0x20) {
+      char hex[8];
+      snprintf(hex, sizeof hex, "%04X", static_cast<unsigned>(text[at]));
+      return Status::BadRequest(std::string("request body is not valid JSON: a control character (U+") + hex +
+                                ") must be escaped inside a string (at byte " + std::to_string(at) + ")");
+    }
     return Status::BadRequest(std::string("request body is not valid JSON: ") +
                               rapidjson::GetParseError_En(ok.Code()) + " (at byte " +
                               std::to_string(ok.Offset()) + ")");

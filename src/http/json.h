@@ -23,6 +23,7 @@
 #include <rapidjson/writer.h>
 
 #include "ops/status.h"
+#include "ops/text.h"
 
 namespace hotrow::http {
 
@@ -50,7 +51,12 @@ class JsonWriter {
   void StartArray() { writer_.StartArray(); }
   void EndArray() { writer_.EndArray(); }
   void Key(std::string_view k) { writer_.Key(k.data(), static_cast<unsigned>(k.size())); }
-  void String(std::string_view s) { writer_.String(s.data(), static_cast<unsigned>(s.size())); }
+  // Text that is not valid UTF-8 (a path echoed in a 404) goes out with
+  // U+FFFD in place of each bad byte: everything hotrow emits is valid JSON.
+  void String(std::string_view s) {
+    if (!IsValidUtf8(s)) return String(ToValidUtf8(s));
+    writer_.String(s.data(), static_cast<unsigned>(s.size()));
+  }
   void Int(int64_t v) { writer_.Int64(v); }
   void Bool(bool b) { writer_.Bool(b); }
   void Null() { writer_.Null(); }

@@ -25,6 +25,7 @@ inline constexpr std::string_view kJsonContentType = "application/json; charset=
 // used. An asynchronous handler copies what it needs before returning.
 struct Request {
   Method method = Method::kGet;
+  std::string_view method_name;  // as sent ("GET", "TRACE", "get")
   std::string_view target;  // as sent: path and query
   std::string_view path;    // target up to '?'
   std::string_view query;   // after '?', without it; empty when absent
@@ -47,7 +48,7 @@ struct Request {
 // storage (string literals).
 class ResponseHeaders {
  public:
-  static constexpr size_t kHeadersMax = 4;
+  static constexpr size_t kHeadersMax = 8;
   void Add(std::string_view name, std::string value);
   const std::pair<std::string_view, std::string>* begin() const { return items_.data(); }
   const std::pair<std::string_view, std::string>* end() const { return items_.data() + size_; }

@@ -47,6 +47,8 @@ Result<Query> Query::Parse(std::string_view query) {
       return Status::BadRequest("malformed percent-escape in the query string");
     if (!IsValidUtf8(key) || !IsValidUtf8(value))
       return Status::BadRequest("query string is not valid UTF-8");
+    if (q.Get(key))
+      return Status::InvalidField(key, "query parameter '" + key + "' appears more than once");
     q.params_.emplace_back(std::move(key), std::move(value));
   }
   return q;

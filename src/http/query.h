@@ -14,7 +14,9 @@ namespace hotrow::http {
 class Query {
  public:
   // Splits and percent-decodes `query` ('+' is a space). Fails with
-  // bad_request on a malformed escape or a value that is not valid UTF-8.
+  // bad_request on a malformed escape or a value that is not valid UTF-8,
+  // and with invalid_field naming a parameter that appears twice (which
+  // value wins would be a guess).
   static Result<Query> Parse(std::string_view query);
 
   // The value of the first occurrence of `key`, if present.

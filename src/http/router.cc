@@ -60,6 +60,7 @@ void Router::Add(Method method, std::string_view pattern, Handler handler, BodyP
     if (r.segments == segments) {
       for (auto& m : r.methods) assert(m.method != method && "route registered twice");
       r.methods.push_back({method, std::move(handler), body});
+      r.allow = AllowOf(r.methods);
       return;
     }
   }
@@ -67,7 +68,31 @@ void Router::Add(Method method, std::string_view pattern, Handler handler, BodyP
   r.segments = std::move(segments);
   for (auto& s : r.segments) r.literal_count += IsParam(s) ? 0 : 1;
   r.methods.push_back({method, std::move(handler), body});
+  r.allow = AllowOf(r.methods);
   routes_.push_back(std::move(r));
+}
+
+std::string Router::AllowOf(const std::vector<MethodHandler>& methods) {
+  bool has_head = false, has_options = false;
+  for (const auto& m : methods) {
+    has_head = has_head || m.method == Method::kHead;
+    has_options = has_options || m.method == Method::kOptions;
+  }
+  std::string allow;
+  for (const auto& m : methods) {
+    if (!allow.empty()) allow += ", ";
+    allow += MethodName(m.method);
+    if (m.method == Method::kGet && !has_head) allow += ", HEAD";
+  }
+  if (!has_options) allow += ", OPTIONS";
+  return allow;
+}
+
+const Router::MethodHandler* Router::Find(const Route& route, Method method) const {
+  for (const auto& m : route.methods)
+    if (m.method == method) return &m;
+  if (method == Method::kHead) return Find(route, Method::kGet);
+  return nullptr;
 }
 
 // Walks the path's segments without allocating: a path has at most
@@ -101,24 +126,29 @@ const Router::Route* Router::Match(std::string_view path, ParamViews* params) co
 }
 
 void Router::Dispatch(Request& request, Responder responder) const {
+  if (request.method == Method::kOther) {
+    responder.Send(ErrorResponse({ErrorCode::kNotImplemented,
+                                  "method " + std::string(request.method_name) + " is not implemented"}));
+    return;
+  }
   ParamViews raw_params;
   const Route* route = Match(request.path, &raw_params);
   if (!route) {
     responder.Send(ErrorResponse(Status::NotFound("no resource at " + std::string(request.path))));
     return;
   }
-  const MethodHandler* mh = nullptr;
-  for (const auto& m : route->methods)
-    if (m.method == request.method) mh = &m;
+  const MethodHandler* mh = Find(*route, request.method);
+  if (!mh && request.method == Method::kOptions) {
+    Response r;
+    r.status = 204;
+    r.AddHeader("Allow", route->allow);
+    responder.Send(std::move(r));
+    return;
+  }
   if (!mh) {
-    std::string allow;
-    for (const auto& m : route->methods) {
-      if (!allow.empty()) allow += ", ";
-      allow += MethodName(m.method);
-    }
     Response r = ErrorResponse({ErrorCode::kMethodNotAllowed, std::string(MethodName(request.method)) +
-                                                                  " is not allowed here; allowed: " + allow});
-    r.AddHeader("Allow", allow);
+                                                                  " is not allowed here; allowed: " + route->allow});
+    r.AddHeader("Allow", route->allow);
     responder.Send(std::move(r));
     return;
   }

@@ -6,6 +6,11 @@
 // wins, so "/datePlan/ranking" takes precedence over "/datePlan/{id}". The
 // winning pattern alone decides: a method it does not have is 405 with Allow,
 // never a fall-through to a less specific pattern.
+//
+// Methods the router answers itself (RFC 9110 §9): HEAD on a route with GET
+// runs the GET handler (the connection drops the body, keeps the headers);
+// OPTIONS is 204 with Allow; a method hotrow does not know at all (TRACE,
+// "get") is 501 not_implemented, an absent known one 405 with Allow.
 #pragma once
 
 #include <array>
@@ -43,7 +48,10 @@ class Router {
     std::vector<std::string> segments;  // "{...}" marks a parameter
     int literal_count = 0;
     std::vector<MethodHandler> methods;
+    std::string allow;  // "GET, HEAD, PUT, OPTIONS": the methods, for Allow
   };
+  static std::string AllowOf(const std::vector<MethodHandler>& methods);
+  const MethodHandler* Find(const Route& route, Method method) const;
   static constexpr size_t kPathSegmentsMax = 16;
   static constexpr size_t kParamsMax = 4;
   struct ParamViews {

@@ -97,7 +97,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
  public:
   Session(tcp::socket&& socket, ServerState& server, Worker& worker)
       : stream_(std::move(socket)), watchdog_(worker.io), server_(server), worker_(worker) {
-    server_.connections.fetch_add(1, std::memory_order_relaxed);
+    // Counted already, by the acceptor (ServerState::Accept).
     std::lock_guard lock(worker_.mutex);
     worker_.sessions.insert(this);
   }
@@ -145,6 +145,8 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
 
   void OnHeader(error_code ec, size_t) {
     if (ec) return OnReadError(ec);
+    blank_lines_skipped_ = 0;
+    if (Status s = codec_.CheckHeader(); !s.ok()) return Fail(s);
     if (beast::iequals(codec_.parser().get()[bhttp::field::expect], "100-continue") && !codec_.parser().is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
@@ -184,7 +186,22 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message || ec == beast::error::timeout ||
         ec == asio::error::operation_aborted || !IsHttpParseError(ec))
       return Close();
+    // RFC 9112 §2.2: an empty line before the request line is ignored.
+    // Beast stops at it; drop it and parse again (a few at most).
+    if (SkipEmptyLine()) return ReadRequest();
     Fail(Status::BadRequest("malformed HTTP request: " + ec.message()));
+  }
+
+  bool SkipEmptyLine() {
+    static constexpr int kEmptyLinesMax = 4;
+    if (blank_lines_skipped_ >= kEmptyLinesMax) return false;
+    auto data = buffer_.data();
+    std::string_view pending(static_cast<const char*>(data.data()), data.size());
+    size_t n = pending.rfind("\r\n", 0) == 0 ? 2 : pending.rfind("\n", 0) == 0 ? 1 : 0;
+    if (n == 0) return false;
+    buffer_.consume(n);
+    ++blank_lines_skipped_;
+    return true;
   }
 
   // Answers an unreadable request, then closes gracefully.
@@ -290,6 +307,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   Worker& worker_;
   State state_ = State::kReading;
   bool close_after_write_ = false;
+  int blank_lines_skipped_ = 0;
   size_t drained_bytes_ = 0;
   std::array<char, 4096> discard_{};
 };
@@ -340,7 +358,11 @@ void ServerState::Accept() {
     }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    if (connections.load(std::memory_order_relaxed) >= options.connections_max) {
+    // Counted here, at accept, not when the session starts on its worker:
+    // a burst of accepts would all pass a check that the posted sessions
+    // have not yet counted. ~Session gives the slot back.
+    if (connections.fetch_add(1, std::memory_order_relaxed) >= options.connections_max) {
+      connections.fetch_sub(1, std::memory_order_relaxed);
       // Past the limit: answer 503 while the rejectors stay few, else drop.
       if (rejecting.load(std::memory_order_relaxed) < 1024)
         asio::post(w.io, [this, s = std::move(socket)]() mutable {

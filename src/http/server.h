@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "http/router.h"
 #include "ops/status.h"
@@ -48,6 +49,9 @@ struct ServerOptions {
   std::chrono::milliseconds drain_timeout{2000};
   std::chrono::milliseconds shutdown_timeout_max{15000};
   bool handle_signals = true;
+  // Origins whose browser requests get CORS headers ("*": any origin);
+  // empty: no CORS headers at all.
+  std::vector<std::string> cors_origins;
 };
 
 class Server {

@@ -25,9 +25,11 @@ enum class ErrorCode {
   kForbidden,             // credentials present but not sufficient
   kNotFound,              // no such resource or route
   kMethodNotAllowed,      // route exists, method does not
+  kNotImplemented,        // a method or transfer coding the server does not implement (501)
   kConflict,              // the resource's state forbids the change
   kInsufficientBalance,   // a payment larger than the card's balance (409)
   kGrantInProgress,       // a point grant is already running (409)
+  kPeriodAlreadyGranted,  // a grant's period overlaps an earlier grant's (409)
   kIdempotencyMismatch,   // an Idempotency-Key reused with a different request (422)
   kPayloadTooLarge,       // body over the limit
   kUnsupportedMediaType,  // body that is not application/json

@@ -1,32 +1,103 @@
 #include "ops/text.h"
 
+#include <unicode/uchar.h>
+
 #include <charconv>
 
 namespace hotrow {
 
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0, n = s.size();
+std::optional<uint32_t> NextCodePoint(std::string_view s, size_t* i) {
+  size_t n = s.size();
   auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  while (i < n) {
-    unsigned c = byte(i);
-    if (c < 0x80) { ++i; continue; }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-    else return false;
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      unsigned cc = byte(i + k);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
+  unsigned c = byte(*i);
+  if (c < 0x80) return ++*i, c;
+  size_t len;
+  uint32_t cp;
+  if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
+  else return std::nullopt;
+  if (*i + len > n) return std::nullopt;
+  for (size_t k = 1; k < len; ++k) {
+    unsigned cc = byte(*i + k);
+    if ((cc & 0xC0) != 0x80) return std::nullopt;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return std::nullopt;
+  *i += len;
+  return cp;
+}
+
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
     }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
+    if (!NextCodePoint(s, &i)) return false;
   }
   return true;
+}
+
+std::string ToValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t start = i;
+    if (NextCodePoint(s, &i)) {
+      out.append(s.substr(start, i - start));
+    } else {
+      out.append("\xEF\xBF\xBD");  // U+FFFD REPLACEMENT CHARACTER, one per bad byte
+      i = start + 1;
+    }
+  }
+  return out;
+}
+
+bool IsVisible(uint32_t cp) {
+  switch (u_charType(static_cast<UChar32>(cp))) {
+    case U_CONTROL_CHAR:          // Cc
+    case U_FORMAT_CHAR:           // Cf
+    case U_SPACE_SEPARATOR:       // Zs
+    case U_LINE_SEPARATOR:        // Zl
+    case U_PARAGRAPH_SEPARATOR:   // Zp
+    case U_NON_SPACING_MARK:      // Mn
+    case U_ENCLOSING_MARK:        // Me
+    case U_UNASSIGNED:            // Cn: nothing a reader could see
+      return false;
+    default:
+      return true;
+  }
+}
+
+Status CheckUserText(std::string_view value, const TextRule& rule) {
+  const std::string name(rule.field);
+  if (!IsValidUtf8(value)) return Status::InvalidField(name, name + " must be valid UTF-8");
+  size_t count = 0;
+  bool visible = false;
+  uint32_t first = 0, last = 0;
+  for (size_t i = 0; i < value.size();) {
+    uint32_t cp = *NextCodePoint(value, &i);
+    if (count++ == 0) first = cp;
+    last = cp;
+    bool line_break = cp == '\n' || cp == '\t';
+    if ((cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) && !(rule.multiline && line_break))
+      return Status::InvalidField(name, name + " must not contain control characters (U+0000-001F, U+007F-009F" +
+                                            std::string(rule.multiline ? "; newline and tab are allowed" : "") + ")");
+    if ((cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+      return Status::InvalidField(name, name + " must not contain bidirectional overrides or isolates "
+                                               "(U+202A-202E, U+2066-2069)");
+    visible = visible || IsVisible(cp);
+  }
+  if (count < rule.code_points_min || count > rule.code_points_max)
+    return Status::InvalidField(name, name + " must be " + std::to_string(rule.code_points_min) + "-" +
+                                          std::to_string(rule.code_points_max) + " characters");
+  if (count > 0 && !visible)
+    return Status::InvalidField(name, name + " must contain at least one visible character");
+  if (rule.trimmed && count > 0 && (!IsVisible(first) || !IsVisible(last)))
+    return Status::InvalidField(name, name + " must not begin or end with whitespace or an invisible character");
+  return Status::Ok();
 }
 
 size_t CountCodePoints(std::string_view s) {
@@ -34,18 +105,6 @@ size_t CountCodePoints(std::string_view s) {
   for (char ch : s)
     if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) ++count;
   return count;
-}
-
-bool HasControlCharacters(std::string_view s, bool allow_newlines) {
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == 0x7F) return true;
-    if (c < 0x20) {
-      if (allow_newlines && (c == '\n' || c == '\r' || c == '\t')) continue;
-      return true;
-    }
-  }
-  return false;
 }
 
 std::optional<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max) {

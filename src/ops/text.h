@@ -6,17 +6,45 @@
 #include <string>
 #include <string_view>
 
+#include "ops/status.h"
+
 namespace hotrow {
 
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool IsValidUtf8(std::string_view s);
 
+// The code point at s[*i], advancing *i past it; nullopt (and *i unmoved)
+// when the bytes there are not well-formed UTF-8.
+std::optional<uint32_t> NextCodePoint(std::string_view s, size_t* i);
+
+// `s` with each byte that is not part of well-formed UTF-8 replaced by
+// U+FFFD, so that text from the wire can be echoed in valid JSON.
+std::string ToValidUtf8(std::string_view s);
+
+// "Visible", defined once for every text field a user gives hotrow: a code
+// point outside the Unicode categories Cc, Cf, Z* (separators), Mn and Me
+// (combining marks) and unassigned code points. Categories come from ICU.
+bool IsVisible(uint32_t cp);
+
+// The rules of one user-supplied text field.
+struct TextRule {
+  std::string_view field;  // the name errors carry ("title")
+  size_t code_points_min = 1;
+  size_t code_points_max = 100;
+  bool multiline = false;  // newline (U+000A) and tab allowed; CR never is
+  bool trimmed = false;    // must not begin or end with an invisible code point
+};
+
+// invalid_field naming rule.field unless `value` is valid UTF-8 of
+// [min, max] code points with no C0/C1 control (but newline and tab when
+// multiline), no bidirectional override or isolate (U+202A-202E,
+// U+2066-2069; LRM/RLM stay, right-to-left text needs them), at least one
+// visible code point when non-empty, and (trimmed) nothing invisible at
+// either end.
+Status CheckUserText(std::string_view value, const TextRule& rule);
+
 // Unicode code points in `s`, which must be valid UTF-8.
 size_t CountCodePoints(std::string_view s);
-
-// True when `s` contains a C0 control character or DEL; with allow_newlines,
-// '\n', '\r' and '\t' are not counted.
-bool HasControlCharacters(std::string_view s, bool allow_newlines);
 
 // Parses a decimal id in [1, 2^63-1]; nullopt for anything else ("", "0",
 // "-1", "1e3", "01x", overflow).

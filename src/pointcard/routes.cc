@@ -54,7 +54,8 @@ void Pay(PointCardService& service, Request& req, Responder responder) {
   if (Status s = body->OnlyFields({"storeId", "amount"}); !s.ok()) return responder.Send(Error(s));
   auto store = body->Integer("storeId", 1, INT64_MAX);
   if (!store.ok()) return responder.Send(Error(store.status()));
-  auto amount = body->Integer("amount", INT64_MIN, INT64_MAX);
+  // The service's bound, not int64's, so that the message names it.
+  auto amount = body->Integer("amount", -kAmountAbsMax, kAmountAbsMax);
   if (!amount.ok()) return responder.Send(Error(amount.status()));
   Payment p{*card, *store, *amount, IdempotencyKey(req)};
   service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {

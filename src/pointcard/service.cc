@@ -35,13 +35,15 @@ void PointCardService::GetCard(int64_t card_id, Callback<Result<Card>> done) {
 void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                                std::function<void(Result<HistoryPage>)> done) {
   if (limit < 1 || limit > kHistoryLimitMax)
-    return done(Status::InvalidField("limit", "limit must be an integer from 1 to 100"));
+    return done(Status::InvalidField("limit", "limit must be an integer from 1 to " + std::to_string(kHistoryLimitMax)));
   store_.History(card_id, limit, before_us, std::move(done));
 }
 
 void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
   if (p.amount == 0 || p.amount < -kAmountAbsMax || p.amount > kAmountAbsMax)
-    return done(Status::InvalidField("amount", "amount must be a non-zero integer from -1000000 to 1000000"));
+    return done(Status::InvalidField("amount", "amount must be a non-zero integer from " +
+                                                   std::to_string(-kAmountAbsMax) + " to " +
+                                                   std::to_string(kAmountAbsMax)));
   if (!store_region_.count(p.store_id)) return done(Status::NotFound("no store with id " + std::to_string(p.store_id)));
   if (p.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
@@ -56,7 +58,9 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
 
 void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutcome>)> done) {
   if (r.rate_percent < kRatePercentMin || r.rate_percent > kRatePercentMax)
-    return done(Status::InvalidField("ratePercent", "ratePercent must be an integer from 1 to 100"));
+    return done(Status::InvalidField("ratePercent", "ratePercent must be an integer from " +
+                                                        std::to_string(kRatePercentMin) + " to " +
+                                                        std::to_string(kRatePercentMax)));
   if (r.from_us >= r.to_us) return done(Status::InvalidField("to", "the period must have from < to"));
   if (r.to_us > NowUs()) return done(Status::InvalidField("to", "the period must have ended: to must not be in the future"));
   if (r.idempotency_key) {

@@ -62,14 +62,14 @@ TEST_F(RouterTest, WrongMethodIs405WithAllow) {
   EXPECT_EQ(r.status, 405);
   ASSERT_EQ(r.headers.size(), 1u);
   EXPECT_EQ(r.headers[0].first, "Allow");
-  EXPECT_EQ(r.headers[0].second, "POST");
+  EXPECT_EQ(r.headers[0].second, "POST, OPTIONS");
   Response r2 = Call(Method::kPost, "/datePlan/7");
   EXPECT_EQ(r2.status, 405);
-  EXPECT_EQ(r2.headers[0].second, "GET, PUT, DELETE");
+  EXPECT_EQ(r2.headers[0].second, "GET, HEAD, PUT, DELETE, OPTIONS");
   // The fixed path decides alone: PUT /datePlan/ranking is not a PUT of id "ranking".
   Response r3 = Call(Method::kPut, "/datePlan/ranking");
   EXPECT_EQ(r3.status, 405);
-  EXPECT_EQ(r3.headers[0].second, "GET");
+  EXPECT_EQ(r3.headers[0].second, "GET, HEAD, OPTIONS");
 }
 
 TEST_F(RouterTest, UnknownPathIs404) {

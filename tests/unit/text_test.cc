@@ -24,12 +24,39 @@ TEST(Text, CountsCodePointsNotBytes) {
   EXPECT_EQ(CountCodePoints("🍛a"), 2u);
 }
 
-TEST(Text, ControlCharacters) {
-  EXPECT_TRUE(HasControlCharacters("a\x01", true));
-  EXPECT_TRUE(HasControlCharacters("a\n", false));
-  EXPECT_FALSE(HasControlCharacters("a\n\tb", true));
-  EXPECT_TRUE(HasControlCharacters(std::string_view("a\0b", 3), true));
-  EXPECT_TRUE(HasControlCharacters("\x7f", true));
+// The one definition of acceptable user text (issue 9, item 19): every
+// case here was stored before CheckUserText.
+TEST(Text, UserTextRules) {
+  const TextRule title{.field = "title", .code_points_max = 100};
+  const TextRule content{.field = "content", .code_points_min = 0, .code_points_max = 2000, .multiline = true};
+  const TextRule category{.field = "category", .code_points_max = 50, .trimmed = true};
+  EXPECT_TRUE(CheckUserText("水族館に行く", title).ok());
+  EXPECT_TRUE(CheckUserText("שלום\u200F עולם", title).ok()) << "RLM stays: right-to-left text needs it";
+  EXPECT_TRUE(CheckUserText("line one\nline two\tend", content).ok());
+  EXPECT_TRUE(CheckUserText("", content).ok());
+  EXPECT_TRUE(CheckUserText("e\u0301", title).ok()) << "a combining mark after a letter";
+  for (std::string bad : {std::string("a\x01"), std::string("a\nb"), std::string("\x7f"), std::string("a\u0085b"),
+                          std::string("   "), std::string("\ufeff"), std::string("\u200b\u200b"),
+                          std::string("\u0301"), std::string("abc\u202Edef"), std::string("x\u2066y"),
+                          std::string("a\0b", 3), std::string("\xff")}) {
+    Status s = CheckUserText(bad, title);
+    EXPECT_FALSE(s.ok()) << "accepted: " << bad;
+    EXPECT_EQ(s.field(), "title");
+  }
+  EXPECT_FALSE(CheckUserText("a\rb", content).ok()) << "CR is not a newline here";
+  EXPECT_FALSE(CheckUserText("   ", content).ok()) << "non-empty content must show something";
+  EXPECT_TRUE(CheckUserText("Indoor", category).ok());
+  EXPECT_TRUE(CheckUserText("Day trip", category).ok());
+  for (std::string bad : {"Indoor ", " Indoor", "Indoor\u3000", "\u200bIndoor"})
+    EXPECT_FALSE(CheckUserText(bad, category).ok()) << bad;
+  EXPECT_NE(CheckUserText(std::string(101, 'a'), title).message().find("1-100"), std::string::npos);
+}
+
+TEST(Text, InvalidUtf8IsReplacedForOutput) {
+  EXPECT_EQ(ToValidUtf8("ok"), "ok");
+  EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\uFFFD" "b");
+  EXPECT_EQ(ToValidUtf8("\xE3\x81"), "\uFFFD\uFFFD");
+  EXPECT_TRUE(IsValidUtf8(ToValidUtf8("\xC0\xAF/\xED\xA0\x80")));
 }
 
 TEST(Text, PositiveIds) {
@@ -48,6 +75,12 @@ TEST(Query, DecodesPercentAndPlus) {
   EXPECT_FALSE(q->Get("missing").has_value());
   EXPECT_EQ(q->Int("limit", 10, 1, 100).value(), 5);
   EXPECT_EQ(q->Int("absent", 10, 1, 100).value(), 10);
+}
+
+TEST(Query, ARepeatedParameterIsRefusedNamingIt) {
+  auto q = http::Query::Parse("limit=5&limit=6");
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().field(), "limit");
 }
 
 TEST(Query, RejectsBadEscapesAndRanges) {
