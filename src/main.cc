@@ -1,7 +1,10 @@
 // hotrow: one binary, several subcommands. `hotrow --help` lists them and
-// `hotrow <command> --help` explains each; every flag has an environment
-// variable twin (shown in the help).
+// `hotrow <command> --help` explains each; the flags of `serve`, and those
+// naming a store or a secret elsewhere, have environment-variable twins
+// (shown in the help).
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "cmd/commands.h"
 #include "ops/log.h"
@@ -10,6 +13,7 @@ int main(int argc, char** argv) {
   hotrow::log::Init();
   CLI::App app{"hotrow: an HTTP API server for hot-row workloads (date plans, leaderboard, point card)"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hotrow ") + HOTROW_VERSION + " (commit " + HOTROW_COMMIT + ")");
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
 
   hotrow::cmd::ServeFlags serve_flags;
@@ -23,6 +27,21 @@ int main(int argc, char** argv) {
   CLI::App* grant = hotrow::cmd::AddGrant(app, grant_flags);
   CLI::App* simulate = hotrow::cmd::AddSimulate(app, simulate_flags);
 
+  // A first word that is no command: say so and list the commands (CLI11
+  // alone would say only that the argument was not expected).
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "hotrow: unknown command '%s'; the commands are %s (hotrow --help)\n", argv[1],
+                   names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

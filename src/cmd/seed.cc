@@ -172,11 +172,12 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
     return 1;
   }
   if (*existing > 0 && f.if_empty) {
-    log::Info("Redis at {} already holds {} player(s); nothing to do", f.redis, *existing);
+    log::Info("Redis at {} already holds {} player(s); nothing to do", db::RedactUrl(f.redis), *existing);
     return 0;
   }
   if (*existing > 0 && !f.replace) {
-    log::Error("Redis at {} already holds {} player(s); pass --replace or --if-empty", f.redis, *existing);
+    log::Error("Redis at {} already holds {} player(s); pass --replace or --if-empty", db::RedactUrl(f.redis),
+               *existing);
     return 1;
   }
   if (*existing > 0) (void)(*store)->Clear();
@@ -202,7 +203,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
     return 1;
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  log::Info("seeded {} player(s) into Redis at {} in {} ms", f.clients, f.redis, ms);
+  log::Info("seeded {} player(s) into Redis at {} in {} ms", f.clients, db::RedactUrl(f.redis), ms);
   return 0;
 }
 
@@ -237,7 +238,7 @@ int SeedPostgres(const SeedFlags& f, const std::string& url) {
     return 1;
   }
   if (existing->Int(0, 0) > 0 && f.if_empty) {
-    log::Info("{} already holds {} row(s) in {}; nothing to do", url, existing->Int(0, 0), t.table);
+    log::Info("{} already holds {} row(s) in {}; nothing to do", db::RedactUrl(url), existing->Int(0, 0), t.table);
     return 0;
   }
   if (existing->Int(0, 0) > 0 && f.replace) {

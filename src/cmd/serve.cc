@@ -192,7 +192,7 @@ bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
   std::unique_ptr<leaderboard::RedisLeaderboardStore> store;
   if (!Take(leaderboard::RedisLeaderboardStore::Open(f.redis, options), &store, "leaderboard")) return false;
   auto count = store->Count();
-  log::Info("leaderboard: on Redis at {} ({} player(s))", f.redis, count.ok() ? *count : -1);
+  log::Info("leaderboard: on Redis at {} ({} player(s))", db::RedactUrl(f.redis), count.ok() ? *count : -1);
   b.board = std::move(store);
   return true;
 }

@@ -64,7 +64,7 @@ CLI::App* AddSimulate(CLI::App& app, SimulateFlags& f) {
   p->add_option("--seed", f.seed, "Random seed for the generated data")->capture_default_str();
   p->add_option("--grant-interval", f.grant_interval, "Wait between grants")->capture_default_str();
   p->add_option("--rate-percent", f.rate_percent, "The grants' rate")->check(CLI::Range(1, 100))->capture_default_str();
-  p->add_option("--url", f.url, "Drive a running server over HTTP instead (http://host:port)");
+  p->add_option("--url", f.url, "Drive a running server over HTTP instead (http://host:port)")->envname("HOTROW_URL");
   p->add_option("--admin-token", f.admin_token, "The server's admin token (with --url)")->envname("HOTROW_ADMIN_TOKEN");
   p->add_option("--work-dir", f.work_dir, "Where the run databases live")->capture_default_str();
   p->add_option("--out", f.out, "Where to write simulation.json, .svg and .html")->capture_default_str();

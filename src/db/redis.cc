@@ -1,4 +1,5 @@
 #include "db/redis.h"
+#include "db/store_url.h"
 
 #include <hiredis/hiredis.h>
 #include <signal.h>
@@ -15,7 +16,7 @@ namespace hotrow::db {
 Result<RedisUrl> ParseRedisUrl(const std::string& url) {
   constexpr std::string_view kScheme = "redis://";
   if (url.rfind(kScheme, 0) != 0)
-    return Status::InvalidField("redis", "--redis must look like redis://host:port, not '" + url + "'");
+    return Status::InvalidField("redis", "--redis must look like redis://host:port, not '" + RedactUrl(url) + "'");
   RedisUrl out;
   std::string rest = url.substr(kScheme.size());
   if (auto at = rest.rfind('@'); at != std::string::npos) {
@@ -30,7 +31,7 @@ Result<RedisUrl> ParseRedisUrl(const std::string& url) {
       try {
         out.database = std::stoi(db);
       } catch (...) {
-        return Status::InvalidField("redis", "the database in " + url + " must be a number");
+        return Status::InvalidField("redis", "the database in " + RedactUrl(url) + " must be a number");
       }
     }
   }
@@ -38,7 +39,7 @@ Result<RedisUrl> ParseRedisUrl(const std::string& url) {
     try {
       out.port = std::stoi(rest.substr(colon + 1));
     } catch (...) {
-      return Status::InvalidField("redis", "the port in " + url + " must be a number");
+      return Status::InvalidField("redis", "the port in " + RedactUrl(url) + " must be a number");
     }
     rest = rest.substr(0, colon);
   }
@@ -132,7 +133,7 @@ Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const std::string& url
   std::unique_ptr<RedisClient> client(new RedisClient(*url, options));
   std::string error;
   client->ctx_ = Open(*url, options.timeout_ms, &error);
-  if (!client->ctx_) return Status::Unavailable("cannot connect to Redis at " + url_text + ": " + error);
+  if (!client->ctx_) return Status::Unavailable("cannot connect to Redis at " + RedactUrl(url_text) + ": " + error);
   client->thread_ = std::thread([c = client.get()] { c->Loop(); });
   return client;
 }

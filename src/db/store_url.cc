@@ -16,7 +16,27 @@ Result<StoreUrl> ParseStoreUrl(const std::string& url) {
     out.postgres_url = url;
     return out;
   }
-  return Status::InvalidField("db", "--db must be sqlite:PATH or postgresql://user@host:port/dbname, not '" + url + "'");
+  return Status::InvalidField("db", "--db must be sqlite:PATH or postgresql://user@host:port/dbname, not '" +
+                                        RedactUrl(url) + "'");
+}
+
+std::string RedactUrl(std::string_view url) {
+  std::string out(url);
+  size_t scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    size_t authority = scheme + 3;
+    size_t end = out.find_first_of("/?#", authority);
+    size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
+    if (at != std::string::npos && at >= authority) {
+      size_t colon = out.find(':', authority);
+      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
+    size_t value = p + 9, end = out.find('&', value);
+    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
+  }
+  return out;
 }
 
 }  // namespace hotrow::db

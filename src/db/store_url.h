@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "ops/status.h"
 
@@ -16,5 +17,12 @@ struct StoreUrl {
 };
 
 Result<StoreUrl> ParseStoreUrl(const std::string& url);
+
+// `url` for a log line or a message: the user-info's password is replaced
+// by "***" ("redis://:s3cret@h:6379" -> "redis://:***@h:6379",
+// "postgresql://u:pw@h/db" -> "postgresql://u:***@h/db"), and a
+// "password=" query parameter likewise. Every URL hotrow prints goes
+// through it.
+std::string RedactUrl(std::string_view url);
 
 }  // namespace hotrow::db

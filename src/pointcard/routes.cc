@@ -60,7 +60,11 @@ void Pay(PointCardService& service, Request& req, Responder responder) {
   Payment p{*card, *store, *amount, IdempotencyKey(req)};
   service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
-    if (r->refused) return responder.Send(Error(InsufficientBalance(*r)));
+    if (r->refused) {
+      Response refused = Error(InsufficientBalance(*r));
+      if (r->replayed) refused.AddHeader("Idempotent-Replayed", "true");
+      return responder.Send(std::move(refused));
+    }
     Response res = http::ResponseWithBody(std::move(body), 201);
     res.body.reserve(128);
     JsonWriter w(res.body);

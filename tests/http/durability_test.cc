@@ -122,6 +122,34 @@ TEST(Cli, HelpAndBadFlags) {
   EXPECT_NE(RunHotrow({}).exit_code, 0);
 }
 
+TEST(Cli, VersionAndUnknownCommand) {
+  auto version = RunHotrow({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.output.find("hotrow 0."), std::string::npos) << version.output;
+  EXPECT_NE(version.output.find("commit "), std::string::npos) << version.output;
+  auto unknown = RunHotrow({"serv"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("unknown command 'serv'"), std::string::npos) << unknown.output;
+  EXPECT_NE(unknown.output.find("serve, seed, check, grant, simulate"), std::string::npos) << unknown.output;
+}
+
+// No password reaches a log line or a message (issue 9, item 11).
+TEST(Cli, UrlPasswordsAreNeverPrinted) {
+  auto seed = RunHotrow({"seed", "leaderboard", "--clients", "1", "--redis", "redis://:topsecret@127.0.0.1:1"});
+  EXPECT_NE(seed.exit_code, 0);
+  EXPECT_EQ(seed.output.find("topsecret"), std::string::npos) << seed.output;
+  auto bad = RunHotrow({"serve", "--port", "0", "--db", "mysql://u:topsecret@h/db"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(bad.output.find("topsecret"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("mysql://u:***@h/db"), std::string::npos) << bad.output;
+  TempDir dir;
+  auto serve = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--redis",
+                          "redis://:topsecret@127.0.0.1:1"},
+                         std::chrono::seconds(30));
+  EXPECT_NE(serve.exit_code, 0);
+  EXPECT_EQ(serve.output.find("topsecret"), std::string::npos) << serve.output;
+}
+
 }  // namespace
 }  // namespace hotrow::testing
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "db/store_url.h"
 #include "http/query.h"
 
 namespace hotrow {
@@ -57,6 +58,14 @@ TEST(Text, InvalidUtf8IsReplacedForOutput) {
   EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\uFFFD" "b");
   EXPECT_EQ(ToValidUtf8("\xE3\x81"), "\uFFFD\uFFFD");
   EXPECT_TRUE(IsValidUtf8(ToValidUtf8("\xC0\xAF/\xED\xA0\x80")));
+}
+
+TEST(Text, UrlsAreRedacted) {
+  EXPECT_EQ(db::RedactUrl("redis://:s3cret@h:6379"), "redis://:***@h:6379");
+  EXPECT_EQ(db::RedactUrl("postgresql://u:pw@h:5432/db"), "postgresql://u:***@h:5432/db");
+  EXPECT_EQ(db::RedactUrl("postgresql://u@h/db"), "postgresql://u@h/db");
+  EXPECT_EQ(db::RedactUrl("postgresql://h/db?user=u&password=pw&x=1"), "postgresql://h/db?user=u&password=***&x=1");
+  EXPECT_EQ(db::RedactUrl("redis://h:6379"), "redis://h:6379");
 }
 
 TEST(Text, PositiveIds) {
