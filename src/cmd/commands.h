@@ -53,6 +53,7 @@ struct GrantFlags {
   int rate_percent = 1;
   std::string admin_token;
   std::string idempotency_key;
+  bool allow_overlap = false;
 };
 CLI::App* AddGrant(CLI::App& app, GrantFlags& flags);
 int RunGrant(const GrantFlags& flags);

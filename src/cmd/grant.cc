@@ -18,6 +18,8 @@ CLI::App* AddGrant(CLI::App& app, GrantFlags& f) {
       ->capture_default_str();
   c->add_option("--admin-token", f.admin_token, "The server's admin token")->envname("HOTROW_ADMIN_TOKEN");
   c->add_option("--idempotency-key", f.idempotency_key, "Makes a retry safe: the same key runs the grant once");
+  c->add_flag("--allow-overlap", f.allow_overlap,
+              "Grant even when the period overlaps an earlier grant's (else 409 period_already_granted)");
   return c;
 }
 
@@ -34,6 +36,10 @@ int RunGrant(const GrantFlags& f) {
   w.Field("from", f.from);
   w.Field("to", f.to);
   w.Field("ratePercent", f.rate_percent);
+  if (f.allow_overlap) {
+    w.Key("allowOverlap");
+    w.Bool(true);
+  }
   w.EndObject();
   http::Headers headers;
   if (!f.admin_token.empty()) headers.emplace_back("Authorization", "Bearer " + f.admin_token);

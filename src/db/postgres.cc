@@ -48,6 +48,10 @@ std::string Rows::Bytes(int row, int col) const {
 
 namespace {
 
+// One map from a PostgreSQL failure to hotrow's codes (docs/api.md,
+// "Which errors are definite"). The client's message says what kind of
+// failure it was; the server's text and the statement go into the detail,
+// which is logged, never sent.
 Status ErrorOf(PGconn* conn, const PGresult* r, std::string_view context) {
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   std::string message = r ? PQresultErrorMessage(r) : PQerrorMessage(conn);
@@ -56,11 +60,21 @@ Status ErrorOf(PGconn* conn, const PGresult* r, std::string_view context) {
   std::string text = "SQLSTATE " + std::string(state ? state : "?????") + ": " + message;
   if (detail && message.find(detail) == std::string::npos) text += " DETAIL: " + std::string(detail);
   if (!context.empty()) text += " (" + std::string(context.substr(0, 120)) + ")";
-  if (PQstatus(conn) != CONNECTION_OK) return Status::Unavailable("PostgreSQL connection lost: " + text);
   std::string_view s = state ? state : "";
-  if (s == "53300") return Status::Unavailable(text);  // too_many_connections
-  if (s.substr(0, 2) == "23") return Status::Conflict(text);
-  return Status::Internal(text);
+  std::string_view cls = s.substr(0, 2);
+  auto typed = [&](Status st) { return std::move(st).WithDetail(text).WithSqlState(s); };
+  if (PQstatus(conn) != CONNECTION_OK)
+    return typed(Status::Unavailable("the database connection was lost; the outcome of a write is unknown"));
+  if (cls == "08" || s == "57P01" || s == "57P02" || s == "57P03" || cls == "53")
+    return typed(Status::Unavailable("the database is unavailable (shutting down, restarting or out of resources)"));
+  if (s == "25006") return typed(Status::Unavailable("the database is read-only (a replica); nothing was written"));
+  if (s == "40001" || s == "40P01")
+    return typed(Status::Unavailable("a conflict with concurrent requests; nothing was written, retry"));
+  if (s == "57014" || s == "55P03")
+    return typed(Status::Unavailable("the database did not answer in time; nothing was written"));
+  if (cls == "22") return typed(Status::BadRequest("a value in the request is out of the range the store can hold"));
+  if (cls == "23") return typed(Status::Conflict("the change conflicts with the data's constraints"));
+  return typed(Status::Internal("unexpected database error"));
 }
 
 bool ResultOk(const PGresult* r) {
@@ -179,12 +193,7 @@ Result<std::vector<Rows>> Connection::Pipeline(const std::vector<Statement>& sta
   return out;
 }
 
-std::string_view SqlState(const Status& status) {
-  const std::string& m = status.message();
-  size_t at = m.find("SQLSTATE ");
-  if (at == std::string::npos || m.size() < at + 14) return {};
-  return std::string_view(m).substr(at + 9, 5);
-}
+std::string_view SqlState(const Status& status) { return status.sqlstate(); }
 
 bool IsRetryable(const Status& status) {
   auto s = SqlState(status);

@@ -99,8 +99,8 @@ class Connection {
   pg_conn* conn_;
 };
 
-// The SQLSTATE of a failed statement, kept in the Status message as
-// "SQLSTATE xxxxx: ...". Empty when the status carries none.
+// The SQLSTATE of a failed statement (Status::sqlstate()). Empty when the
+// status carries none.
 std::string_view SqlState(const Status& status);
 // 40001 (serialization_failure) or 40P01 (deadlock_detected): retry.
 bool IsRetryable(const Status& status);

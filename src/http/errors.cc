@@ -2,6 +2,10 @@
 
 #include "http/json.h"
 
+#include <random>
+
+#include "ops/log.h"
+
 namespace hotrow::http {
 
 int HttpStatusFor(ErrorCode code) {
@@ -29,9 +33,26 @@ int HttpStatusFor(ErrorCode code) {
   return 500;
 }
 
+std::string NewRequestId() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  char id[17];
+  snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(random()));
+  return id;
+}
+
 Response ErrorResponse(const Status& status) {
   Response r;
   r.status = HttpStatusFor(status.code());
+  // A failure of the server's own (500), or one with details only the log
+  // may see, is logged under an id that the body carries, so an operator
+  // can find it. A plain 503 (a full queue) is not logged: under overload
+  // that would be a line per request.
+  std::string request_id;
+  if (r.status == 500 || !status.detail().empty()) {
+    request_id = NewRequestId();
+    if (r.status == 500) log::Error("request {}: {}", request_id, status.ToString());
+    else log::Warn("request {}: {}", request_id, status.ToString());
+  }
   JsonWriter w(r.body);
   w.StartObject();
   w.Key("error");
@@ -39,11 +60,14 @@ Response ErrorResponse(const Status& status) {
   w.Key("code");
   w.String(ErrorCodeName(status.code()));
   w.Key("message");
-  w.String(status.message());
+  // A 500's own message may quote a statement or a backend's words: the
+  // client gets the kind of failure and the id, the log gets the rest.
+  w.String(status.code() == ErrorCode::kInternal ? std::string_view("internal error") : status.message());
   if (!status.field().empty()) {
     w.Key("field");
     w.String(status.field());
   }
+  if (!request_id.empty()) w.Field("requestId", request_id);
   w.EndObject();
   w.EndObject();
   if (r.status == 503) r.AddHeader("Retry-After", std::to_string(kRetryAfterSeconds));

@@ -11,7 +11,9 @@ namespace hotrow::http {
 int HttpStatusFor(ErrorCode code);
 
 // A complete error response for a non-OK status, with the headers its status
-// calls for (Retry-After on 503, WWW-Authenticate on 401).
+// calls for (Retry-After on 503, WWW-Authenticate on 401). A 500, or a
+// status with a detail(), is logged with a fresh request id that the body
+// carries as "requestId"; a 500's message is always "internal error".
 Response ErrorResponse(const Status& status);
 
 // Seconds a client should wait after a 503 before retrying.

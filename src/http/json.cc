@@ -39,7 +39,7 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
     return true;
   }
   bool Null() { return Value(JsonObject::Kind::kNull); }
-  bool Bool(bool) { return Value(JsonObject::Kind::kBool); }
+  bool Bool(bool b) { return b ? Value(JsonObject::Kind::kBool, "true", 4) : Value(JsonObject::Kind::kBool, "false", 5); }
   bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
     return Value(JsonObject::Kind::kNumber, s, n);
   }
@@ -147,6 +147,14 @@ Result<int64_t> JsonObject::Integer(std::string_view name, int64_t min, int64_t 
     return Status::InvalidField(f->name, f->name + " must be an integer");
   if (v < min || v > max) return range();
   return v;
+}
+
+Result<bool> JsonObject::OptionalBool(std::string_view name, bool fallback) const {
+  const Field* f = Find(name);
+  if (!f) return fallback;
+  if (f->kind != Kind::kBool)
+    return Status::InvalidField(f->name, f->name + " must be true or false, not " + std::string(JsonKindName(f->kind)));
+  return f->text == "true";
 }
 
 Result<double> JsonObject::Number(std::string_view name) const {

@@ -95,6 +95,9 @@ class JsonObject {
   Result<std::string> String(std::string_view name) const;
   // A required integer field: a JSON integer literal within [min, max].
   Result<int64_t> Integer(std::string_view name, int64_t min, int64_t max) const;
+  // An optional boolean field: `fallback` when absent, invalid_field when
+  // present and not true or false.
+  Result<bool> OptionalBool(std::string_view name, bool fallback) const;
   // A required number field, as a double (for reading answers, not input).
   Result<double> Number(std::string_view name) const;
 

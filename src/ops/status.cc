@@ -37,6 +37,11 @@ std::string Status::ToString() const {
     s += field_;
     s += ")";
   }
+  if (!detail_.empty()) {
+    s += " [";
+    s += detail_;
+    s += "]";
+  }
   return s;
 }
 

@@ -56,6 +56,22 @@ class [[nodiscard]] Status {
   // The one field at fault, or empty.
   const std::string& field() const { return field_; }
 
+  // What an operator needs and a client must not see (a backend's message,
+  // the statement it was running): logged with the request id when the
+  // error is answered, never put in a response body.
+  const std::string& detail() const { return detail_; }
+  Status&& WithDetail(std::string detail) && {
+    detail_ = std::move(detail);
+    return std::move(*this);
+  }
+  // The SQLSTATE of a PostgreSQL error ("40001"), or empty: a field, so
+  // that callers never parse it back out of text.
+  std::string_view sqlstate() const { return std::string_view(sqlstate_, sqlstate_[0] ? 5 : 0); }
+  Status&& WithSqlState(std::string_view state) && {
+    for (size_t i = 0; i < 5; ++i) sqlstate_[i] = i < state.size() ? state[i] : '\0';
+    return std::move(*this);
+  }
+
   // Convenience constructors, one per code that is built often.
   static Status BadRequest(std::string m) { return {ErrorCode::kBadRequest, std::move(m)}; }
   static Status InvalidField(std::string field, std::string m) {
@@ -75,6 +91,8 @@ class [[nodiscard]] Status {
   ErrorCode code_ = ErrorCode::kOk;
   std::string message_;
   std::string field_;
+  std::string detail_;
+  char sqlstate_[6] = {};
 };
 
 // A value or the Status that explains why there is none.

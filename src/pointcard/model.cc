@@ -108,4 +108,16 @@ const std::vector<Region>& Prefectures() {
   return kRegions;
 }
 
+Status PeriodAlreadyGranted(int64_t grant_id, int64_t from_us, int64_t to_us) {
+  char from[kTimeTextMax], to[kTimeTextMax];
+  return {ErrorCode::kPeriodAlreadyGranted,
+          "the period overlaps grant " + std::to_string(grant_id) + " of [" +
+              std::string(from, FormatTimeTo(from_us, from)) + ", " + std::string(to, FormatTimeTo(to_us, to)) +
+              "); send \"allowOverlap\": true to grant it again"};
+}
+
+Status PeriodNotEnded() {
+  return Status::InvalidField("to", "the period must have ended: to must not be in the future");
+}
+
 }  // namespace hotrow::pointcard

@@ -22,6 +22,10 @@ namespace hotrow::pointcard {
 
 inline constexpr int64_t kAmountAbsMax = 1000000;
 inline constexpr int64_t kHistoryLimitMax = 100;
+// A history cursor past 9999-12-31T23:59:59.999999Z is that instant: every
+// backend can hold it (PostgreSQL's timestamps end in 294276, int64
+// microseconds in 294247), so a huge cursor is the first page, not an error.
+inline constexpr int64_t kHistoryCursorMaxUs = 253402300799999999;
 inline constexpr int64_t kHistoryLimitDefault = 20;
 inline constexpr size_t kIdempotencyKeyLengthMax = 200;
 // Idempotency keys are kept at least 24 h; they are purged after this.
@@ -88,7 +92,17 @@ struct GrantRequest {
   int64_t to_us = 0;
   int64_t rate_percent = 0;
   std::optional<std::string> idempotency_key;
+  // Grant a period that overlaps an earlier successful grant's. Without it
+  // such a grant is refused with period_already_granted (a second grant of
+  // a period without a key would double the bonus); the reference's
+  // experiment grants one period every 10 s and sets it.
+  bool allow_overlap = false;
 };
+
+// period_already_granted, naming the earlier grant.
+Status PeriodAlreadyGranted(int64_t grant_id, int64_t from_us, int64_t to_us);
+// invalid_field "to" for a period that has not ended by the store's clock.
+Status PeriodNotEnded();
 
 struct GrantOutcome {
   int64_t grant_id = 0;

@@ -141,7 +141,12 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
     -- The grant, set-based: sum the period's charges per card, then one
     -- UPDATE ... FROM and one INSERT ... SELECT. outcome: 'ok', 'replayed',
     -- 'mismatch'.
-    CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text)
+    DROP FUNCTION IF EXISTS hotrow_grant(bigint, bigint, int, text, text);
+    -- Outcomes: ok, replayed, mismatch; 'future' (the period has not ended
+    -- by the database's clock); 'overlap' (grant_id names the earlier grant,
+    -- cards and points carry its period's bounds in microseconds).
+    CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
+                                            p_allow_overlap boolean)
     RETURNS TABLE (outcome text, grant_id bigint, cards bigint, points bigint, query_ms double precision,
                    update_ms double precision, commit_ms double precision) LANGUAGE plpgsql AS $$
     DECLARE
@@ -163,6 +168,21 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
           ELSE
             RETURN QUERY SELECT 'replayed'::text, g.GRANT_ID, g.CARDS, g.POINTS, g.QUERY_MS, g.UPDATE_MS, g.COMMIT_MS;
           END IF;
+          RETURN;
+        END IF;
+      END IF;
+      -- After LOCK TABLE S_ACCOUNT (the caller's): no other grant runs now.
+      IF hotrow_ts(p_to) > clock_timestamp() AT TIME ZONE 'UTC' THEN
+        RETURN QUERY SELECT 'future'::text, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+                            NULL::double precision, NULL::double precision;
+        RETURN;
+      END IF;
+      IF NOT p_allow_overlap THEN
+        SELECT * INTO g FROM P_GRANT WHERE FROM_TIME < hotrow_ts(p_to) AND TO_TIME > hotrow_ts(p_from)
+          ORDER BY GRANT_ID LIMIT 1;
+        IF FOUND THEN
+          RETURN QUERY SELECT 'overlap'::text, g.GRANT_ID, hotrow_us(g.FROM_TIME), hotrow_us(g.TO_TIME),
+                              NULL::double precision, NULL::double precision, NULL::double precision;
           RETURN;
         END IF;
       END IF;
@@ -371,7 +391,8 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
     if (!c.ok()) return finish(c.status());
     std::vector<pg::Param> params = {std::to_string(r.from_us), std::to_string(r.to_us),
                                      std::to_string(r.rate_percent),
-                                     r.idempotency_key ? pg::Param(*r.idempotency_key) : pg::Param(), fp};
+                                     r.idempotency_key ? pg::Param(*r.idempotency_key) : pg::Param(), fp,
+                                     r.allow_overlap ? "true" : "false"};
     Result<GrantOutcome> outcome = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
       if (attempt > 0) Backoff(attempt);
@@ -379,7 +400,7 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
       // to time it.
       auto results = (*c)->Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
                                      {"LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE", {}},
-                                     {"SELECT * FROM hotrow_grant($1, $2, $3, $4, $5)", params}});
+                                     {"SELECT * FROM hotrow_grant($1, $2, $3, $4, $5, $6)", params}});
       Status s = results.status();
       auto commit_start = std::chrono::steady_clock::now();
       if (s.ok()) s = (*c)->Exec("COMMIT");
@@ -393,6 +414,14 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
       }
       const pg::Rows& rows = (*results)[2];
       std::string_view what = rows.Text(0, 0);
+      if (what == "future") {
+        outcome = PeriodNotEnded();
+        break;
+      }
+      if (what == "overlap") {
+        outcome = PeriodAlreadyGranted(rows.Int(0, 1), rows.Int(0, 2), rows.Int(0, 3));
+        break;
+      }
       if (what == "mismatch") {
         outcome = Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant",
                          "Idempotency-Key");

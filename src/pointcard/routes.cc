@@ -179,14 +179,17 @@ void Grant(PointCardService& service, const AdminAuth& admin, const Request& req
   if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
-  if (Status s = body->OnlyFields({"from", "to", "ratePercent"}); !s.ok()) return responder.Send(Error(s));
+  if (Status s = body->OnlyFields({"from", "to", "ratePercent", "allowOverlap"}); !s.ok())
+    return responder.Send(Error(s));
   auto from = TimeField(*body, "from");
   if (!from.ok()) return responder.Send(Error(from.status()));
   auto to = TimeField(*body, "to");
   if (!to.ok()) return responder.Send(Error(to.status()));
   auto rate = body->Integer("ratePercent", kRatePercentMin, kRatePercentMax);
   if (!rate.ok()) return responder.Send(Error(rate.status()));
-  GrantRequest g{*from, *to, *rate, IdempotencyKey(req)};
+  auto allow_overlap = body->OptionalBool("allowOverlap", false);
+  if (!allow_overlap.ok()) return responder.Send(Error(allow_overlap.status()));
+  GrantRequest g{*from, *to, *rate, IdempotencyKey(req), *allow_overlap};
   service.Grant(std::move(g), [responder](Result<GrantOutcome> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res;

@@ -36,6 +36,7 @@ void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int
                                std::function<void(Result<HistoryPage>)> done) {
   if (limit < 1 || limit > kHistoryLimitMax)
     return done(Status::InvalidField("limit", "limit must be an integer from 1 to " + std::to_string(kHistoryLimitMax)));
+  if (before_us && *before_us > kHistoryCursorMaxUs) before_us = kHistoryCursorMaxUs;
   store_.History(card_id, limit, before_us, std::move(done));
 }
 
@@ -62,12 +63,16 @@ void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutc
                                                         std::to_string(kRatePercentMin) + " to " +
                                                         std::to_string(kRatePercentMax)));
   if (r.from_us >= r.to_us) return done(Status::InvalidField("to", "the period must have from < to"));
-  if (r.to_us > NowUs()) return done(Status::InvalidField("to", "the period must have ended: to must not be in the future"));
+  // Whether the period has ended is decided by the store, inside the
+  // grant's transaction, on the clock that stamps payments (the database's
+  // on PostgreSQL): an application host whose clock runs ahead must not
+  // grant a period that payments are still entering.
   if (r.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*r.idempotency_key); !s.ok()) return done(s);
   }
   std::string fingerprint = "grant from=" + std::to_string(r.from_us) + " to=" + std::to_string(r.to_us) +
-                            " rate=" + std::to_string(r.rate_percent);
+                            " rate=" + std::to_string(r.rate_percent) +
+                            (r.allow_overlap ? " overlap=allowed" : "");
   store_.Grant(std::move(r), std::move(fingerprint), std::move(done));
 }
 

@@ -82,7 +82,7 @@ class InProcessClient final : public SimClient {
     return Wait<PaymentOutcome>([&](auto done) { s_.Pay(Payment{card, store, amount, std::nullopt}, done); });
   }
   Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) override {
-    return Wait<GrantOutcome>([&](auto done) { s_.Grant(GrantRequest{from, to, rate, std::nullopt}, done); });
+    return Wait<GrantOutcome>([&](auto done) { s_.Grant(GrantRequest{from, to, rate, std::nullopt, true}, done); });
   }
 
  private:
@@ -124,7 +124,7 @@ class HttpSimClient final : public SimClient {
   }
   Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) override {
     std::string body = "{\"from\":\"" + FormatTime(from) + "\",\"to\":\"" + FormatTime(to) +
-                       "\",\"ratePercent\":" + std::to_string(rate) + "}";
+                       "\",\"ratePercent\":" + std::to_string(rate) + ",\"allowOverlap\":true}";
     auto r = Call("POST", "/api/v1/grants", body, {{"Authorization", "Bearer " + admin_token_}});
     if (!r.ok()) return r.status();
     if (r->status != 201) return Status::Unavailable("grant answered " + std::to_string(r->status) + ": " + r->body);

@@ -351,6 +351,14 @@ class GrantOp final : public db::WriteOp {
       }
     }
     int64_t now = clock_();
+    if (!request_.allow_overlap) {  // on the writer thread: no other grant can pass in between
+      auto q = c.Prepare("SELECT GRANT_ID, FROM_TIME, TO_TIME FROM P_GRANT WHERE FROM_TIME < ?1 AND TO_TIME > ?2 "
+                         "ORDER BY GRANT_ID LIMIT 1");
+      if (!q.ok()) return q.status();
+      auto row = q->Bind(1, request_.to_us).Bind(2, request_.from_us).Step();
+      if (!row.ok()) return row.status();
+      if (*row) return PeriodAlreadyGranted(q->Int(0), q->Int(1), q->Int(2));
+    }
     // Read, then write the computed balance: two plain statements are
     // cheaper in SQLite than one UPDATE ... RETURNING, which buffers.
     auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
@@ -446,7 +454,9 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
   // 1. Barrier: after it, no row with PAYMENT_TIME < to can still appear.
   auto barrier = OnWriter<int64_t>(db_.writer(), [this](sqlite::Connection&) -> Result<int64_t> { return NextTime(); });
   if (!barrier.ok()) return done(barrier.status());
-  if (*barrier < request.to_us) return done(Status::Internal("the writer's clock is behind the grant period"));
+  // The writer's clock stamps every payment: a period it has not passed
+  // has not ended.
+  if (*barrier < request.to_us) return done(PeriodNotEnded());
 
   // 2. Query on a snapshot taken after the barrier.
   std::vector<Bonus> sums;

@@ -173,7 +173,7 @@ void CrashInsideAGrant(const std::string& failpoint, bool expect_present) {
     ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":500})").status, 201);
     try {
       std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
-      c.Post("/api/v1/grants", R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1})",
+      c.Post("/api/v1/grants", R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1,"allowOverlap":true})",
              {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
     } catch (const std::exception&) {
       // the server died mid-request, as arranged
