@@ -130,6 +130,18 @@ void Writer::RunBatch(std::vector<OpPtr>& batch) {
       Status s = RunStatement(*conn_, "SAVEPOINT op");
       if (s.ok()) {
         s = group.ops.front()->Apply(*conn_, group.ops);
+        // SQLite may have rolled back the whole transaction (SQLITE_FULL,
+        // IOERR, NOMEM on a statement with no statement journal): then the
+        // groups before this one are gone too, and a SAVEPOINT now would
+        // begin a transaction of its own that RELEASE commits. Fail the
+        // whole batch, the rest unrun; nothing of it was written.
+        if (!conn_->InTransaction()) {
+          batch_status = Status::Unavailable("the store rolled back the batch's transaction; nothing was written")
+                             .WithDetail(s.ToString());
+          log::Error("write transaction rolled back by SQLite after {}: {} op(s) failed unrun", s.ToString(),
+                     batch.size());
+          break;
+        }
         if (!s.ok()) (void)RunStatement(*conn_, "ROLLBACK TO op");
         Status released = RunStatement(*conn_, "RELEASE op");
         if (s.ok() && !released.ok()) s = released;
@@ -137,15 +149,15 @@ void Writer::RunBatch(std::vector<OpPtr>& batch) {
       if (!s.ok())
         for (size_t i : group.members) outcome_[i] = s;
     }
-    auto commit_start = std::chrono::steady_clock::now();
-    batch_status = RunStatement(*conn_, "COMMIT");
-    auto commit_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - commit_start);
-    for (auto& op : batch) op->commit_duration_ = commit_us;
-    if (!batch_status.ok()) {
-      log::Error("group commit of {} op(s) failed: {}", batch.size(), batch_status.ToString());
-      if (conn_->InTransaction()) (void)RunStatement(*conn_, "ROLLBACK");
+    if (batch_status.ok()) {
+      auto commit_start = std::chrono::steady_clock::now();
+      batch_status = RunStatement(*conn_, "COMMIT");
+      auto commit_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - commit_start);
+      for (auto& op : batch) op->commit_duration_ = commit_us;
+      if (!batch_status.ok()) log::Error("group commit of {} op(s) failed: {}", batch.size(), batch_status.ToString());
     }
+    if (!batch_status.ok() && conn_->InTransaction()) (void)RunStatement(*conn_, "ROLLBACK");
   } else {
     log::Error("cannot begin a write transaction: {}", batch_status.ToString());
   }

@@ -26,6 +26,10 @@
 //     commit that changed the data is done: never before, never later.
 //   - An op whose Apply failed has written nothing (its savepoint is rolled
 //     back); if COMMIT fails, every op of the batch fails.
+//   - If SQLite rolls back the whole transaction under an op (SQLITE_FULL,
+//     IOERR, NOMEM), every op of the batch fails with unavailable and the
+//     groups after it never run: nothing of the batch was written, and no
+//     op is ever committed outside the batch's transaction.
 //   - The queue holds at most queue_ops_max ops; Submit beyond that answers
 //     overloaded at once. Nothing waits without bound.
 //

@@ -55,6 +55,24 @@ class AddOp : public WriteOp {
   std::promise<Status>* done_;
 };
 
+// Inserts a blob of `bytes` into b(x): with a small max_page_count, it
+// fails with SQLITE_FULL, and SQLite rolls back the whole transaction (a
+// one-row INSERT keeps no statement journal to undo just itself).
+class BlobOp : public WriteOp {
+ public:
+  BlobOp(int64_t bytes, std::promise<Status>* done) : bytes_(bytes), done_(done) {}
+  Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
+    auto q = c.Prepare("INSERT INTO b(x) VALUES (randomblob(?1))");
+    if (!q.ok()) return q.status();
+    return q->Bind(1, bytes_).Run();
+  }
+  void Finish(const Status& s) override { done_->set_value(s); }
+
+ private:
+  int64_t bytes_;
+  std::promise<Status>* done_;
+};
+
 // Blocks the writer thread until released.
 class GateOp : public WriteOp {
  public:
@@ -115,6 +133,41 @@ TEST_F(WriterTest, AFailingOpIsRolledBackAloneAndFinishRunsAfterCommit) {
   EXPECT_EQ(visible_at_finish, 2) << "Finish must run after the commit, with the data visible to readers";
   EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 2);
   EXPECT_EQ(Count("SELECT SUM(v) FROM t"), 4);
+}
+
+// When SQLite rolls back the whole transaction mid-batch (SQLITE_FULL,
+// IOERR, NOMEM), the ops before the failure are gone with it and the ops
+// after it must not run: before the fix, each later op's SAVEPOINT began a
+// transaction of its own and RELEASE committed it, while every op of the
+// batch was answered with the failed COMMIT's error (issue 9, item 9). Seen
+// failing: op c was in the table, answered 500.
+TEST_F(WriterTest, AWholeTransactionRollbackFailsTheRestOfTheBatchUnrun) {
+  Open();
+  ASSERT_TRUE(database->writer().connection().Exec("CREATE TABLE b(x BLOB)").ok());
+  std::latch entered(1), release(1);
+  database->writer().Submit(MakeOp<GateOp>(&entered, &release));
+  entered.wait();
+  int64_t pages = Count("PRAGMA page_count");
+  // Set on the writer's own connection while the writer waits in GateOp
+  // (the PRAGMA is per connection and takes effect at once).
+  ASSERT_TRUE(database->writer().connection().Exec("PRAGMA max_page_count = " + std::to_string(pages + 8)).ok());
+  std::promise<Status> a, blob, c;
+  database->writer().Submit(MakeOp<InsertOp>(1, &a));
+  database->writer().Submit(MakeOp<BlobOp>(1 << 20, &blob));
+  database->writer().Submit(MakeOp<InsertOp>(3, &c));
+  release.count_down();
+  Status sa = a.get_future().get(), sblob = blob.get_future().get(), sc = c.get_future().get();
+  EXPECT_FALSE(sblob.ok());
+  EXPECT_EQ(sa.ok(), Count("SELECT COUNT(*) FROM t WHERE v = 1") == 1) << "a answered " << sa.ToString();
+  EXPECT_EQ(sc.ok(), Count("SELECT COUNT(*) FROM t WHERE v = 3") == 1) << "c answered " << sc.ToString();
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 0) << "the rollback took a, and c must not have run";
+  EXPECT_FALSE(database->writer().connection().InTransaction());
+  // The writer goes on: the next batch commits.
+  ASSERT_TRUE(database->writer().connection().Exec("PRAGMA max_page_count = 1073741823").ok());
+  std::promise<Status> d;
+  database->writer().Submit(MakeOp<InsertOp>(4, &d));
+  EXPECT_TRUE(d.get_future().get().ok());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 1);
 }
 
 TEST_F(WriterTest, OpsWithEqualKeysCoalesceIntoOneApply) {
