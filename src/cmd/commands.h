@@ -19,6 +19,7 @@ struct ServeFlags {
   int request_timeout_ms = 30000;
   std::string log_level = "info";
   std::vector<std::string> cors_origins;
+  int shutdown_grace_ms = 15000;
 };
 CLI::App* AddServe(CLI::App& app, ServeFlags& flags);
 int RunServe(const ServeFlags& flags);

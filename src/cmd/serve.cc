@@ -1,5 +1,6 @@
 // hotrow serve: wires the stores, services and routes, then serves HTTP
 // until SIGTERM/SIGINT.
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 
@@ -70,6 +71,11 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
         if (o == "*" || o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0) return "";
         return "an origin is *, or scheme://host[:port] as a browser sends it";
       });
+  c->add_option("--shutdown-grace-ms", f.shutdown_grace_ms,
+                "On SIGTERM, how long in-flight requests may run before the stores stop under them")
+      ->envname("HOTROW_SHUTDOWN_GRACE_MS")
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
   c->add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
       ->envname("HOTROW_LOG_LEVEL")
       ->capture_default_str();
@@ -106,8 +112,21 @@ void AddHealth(http::Router& router, const AdminAuth& admin) {
 namespace {
 
 // Every store the server uses, on whichever backend --db and --redis name.
-// Members are destroyed bottom-up: the listener, then the stores, then the
-// pool or database they use.
+//
+// Teardown, written once (RunServe calls StopWorkSources from the server's
+// before_stop, then everything is destroyed as it returns):
+//   1. The HTTP server stops accepting and lets in-flight requests finish
+//      for the grace period (http::Server::Run).
+//   2. StopWorkSources, while the event loops still deliver responses:
+//      stop following other instances (the listener calls into the
+//      services), let a running grant answer (it needs the writer or the
+//      pool), then stop the writer or drain the PostgreSQL likes and stop
+//      the pool, and stop the Redis client. Each answers or fails what it
+//      holds, so no handler is left to answer later.
+//   3. Server::Run waits for those last responses, then stops the loops.
+//   4. RunServe returns: the server, the services, then these members are
+//      destroyed (bottom-up); nothing calls into a destroyed object because
+//      every thread that could was stopped in step 2.
 struct Backends {
   std::unique_ptr<db::SqliteDatabase> sqlite;
   std::unique_ptr<db::pg::Pool> pool;
@@ -120,12 +139,26 @@ struct Backends {
   std::unique_ptr<db::pg::Listener> listener;
 
   ~Backends() {
-    listener.reset();
+    StopWorkSources();
     cards.reset();
     board.reset();
-    plans.reset();  // drains the queued likes (PostgreSQL) first
+    plans.reset();
     pool.reset();
     sqlite.reset();
+  }
+
+  void StopWorkSources() {
+    listener.reset();
+    if (cards) cards->Stop();
+    if (board) board->Stop();
+    if (sqlite) {
+      sqlite->writer().Stop();
+      auto stats = sqlite->writer().stats();
+      log::Info("writer flushed: {} op(s) in {} batch(es), largest batch {}", stats.ops, stats.batches,
+                stats.batch_ops_largest);
+    }
+    if (pg_plans) pg_plans->Drain();  // the queued likes commit before the pool closes
+    if (pool) pool->Stop();
   }
 };
 
@@ -279,6 +312,7 @@ int RunServe(const ServeFlags& f) {
   options.connections_max = f.max_connections;
   options.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   options.cors_origins = f.cors_origins;
+  options.shutdown_timeout_max = std::chrono::milliseconds(f.shutdown_grace_ms);
   http::Server server(options, [&router](http::Request& req, http::Responder res) {
     router.Dispatch(req, std::move(res));
   });
@@ -288,17 +322,14 @@ int RunServe(const ServeFlags& f) {
   }
   log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={})", f.host, server.port(),
             server.threads(), postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off");
-  server.Run([&] {
-    if (b.sqlite) {
-      b.sqlite->writer().Stop();
-      auto stats = b.sqlite->writer().stats();
-      log::Info("writer flushed: {} op(s) in {} batch(es), largest batch {}", stats.ops, stats.batches,
-                stats.batch_ops_largest);
-    } else {
-      b.pg_plans->Drain();  // the queued likes commit before the pool closes
-      log::Info("queued likes flushed to PostgreSQL");
-    }
-  });
+  if (!server.Run([&b] { b.StopWorkSources(); })) {
+    // Some handler still holds a connection whose worker would be freed
+    // under it. Everything acknowledged is committed (the writer and the
+    // pool stopped in StopWorkSources): leave without destructors.
+    log::Error("hotrow stopped with requests still held; exiting without cleanup");
+    log::Flush();
+    std::_Exit(1);
+  }
   log::Info("hotrow stopped");
   return 0;
 }

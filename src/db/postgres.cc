@@ -106,7 +106,7 @@ Connection::~Connection() { PQfinish(conn_); }
 
 
 bool Connection::Check() {
-  if (PQstatus(conn_) != CONNECTION_OK) return false;
+  if (broken_ || PQstatus(conn_) != CONNECTION_OK) return false;
   pollfd p{PQsocket(conn_), POLLIN, 0};
   if (poll(&p, 1, 0) > 0) {
     // Readable while idle: a notice, or the server going away.
@@ -154,36 +154,46 @@ Result<Rows> Connection::Query(const std::string& sql, const std::vector<Param>&
 }
 
 Result<std::vector<Rows>> Connection::Pipeline(const std::vector<Statement>& statements) {
-  if (PQenterPipelineMode(conn_) != 1) return ErrorOf(conn_, nullptr, "enter pipeline mode");
+  if (PQenterPipelineMode(conn_) != 1) return Broken("enter pipeline mode");
   std::vector<const char*> values;
   for (const auto& st : statements) {
     Collect(st.params, &values);
     if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                          nullptr, 0) != 1) {
-      Status s = ErrorOf(conn_, nullptr, st.sql);
-      PQexitPipelineMode(conn_);
-      return s;
-    }
+                          nullptr, 0) != 1)
+      return Broken(st.sql);
   }
-  PQpipelineSync(conn_);
+  if (PQpipelineSync(conn_) != 1) return Broken("pipeline sync");
   std::vector<Rows> out;
   std::optional<Status> failure;
-  // Each statement yields its result then a NULL; the sync yields
-  // PGRES_PIPELINE_SYNC. Statements after an error yield PIPELINE_ABORTED.
+  // Each statement yields its result then a NULL; statements after an error
+  // yield PGRES_PIPELINE_ABORTED. Then the Sync: the implicit transaction
+  // commits there, and a failing commit (a deferred constraint) yields an
+  // error result before PGRES_PIPELINE_SYNC. Anything else is a protocol
+  // surprise, and the connection is not trusted again.
   for (size_t i = 0; i < statements.size(); ++i) {
     PGresult* r = PQgetResult(conn_);
-    if (!r) return ErrorOf(conn_, nullptr, "pipeline");
+    if (!r) return Broken("pipeline: a statement without a result");
     if (!failure && !ResultOk(r)) failure = ErrorOf(conn_, r, statements[i].sql);
     out.emplace_back(r);
-    while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+    if (PGresult* extra = PQgetResult(conn_)) {
+      PQclear(extra);
+      return Broken("pipeline: a statement with two results");
+    }
   }
-  PGresult* sync = PQgetResult(conn_);
-  while (sync && PQresultStatus(sync) != PGRES_PIPELINE_SYNC) {
-    PQclear(sync);
-    sync = PQgetResult(conn_);
+  // A failing commit's error is followed by a NULL, like a statement's.
+  for (int results = 0;; ++results) {
+    PGresult* r = PQgetResult(conn_);
+    if (!r && (PQstatus(conn_) != CONNECTION_OK || results > 4)) return Broken("pipeline: no sync");
+    if (!r) continue;
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_PIPELINE_SYNC) {
+      PQclear(r);
+      break;
+    }
+    if (!failure && st == PGRES_FATAL_ERROR) failure = ErrorOf(conn_, r, "COMMIT at pipeline sync");
+    PQclear(r);
   }
-  if (sync) PQclear(sync);
-  PQexitPipelineMode(conn_);
+  if (PQexitPipelineMode(conn_) != 1) return Broken("exit pipeline mode");
   if (failure) {
     // A failed statement inside BEGIN leaves the session in an aborted
     // transaction, which Sync does not end.
@@ -191,6 +201,12 @@ Result<std::vector<Rows>> Connection::Pipeline(const std::vector<Statement>& sta
     return *failure;
   }
   return out;
+}
+
+Status Connection::Broken(std::string_view what) {
+  broken_ = true;
+  return Status::Unavailable("the database connection was lost; the outcome of a write is unknown")
+      .WithDetail("libpq pipeline: " + std::string(what) + ": " + PQerrorMessage(conn_));
 }
 
 std::string_view SqlState(const Status& status) { return status.sqlstate(); }

@@ -81,8 +81,10 @@ class Connection {
 
   // Sends `statements` in one round trip (libpq pipeline mode), as one
   // implicit transaction unless they BEGIN/COMMIT themselves, and returns
-  // each statement's rows. The first failing statement's error is returned;
-  // statements after it did not run.
+  // each statement's rows. The first failing statement's error is returned
+  // (or the implicit COMMIT's, at the end); statements after it did not
+  // run. A protocol surprise marks the connection broken (Check() is false
+  // from then on, so the pool replaces it) and is unavailable.
   struct Statement {
     std::string sql;
     std::vector<Param> params;
@@ -96,7 +98,9 @@ class Connection {
 
  private:
   explicit Connection(pg_conn* c) : conn_(c) {}
+  Status Broken(std::string_view what);
   pg_conn* conn_;
+  bool broken_ = false;
 };
 
 // The SQLSTATE of a failed statement (Status::sqlstate()). Empty when the

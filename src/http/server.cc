@@ -87,6 +87,12 @@ struct ServerState {
   void Accept();
   void BeginShutdown();
   void PollDrain();
+  // Runs `fn` on every open session, each on its own worker.
+  template <typename Fn>
+  void ForEachSession(Fn fn);
+  // Waits (on the calling thread) until no connection is open or `bound`
+  // passes; true when none is.
+  bool WaitForNoConnections(std::chrono::milliseconds bound);
 };
 
 // ---------------------------------------------------------------------------
@@ -127,6 +133,11 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
       error_code ignored;
       stream_.socket().cancel(ignored);
     }
+  }
+
+  // The end of shutdown: whatever the connection is doing, it closes now.
+  void ForceClose() {
+    if (!closed_) Close();
   }
 
  private:
@@ -412,15 +423,10 @@ void Server::Shutdown() {
   asio::post(impl_->control, [this] { impl_->BeginShutdown(); });
 }
 
-void ServerState::BeginShutdown() {
-  if (draining.exchange(true)) return;
-  log::Info("shutting down: {} connection(s) open", connections.load());
-  asio::post(workers[0]->io, [this] {
-    error_code ignored;
-    acceptor->close(ignored);
-  });
+template <typename Fn>
+void ServerState::ForEachSession(Fn fn) {
   for (auto& w : workers) {
-    asio::post(w->io, [w = w.get()] {
+    asio::post(w->io, [w = w.get(), fn] {
       std::vector<std::shared_ptr<Session>> sessions;
       {
         std::lock_guard lock(w->mutex);
@@ -428,9 +434,26 @@ void ServerState::BeginShutdown() {
           if (auto sp = s->weak_from_this().lock()) sessions.push_back(std::move(sp));
         }
       }
-      for (auto& s : sessions) s->Drain();
+      for (auto& s : sessions) fn(*s);
     });
   }
+}
+
+bool ServerState::WaitForNoConnections(std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (connections.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return connections.load() == 0;
+}
+
+void ServerState::BeginShutdown() {
+  if (draining.exchange(true)) return;
+  log::Info("shutting down: {} connection(s) open", connections.load());
+  asio::post(workers[0]->io, [this] {
+    error_code ignored;
+    acceptor->close(ignored);
+  });
+  ForEachSession([](Session& s) { s.Drain(); });
   drain_deadline = std::chrono::steady_clock::now() + options.shutdown_timeout_max;
   PollDrain();
 }
@@ -450,7 +473,7 @@ void ServerState::PollDrain() {
   drain_poll->async_wait([this](error_code) { PollDrain(); });
 }
 
-void Server::Run(const std::function<void()>& before_stop) {
+bool Server::Run(const std::function<void()>& before_stop) {
   auto& impl = *impl_;
   for (auto& w : impl.workers) {
     w->guard.emplace(w->io.get_executor());
@@ -475,11 +498,23 @@ void Server::Run(const std::function<void()>& before_stop) {
   impl.signals = nullptr;
 
   if (before_stop) before_stop();
+  // before_stop stopped the work sources, which answered what they held:
+  // those last responses go out and their connections close. Then any
+  // connection left (a client that does not read) is closed. A session must
+  // not outlive its worker's io_context: after this, none is left, unless a
+  // handler still holds one (a work source that was not stopped: a bug).
+  bool clean = impl.WaitForNoConnections(impl.options.drain_timeout);
+  if (!clean) {
+    impl.ForEachSession([](Session& s) { s.ForceClose(); });
+    clean = impl.WaitForNoConnections(impl.options.drain_timeout);
+  }
+  if (!clean) log::Error("shutdown: {} request(s) still held by a handler", impl.connections.load());
   for (auto& w : impl.workers) {
     w->guard.reset();
     w->io.stop();
   }
   for (auto& w : impl.workers) w->thread.join();
+  return clean;
 }
 
 }  // namespace hotrow::http

@@ -67,8 +67,14 @@ class Server {
   int threads() const;
 
   // Serves until shutdown completes. before_stop runs once no connection is
-  // left, on the calling thread, before the event loops stop.
-  void Run(const std::function<void()>& before_stop);
+  // left or the grace period (shutdown_timeout_max) has passed, on the
+  // calling thread, while the event loops still run: it must stop every
+  // source of responses (writer, pool, grant threads), which answer what
+  // they hold. Run then waits for those responses to be written (closing
+  // what is left after drain_timeout) and stops the loops. False when a
+  // handler still held a connection at the end: the caller must then not
+  // destroy the server (it would free what that handler will call).
+  bool Run(const std::function<void()>& before_stop);
 
   // Begins a graceful shutdown. Thread-safe; idempotent.
   void Shutdown();

@@ -119,7 +119,9 @@ Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const
   return store;
 }
 
-RedisLeaderboardStore::~RedisLeaderboardStore() {
+RedisLeaderboardStore::~RedisLeaderboardStore() { Stop(); }
+
+void RedisLeaderboardStore::Stop() {
   subscriber_.reset();
   if (client_) client_->Stop();
 }

@@ -43,6 +43,7 @@ class RedisLeaderboardStore final : public LeaderboardStore {
  public:
   static Result<std::unique_ptr<RedisLeaderboardStore>> Open(const std::string& url, db::RedisOptions options = {});
   ~RedisLeaderboardStore() override;
+  void Stop() override;
 
   void PostScore(std::string client_id, int64_t score, ScoreMode mode,
                  std::function<void(Result<Posted>)> done) override;

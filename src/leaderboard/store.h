@@ -35,6 +35,12 @@ class LeaderboardStore {
   // not_found for an unknown player.
   virtual void Player(std::string client_id, std::optional<int64_t> around,
                       std::function<void(Result<PlayerView>)> done) = 0;
+
+  // Answers or fails every request it holds and stops its threads; later
+  // requests answer unavailable. Called at shutdown while the event loops
+  // still deliver responses. Stores whose requests run on a shared writer or
+  // pool have nothing of their own to stop.
+  virtual void Stop() {}
 };
 
 }  // namespace hotrow::leaderboard

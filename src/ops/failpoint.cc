@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace hotrow::failpoint {
 
@@ -36,6 +37,12 @@ void MaybeCrash(std::string_view name, int64_t hits) {
                static_cast<long long>(hits));
   std::fflush(stderr);
   std::abort();
+}
+
+void MaybeDelay(std::string_view name) {
+  const Armed& a = Get();
+  if (a.name.empty() || a.name != name) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(a.count));
 }
 
 }  // namespace hotrow::failpoint

@@ -6,6 +6,9 @@
 //                                       has updated its 5,000th card
 //   HOTROW_FAILPOINT=grant.commit       abort() right after the grant commits,
 //                                       before anyone is told
+//   HOTROW_FAILPOINT=grant.slow:3000    the grant's query phase takes 3,000 ms
+//                                       longer (a request that outlives the
+//                                       shutdown grace period)
 //
 // Read once at start-up from the environment; a failpoint that is not set
 // costs one predictable branch.
@@ -22,5 +25,8 @@ bool Hit(std::string_view name, int64_t hits = 1);
 
 // abort()s the process (SIGABRT, no destructors, no flush) when Hit().
 void MaybeCrash(std::string_view name, int64_t hits = 1);
+
+// Sleeps the armed count in milliseconds when `name` is armed.
+void MaybeDelay(std::string_view name);
 
 }  // namespace hotrow::failpoint

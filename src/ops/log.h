@@ -12,6 +12,9 @@ namespace hotrow::log {
 // Sends log lines to stderr (stdout stays free for a command's output).
 void Init();
 
+// Writes out what is buffered (before a process ends without destructors).
+inline void Flush() { spdlog::default_logger()->flush(); }
+
 // "trace", "debug", "info", "warn", "error", "off"; false if unknown.
 bool SetLevel(std::string_view level);
 

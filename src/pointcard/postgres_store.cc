@@ -224,7 +224,13 @@ Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg:
   return store;
 }
 
-PostgresPointCardStore::~PostgresPointCardStore() {
+PostgresPointCardStore::~PostgresPointCardStore() { Stop(); }
+
+void PostgresPointCardStore::Stop() {
+  {
+    std::lock_guard lock(grant_mutex_);
+    grants_stopped_ = true;
+  }
   {
     std::lock_guard lock(purge_mutex_);
     stopping_ = true;
@@ -375,6 +381,8 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
                                    std::function<void(Result<GrantOutcome>)> done) {
   {
     std::lock_guard lock(grant_mutex_);
+    if (grants_stopped_)
+      return done(Status::Unavailable("the server is shutting down"));
     if (grant_running_)
       return done(Status(ErrorCode::kGrantInProgress, "a point grant is already running; retry when it has finished"));
     grant_running_ = true;

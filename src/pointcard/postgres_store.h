@@ -54,6 +54,7 @@ class PostgresPointCardStore final : public PointCardStore {
   // Creates the schema and functions if needed.
   static Result<std::unique_ptr<PostgresPointCardStore>> Open(db::pg::Pool& pool);
   ~PostgresPointCardStore() override;
+  void Stop() override;
 
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
@@ -71,6 +72,7 @@ class PostgresPointCardStore final : public PointCardStore {
   db::pg::Pool& pool_;
   std::mutex grant_mutex_;
   bool grant_running_ = false;
+  bool grants_stopped_ = false;  // Stop() was called: no new grant
   std::condition_variable grant_finished_;  // the destructor waits for a running grant
   std::mutex purge_mutex_;
   std::condition_variable purge_wake_;

@@ -103,7 +103,13 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::Sql
   return store;
 }
 
-SqlitePointCardStore::~SqlitePointCardStore() {
+SqlitePointCardStore::~SqlitePointCardStore() { Stop(); }
+
+void SqlitePointCardStore::Stop() {
+  {
+    std::lock_guard lock(grant_mutex_);
+    grants_stopped_ = true;
+  }
   {
     std::lock_guard lock(purge_mutex_);
     stopping_ = true;
@@ -430,6 +436,8 @@ Result<T> OnWriter(db::Writer& writer, Apply apply) {
 void SqlitePointCardStore::Grant(GrantRequest request, std::string fingerprint,
                                  std::function<void(Result<GrantOutcome>)> done) {
   std::lock_guard lock(grant_mutex_);
+  if (grants_stopped_)
+    return done(Status::Unavailable("the server is shutting down"));
   if (grant_running_)
     return done(Status(ErrorCode::kGrantInProgress, "a point grant is already running; retry when it has finished"));
   if (grant_thread_.joinable()) grant_thread_.join();  // the previous one, finished
@@ -458,6 +466,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
   // has not ended.
   if (*barrier < request.to_us) return done(PeriodNotEnded());
 
+  failpoint::MaybeDelay("grant.slow");
   // 2. Query on a snapshot taken after the barrier.
   std::vector<Bonus> sums;
   {

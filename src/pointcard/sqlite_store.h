@@ -59,6 +59,7 @@ class SqlitePointCardStore final : public PointCardStore {
   // run before db.writer().Start().
   static Result<std::unique_ptr<SqlitePointCardStore>> Open(db::SqliteDatabase& db);
   ~SqlitePointCardStore() override;
+  void Stop() override;
 
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
@@ -83,6 +84,7 @@ class SqlitePointCardStore final : public PointCardStore {
 
   std::mutex grant_mutex_;
   bool grant_running_ = false;
+  bool grants_stopped_ = false;  // Stop() was called: no new grant
   std::thread grant_thread_;
 
   std::mutex purge_mutex_;

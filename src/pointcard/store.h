@@ -48,6 +48,12 @@ class PointCardStore {
   // that run meanwhile; it never fails because of them.
   virtual void Grant(GrantRequest request, std::string fingerprint,
                      std::function<void(Result<GrantOutcome>)> done) = 0;
+
+  // Waits for a running grant to answer and stops the background work;
+  // later grants answer unavailable. Called at shutdown while the writer or
+  // pool and the event loops still run (a grant answers through both);
+  // idempotent, and the destructor calls it too.
+  virtual void Stop() = 0;
 };
 
 }  // namespace hotrow::pointcard

@@ -30,6 +30,35 @@ std::string FreshDatabase() {
   return pg->CreateDatabase();
 }
 
+// An error raised by the implicit COMMIT at a pipeline's Sync (a deferred
+// constraint trigger: PostgreSQL cannot defer a CHECK) used to be dropped:
+// the pipeline reported success for a rolled-back transaction, and the
+// connection stayed in pipeline mode, failing every later statement while
+// Check() said healthy (issue 9, item 4). Seen failing before the fix.
+TEST(PgConnection, AnErrorAtTheImplicitCommitFailsThePipelineAndTheConnectionGoesOn) {
+  auto conn = OrThrow(db::pg::Connection::Connect(FreshDatabase()));
+  ASSERT_TRUE(conn->Exec(R"(
+    CREATE TABLE t (x int);
+    CREATE FUNCTION refuse_negative() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.x < 0 THEN RAISE EXCEPTION 'negative at commit' USING ERRCODE = '23514'; END IF;
+      RETURN NULL;
+    END $$;
+    CREATE CONSTRAINT TRIGGER t_refuse AFTER INSERT OR UPDATE ON t DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW EXECUTE FUNCTION refuse_negative();)")
+                  .ok());
+  auto bad = conn->Pipeline({{"INSERT INTO t VALUES (1)", {}}, {"INSERT INTO t VALUES (-1)", {}}});
+  ASSERT_FALSE(bad.ok()) << "the commit at Sync failed: nothing may be reported as written";
+  EXPECT_EQ(bad.status().sqlstate(), "23514") << bad.status().ToString();
+  auto count = conn->Query("SELECT COUNT(*) FROM t");
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  EXPECT_EQ(count->Int(0, 0), 0) << "the whole implicit transaction rolled back";
+  auto good = conn->Pipeline({{"INSERT INTO t VALUES (2)", {}}, {"SELECT COUNT(*) FROM t", {}}});
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_TRUE(conn->Check());
+  EXPECT_EQ(conn->Query("SELECT COUNT(*) FROM t")->Int(0, 0), 1);
+}
+
 class PgPlans : public DatePlanBackendInstance {
  public:
   PgPlans() : url_(FreshDatabase()) { Open(); }

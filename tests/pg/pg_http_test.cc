@@ -112,6 +112,31 @@ TEST(PostgresServer, ARestartKeepsEverything) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// SIGTERM to one instance while the other keeps changing plans: the
+// stopping instance's listener used to call into its destroyed
+// DatePlanService (ASan heap-use-after-free in Catalog::PutLocked, 3 of 3;
+// issue 9, item 6). The listener now stops before anything it calls.
+TEST_F(TwoInstances, SigtermWhileAnotherInstanceWritesExitsCleanly) {
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+      HttpClient c(a->port());
+      for (int i = 0; !stop; ++i) {
+        c.Put("/datePlan/" + std::to_string(1 + i % 5),
+              R"({"title":"t)" + std::to_string(i) + R"(","content":"c","category":"Indoor"})",
+              {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
+        c.Post("/datePlan/" + std::to_string(1 + i % 5) + "/like");
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    int status = b->Stop();
+    stop = true;
+    writer.join();
+    EXPECT_EQ(status, 0) << "round " << round << ": " << b->process().Log();
+    ASSERT_TRUE(b->Start());
+  }
+}
+
 TEST(PostgresServer, QuickSimulationOnPostgres) {
   PostgresProcess* pg = PostgresProcess::Shared();
   ASSERT_TRUE(pg);
