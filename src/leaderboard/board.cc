@@ -107,6 +107,11 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
   return view;
 }
 
+int64_t Board::RankOf(int64_t score, int64_t seq) const {
+  std::shared_lock lock(mutex_);
+  return static_cast<int64_t>(impl_->tree.order_of_key(Key{-score, seq})) + 1;
+}
+
 Page Board::Top(int64_t offset, int64_t limit) const {
   if (offset + limit <= kPageLimitMax) {
     auto snap = snapshot_.load(std::memory_order_acquire);

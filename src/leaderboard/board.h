@@ -62,6 +62,8 @@ class Board {
   std::optional<PlayerView> Player(std::string_view client_id, std::optional<int64_t> around) const;
   Page Top(int64_t offset, int64_t limit) const;
   int64_t size() const;
+  // The 1-based rank an entry (score, seq) has, or would have, now.
+  int64_t RankOf(int64_t score, int64_t seq) const;
 
  private:
   struct Snapshot {

@@ -9,6 +9,14 @@ namespace hotrow::leaderboard {
 namespace pg = db::pg;
 
 Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
+  // leaderboard_clock is the one serialisation point of score writes: a
+  // post takes its row lock (UPDATE ... n = n + 1) and holds it until its
+  // commit, so seq order is commit order. A sequence (nextval) hands out
+  // numbers without that order: two posts for one player could commit with
+  // seqs going backwards (the later write then lost on the other instances,
+  // whose boards keep the higher seq), and equal scores of different players
+  // were not ranked first-to-reach. The cost, measured in docs/design.md:
+  // score writes queue on one row through their commit.
   return conn.Exec(R"sql(
     CREATE SEQUENCE IF NOT EXISTS leaderboard_seq;
     CREATE TABLE IF NOT EXISTS leaderboard (
@@ -16,6 +24,14 @@ Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
       score     BIGINT NOT NULL,
       seq       BIGINT NOT NULL UNIQUE
     );
+    CREATE TABLE IF NOT EXISTS leaderboard_clock (
+      id int    PRIMARY KEY CHECK (id = 1),
+      n  bigint NOT NULL
+    );
+    INSERT INTO leaderboard_clock
+      SELECT 1, GREATEST(COALESCE((SELECT MAX(seq) FROM leaderboard), 0),
+                         (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM leaderboard_seq))
+      ON CONFLICT (id) DO NOTHING;
   )sql");
 }
 
@@ -63,9 +79,12 @@ void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, S
     // One statement decides and writes: the new score replaces the stored
     // one (or, in best mode, only a higher one does); an equal score
     // changes nothing, so the player keeps its sequence number.
+    // The clock's row lock is taken first and held to the commit (one
+    // statement, its own transaction): seq order is commit order.
     auto changed = (*c)->Query(
-        R"(WITH up AS (
-             INSERT INTO leaderboard AS l (client_id, score, seq) VALUES ($1, $2, nextval('leaderboard_seq'))
+        R"(WITH clock AS (UPDATE leaderboard_clock SET n = n + 1 WHERE id = 1 RETURNING n),
+           up AS (
+             INSERT INTO leaderboard AS l (client_id, score, seq) SELECT $1, $2, n FROM clock
              ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq
              WHERE l.score <> excluded.score AND ($3 = 'replace' OR excluded.score > l.score)
              RETURNING score, seq, client_id)
@@ -85,9 +104,9 @@ void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, S
       seq = current->Int(0, 1);
     }
     board_.SetIfNewer(client_id, stored, seq);
-    auto view = board_.Player(client_id, std::nullopt);
-    if (!view) return done(Status::Internal("player vanished from the board"));
-    done(Posted{view->entry, was_changed});
+    // This request's score and its rank, even when a later post for the
+    // same player has reached the board first.
+    done(Posted{Entry{board_.RankOf(stored, seq), client_id, stored}, was_changed});
   });
 }
 
@@ -124,7 +143,7 @@ Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t s
     return Status::Conflict("the database already holds " + std::to_string(existing->Int(0, 0)) +
                             " player(s); seed a fresh database or pass --replace");
   std::mt19937_64 rng(seed);
-  auto next = conn.Query("SELECT nextval('leaderboard_seq')");
+  auto next = conn.Query("SELECT n FROM leaderboard_clock WHERE id = 1");
   if (!next.ok()) return next.status();
   int64_t base = next->Int(0, 0);
   std::string data;
@@ -132,7 +151,7 @@ Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t s
     data += "player-" + std::to_string(i) + "\t" + std::to_string(DemoScore(rng)) + "\t" + std::to_string(base + i) +
             "\n";
   if (Status s = conn.CopyIn("COPY leaderboard (client_id, score, seq) FROM STDIN", data); !s.ok()) return s;
-  auto bumped = conn.Query("SELECT setval('leaderboard_seq', $1)", {std::to_string(base + clients)});
+  auto bumped = conn.Query("UPDATE leaderboard_clock SET n = $1 WHERE id = 1", {std::to_string(base + clients)});
   return bumped.status();
 }
 

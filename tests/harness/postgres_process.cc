@@ -96,7 +96,8 @@ std::unique_ptr<PostgresProcess> PostgresProcess::Start() {
 
 bool PostgresProcess::Launch() {
   RunAs({Bin("postgres"), "-D", data_, "-p", std::to_string(port_), "-k", dir_.path(), "-c",
-         "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=128MB"},
+         "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=128MB",
+         "-c", "track_commit_timestamp=on"},
         dir_.File("postgres.log"), true, &pid_);
   for (int i = 0; i < 600; ++i) {
     int status = 0;
