@@ -1,5 +1,6 @@
 // hotrow serve: wires the stores, services and routes, then serves HTTP
 // until SIGTERM/SIGINT.
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -25,6 +26,7 @@
 #include "dateplan/postgres_store.h"
 #include "db/postgres.h"
 #include "ops/auth.h"
+#include "ops/failpoint.h"
 #include "ops/log.h"
 
 namespace hotrow::cmd {
@@ -232,10 +234,12 @@ bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
 
 // Follows the changes other instances make on PostgreSQL.
 void FollowPostgres(const std::string& url, Backends& b, dateplan::DatePlanService& plans) {
-  auto on_notify = [&b, &plans](const std::string& channel, const std::string& payload) {
+  // A change that cannot be applied (its re-read failed) is not dropped:
+  // the listener reconnects and reloads (db/postgres.h, Listener).
+  auto on_notify = [&b, &plans](const std::string& channel, const std::string& payload) -> Status {
     if (channel == leaderboard::kBoardChannel) {
       if (b.pg_board) b.pg_board->Follow(payload);
-      return;
+      return Status::Ok();
     }
     // "put <id>", "del <id>", "like <id> <count>"
     std::istringstream in(payload);
@@ -247,15 +251,20 @@ void FollowPostgres(const std::string& url, Backends& b, dateplan::DatePlanServi
     } else if (verb == "del") {
       plans.FollowErase(id);
     } else if (verb == "put") {
+      static std::atomic<int64_t> fetches{0};
+      if (failpoint::Hit("follow.fetch", ++fetches)) return Status::Unavailable("failpoint follow.fetch");
       auto plan = b.pg_plans->Fetch(id);  // the row as it is now
-      if (plan.ok() && *plan) plans.FollowPut(std::move(**plan));
-      else if (plan.ok()) plans.FollowErase(id);
+      if (!plan.ok()) return plan.status();
+      if (*plan) plans.FollowPut(std::move(**plan));
+      else plans.FollowErase(id);
     }
+    return Status::Ok();
   };
-  // Notifications sent while the listener was away are lost: reload.
-  auto on_connect = [&b, &plans] {
-    if (Status s = plans.Reload(); !s.ok()) log::Warn("date plans: reload failed: {}", s.ToString());
-    if (b.pg_board) (void)b.pg_board->Load();
+  // Notifications sent while the listener was away are lost: reload, and
+  // the listener retries until the reload succeeds.
+  auto on_connect = [&b, &plans]() -> Status {
+    if (Status s = plans.Reload(); !s.ok()) return s;
+    return b.pg_board ? b.pg_board->Load() : Status::Ok();
   };
   auto listener = db::pg::Listener::Start(url, {dateplan::kPlanChannel, leaderboard::kBoardChannel}, on_notify,
                                           on_connect);

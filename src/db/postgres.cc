@@ -90,7 +90,16 @@ void Collect(const std::vector<Param>& params, std::vector<const char*>* values)
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::Connect(const std::string& url) {
-  PGconn* c = PQconnectdb(url.c_str());
+  // Defaults first, the URL last: whatever the URL sets wins (libpq: a
+  // later keyword overrides an earlier one; dbname is expanded in place).
+  // connect_timeout: an outage must not hold a connect for minutes.
+  // keepalives and tcp_user_timeout: a peer that vanished is noticed in
+  // about 15 s, not after the kernel's two hours.
+  static const char* const kKeywords[] = {"connect_timeout",     "keepalives", "keepalives_idle",
+                                          "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                                          "dbname",              nullptr};
+  const char* values[] = {"5", "1", "5", "2", "3", "15000", url.c_str(), nullptr};
+  PGconn* c = PQconnectdbParams(kKeywords, values, 1);
   if (!c || PQstatus(c) != CONNECTION_OK) {
     std::string message = c ? PQerrorMessage(c) : "out of memory";
     if (c) PQfinish(c);
@@ -313,7 +322,7 @@ Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)
 // ---------------------------------------------------------------------------
 
 Result<std::unique_ptr<Listener>> Listener::Start(const std::string& url, std::vector<std::string> channels,
-                                                 OnNotify on_notify, std::function<void()> on_connect) {
+                                                 OnNotify on_notify, std::function<Status()> on_connect) {
   auto probe = Connection::Connect(url);
   if (!probe.ok()) return probe.status();
   std::unique_ptr<Listener> l(new Listener());
@@ -341,31 +350,64 @@ void Listener::Loop() {
   };
   while (!stopping()) {
     auto conn = Connection::Connect(url_);
-    bool listening = conn.ok();
+    bool listening = conn.ok() && (*conn)->Exec("SET application_name = 'hotrow-listener'").ok();
     for (const auto& ch : channels_)
       listening = listening && (*conn)->Exec("LISTEN \"" + ch + "\"").ok();
-    if (!listening) {
+    // LISTEN first, then reload: a change committed during the reload is
+    // both in the reload and in a notification, never in neither.
+    Status loaded = listening ? on_connect_() : Status::Unavailable("not listening");
+    connects_.fetch_add(1);
+    if (!loaded.ok()) {
+      if (listening) log::Warn("PostgreSQL listener: reload failed, retrying: {}", loaded.ToString());
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
       continue;
     }
     backoff = std::chrono::milliseconds(50);
-    on_connect_();
-    PGconn* c = (*conn)->raw();
-    while (!stopping()) {
-      int fd = PQsocket(c);
-      fd_set set;
-      FD_ZERO(&set);
-      FD_SET(fd, &set);
-      timeval tv{0, 200000};  // wake up to notice Stop
-      if (select(fd + 1, &set, nullptr, nullptr, &tv) < 0) break;
-      if (PQconsumeInput(c) != 1) break;
-      while (PGnotify* n = PQnotifies(c)) {
-        on_notify_(n->relname, n->extra);
-        PQfreemem(n);
+    Listen(**conn);
+    if (!stopping()) log::Warn("PostgreSQL listener: reconnecting and reloading");
+  }
+}
+
+void Listener::Listen(Connection& conn) {
+  using Clock = std::chrono::steady_clock;
+  PGconn* c = conn.raw();
+  auto last_heard = Clock::now();
+  std::optional<Clock::time_point> probe_sent;
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    int fd = PQsocket(c);
+    fd_set set;
+    FD_ZERO(&set);
+    FD_SET(fd, &set);
+    timeval tv{0, 200000};  // wake up to notice Stop and the heartbeat
+    int ready = select(fd + 1, &set, nullptr, nullptr, &tv);
+    if (ready < 0 || PQconsumeInput(c) != 1) return;
+    if (ready > 0) last_heard = Clock::now();
+    while (PGnotify* n = PQnotifies(c)) {
+      Status s = on_notify_(n->relname, n->extra);
+      PQfreemem(n);
+      if (!s.ok()) {
+        log::Warn("PostgreSQL listener: a change could not be applied ({}); reloading", s.ToString());
+        return;
       }
     }
-    if (!stopping()) log::Warn("PostgreSQL listener connection lost; reconnecting");
+    if (probe_sent && !PQisBusy(c)) {  // the heartbeat's answer is in
+      while (PGresult* r = PQgetResult(c)) PQclear(r);
+      probe_sent.reset();
+    }
+    auto now = Clock::now();
+    if (probe_sent && now - *probe_sent > kHeartbeatTimeout) {
+      log::Warn("PostgreSQL listener: no answer to a heartbeat in {} ms", kHeartbeatTimeout.count());
+      return;
+    }
+    if (!probe_sent && now - last_heard > kHeartbeatInterval) {
+      if (PQsendQuery(c, "SELECT 1") != 1) return;
+      probe_sent = now;
+    }
   }
 }
 

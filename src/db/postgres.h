@@ -12,11 +12,21 @@
 // PgListener: one more connection in LISTEN mode on a set of channels; a
 // thread hands every notification (delivered by PostgreSQL when the
 // notifying transaction commits) to a callback, and calls on_connect after
-// every (re)connect, since notifications sent meanwhile are lost.
+// every (re)connect, since notifications sent meanwhile are lost. A
+// callback that fails (a re-read that could not run) makes the listener
+// reconnect and call on_connect again, until it succeeds: a read model is
+// never left behind for good. A connection that went silent (a peer that
+// vanished without a FIN) is found by a heartbeat: after
+// heartbeat_interval without traffic the listener asks the server for a
+// round trip, and one unanswered within heartbeat_timeout counts as lost.
+// Every connection also has TCP keepalives and tcp_user_timeout set
+// (ConnectOptionsDefaults), so the kernel gives up on a dead peer in
+// seconds, not hours. Staleness bound: docs/design.md.
 //
 // Only this file and postgres.cc include libpq.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -164,20 +174,28 @@ Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)
 
 class Listener {
  public:
-  using OnNotify = std::function<void(const std::string& channel, const std::string& payload)>;
+  using OnNotify = std::function<Status(const std::string& channel, const std::string& payload)>;
+  static constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+  static constexpr std::chrono::milliseconds kHeartbeatTimeout{3000};
   static Result<std::unique_ptr<Listener>> Start(const std::string& url, std::vector<std::string> channels,
-                                                 OnNotify on_notify, std::function<void()> on_connect);
+                                                 OnNotify on_notify, std::function<Status()> on_connect);
   ~Listener();
+
+  // (Re)connects so far, for tests and logs.
+  int64_t connects() const { return connects_.load(); }
 
  private:
   Listener() = default;
   void Loop();
+  // Serves one connection until it breaks, a callback fails or Stop.
+  void Listen(Connection& conn);
   std::string url_;
   std::vector<std::string> channels_;
   OnNotify on_notify_;
-  std::function<void()> on_connect_;
+  std::function<Status()> on_connect_;
   std::mutex mutex_;
   bool stopping_ = false;
+  std::atomic<int64_t> connects_{0};
   std::thread thread_;
 };
 

@@ -6,6 +6,8 @@
 //                                       has updated its 5,000th card
 //   HOTROW_FAILPOINT=grant.commit       abort() right after the grant commits,
 //                                       before anyone is told
+//   HOTROW_FAILPOINT=follow.fetch:1     the first re-read of a plan another
+//                                       instance changed fails
 //   HOTROW_FAILPOINT=grant.slow:3000    the grant's query phase takes 3,000 ms
 //                                       longer (a request that outlives the
 //                                       shutdown grace period)
@@ -20,7 +22,8 @@
 namespace hotrow::failpoint {
 
 // True when `name` is armed and its count (default 1) is reached with
-// `hits` (1-based); the caller then aborts.
+// `hits` (1-based); the caller then aborts (or fails, for the failpoints
+// that make an operation fail instead of the process).
 bool Hit(std::string_view name, int64_t hits = 1);
 
 // abort()s the process (SIGABRT, no destructors, no flush) when Hit().

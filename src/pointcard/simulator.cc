@@ -56,7 +56,10 @@ class SimClient {
   virtual ~SimClient() = default;
   virtual Result<Card> GetCard(int64_t id) = 0;
   virtual Result<std::vector<int64_t>> Stores(int64_t region) = 0;
-  virtual Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount) = 0;
+  // `key` is the payment's Idempotency-Key: one per logical payment, the
+  // same on every retry, so a retry after an indeterminate failure (a
+  // timeout, a lost connection) cannot pay twice.
+  virtual Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount, const std::string& key) = 0;
   virtual Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) = 0;
 };
 
@@ -78,8 +81,8 @@ class InProcessClient final : public SimClient {
     for (const auto& st : **stores) ids.push_back(st.store_id);
     return ids;
   }
-  Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount) override {
-    return Wait<PaymentOutcome>([&](auto done) { s_.Pay(Payment{card, store, amount, std::nullopt}, done); });
+  Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount, const std::string& key) override {
+    return Wait<PaymentOutcome>([&](auto done) { s_.Pay(Payment{card, store, amount, key}, done); });
   }
   Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) override {
     return Wait<GrantOutcome>([&](auto done) { s_.Grant(GrantRequest{from, to, rate, std::nullopt, true}, done); });
@@ -110,9 +113,9 @@ class HttpSimClient final : public SimClient {
     if (r->status != 200) return Status::Unavailable("GET stores answered " + std::to_string(r->status));
     return http::ExtractIntegers(r->body, "stores", "storeId");
   }
-  Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount) override {
+  Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount, const std::string& key) override {
     std::string body = "{\"storeId\":" + std::to_string(store) + ",\"amount\":" + std::to_string(amount) + "}";
-    auto r = Call("POST", "/api/v1/cards/" + std::to_string(card) + "/transactions", body);
+    auto r = Call("POST", "/api/v1/cards/" + std::to_string(card) + "/transactions", body, {{"Idempotency-Key", key}});
     if (!r.ok()) return r.status();
     PaymentOutcome out;
     if (r->status == 409 && r->body.find("insufficient_balance") != std::string::npos) {
@@ -161,6 +164,8 @@ struct Sample {
 };
 
 struct Shared {
+  // Makes the payments' idempotency keys unique across runs on one server.
+  const uint64_t run_nonce = std::random_device{}();
   std::atomic<bool> stop{false};
   std::atomic<int64_t> ok{0}, refused{0}, ng{0}, retries{0}, grants{0};
   std::mutex mutex;
@@ -171,6 +176,8 @@ struct Shared {
 
 void Worker(SimClient& client, const SimulationOptions& o, int64_t cards, uint64_t seed, Shared& shared) {
   std::mt19937_64 rng(seed);
+  const std::string key_prefix = "sim-" + std::to_string(shared.run_nonce) + "-" + std::to_string(seed) + "-";
+  int64_t payments = 0;
   std::uniform_int_distribution<int64_t> any_card(1, cards), any_region(1, 47);
   std::vector<Sample> samples;
   std::vector<double> iterations;
@@ -197,9 +204,10 @@ void Worker(SimClient& client, const SimulationOptions& o, int64_t cards, uint64
     }
     auto t1 = Clock::now();
     Sample sample{t1, 0, Sample::kNg};
+    const std::string key = key_prefix + std::to_string(++payments);
     for (int t = 0; t < o.tries; ++t) {
       if (t > 0) shared.retries.fetch_add(1, std::memory_order_relaxed);
-      auto r = client.Pay(card_id, store, amount);
+      auto r = client.Pay(card_id, store, amount, key);
       if (r.ok()) {
         sample.outcome = r->refused ? Sample::kRefused : Sample::kOk;
         break;
