@@ -65,6 +65,11 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_REQUEST_TIMEOUT_MS")
       ->check(CLI::Range(100, 3600000))
       ->capture_default_str();
+  c->add_option("--handler-timeout-ms", f.handler_timeout_ms,
+                "Every request is answered within this, whatever the stores do (grants excepted)")
+      ->envname("HOTROW_HANDLER_TIMEOUT_MS")
+      ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
   c->add_option("--cors-origin", f.cors_origins,
                 "An origin whose browser requests get CORS headers (repeatable; * for any); none by default")
       ->envname("HOTROW_CORS_ORIGIN")
@@ -179,6 +184,9 @@ bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
   db::DatabaseOptions options;
   // Every allowed connection may have one write waiting, plus headroom.
   options.writer.queue_ops_max = static_cast<size_t>(f.max_connections) + 1024;
+  // Half the handler bound in the queue at most: a batch takes milliseconds,
+  // so the answer (written, or definitely not) comes well inside it.
+  options.writer.op_wait_max = std::chrono::milliseconds(f.handler_timeout_ms / 2);
   if (!Take(db::SqliteDatabase::Open(path, options), &b.sqlite, "database")) return false;
   std::unique_ptr<dateplan::SqliteDatePlanStore> plans;
   std::unique_ptr<pointcard::SqlitePointCardStore> cards;
@@ -202,7 +210,15 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   options.url = url;
   options.size = f.db_pool;
   options.queue_max = static_cast<size_t>(f.max_connections) + 1024;
-  options.on_connect = [](db::pg::Connection& c) { return c.Exec("SET application_name = 'hotrow'"); };
+  // The bounds under --handler-timeout-ms (H): at most 0.3 H waiting for a
+  // connection, 0.4 H for a lock, 0.5 H for a statement. PostgreSQL aborts
+  // first, so the 503 is definite; grants lift them (SET LOCAL).
+  int64_t h = f.handler_timeout_ms;
+  options.queue_wait_max = std::chrono::milliseconds(h * 3 / 10);
+  options.on_connect = [h](db::pg::Connection& c) {
+    return c.Exec("SET application_name = 'hotrow'; SET statement_timeout = " + std::to_string(h / 2) +
+                  "; SET lock_timeout = " + std::to_string(h * 2 / 5));
+  };
   if (!Take(db::pg::Pool::Open(options), &b.pool, "PostgreSQL")) return false;
   std::unique_ptr<dateplan::PostgresDatePlanStore> plans;
   std::unique_ptr<pointcard::PostgresPointCardStore> cards;
@@ -322,6 +338,7 @@ int RunServe(const ServeFlags& f) {
   options.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   options.cors_origins = f.cors_origins;
   options.shutdown_timeout_max = std::chrono::milliseconds(f.shutdown_grace_ms);
+  options.handler_timeout = std::chrono::milliseconds(f.handler_timeout_ms);
   http::Server server(options, [&router](http::Request& req, http::Responder res) {
     router.Dispatch(req, std::move(res));
   });

@@ -275,7 +275,7 @@ void Pool::Submit(Job job) {
       lock.unlock();
       return job(Status::Overloaded("all database connections are busy and the queue is full; retry later"));
     }
-    queue_.push_back(std::move(job));
+    queue_.push_back({std::move(job), std::chrono::steady_clock::now()});
   }
   wake_.notify_one();
 }
@@ -283,12 +283,20 @@ void Pool::Submit(Job job) {
 void Pool::Loop(std::unique_ptr<Connection> conn) {
   while (true) {
     Job job;
+    std::chrono::steady_clock::time_point queued_at;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
       if (queue_.empty()) return;  // stopping, and the queue is drained
-      job = std::move(queue_.front());
+      queued_at = queue_.front().at;
+      job = std::move(queue_.front().job);
       queue_.pop_front();
+    }
+    if (options_.queue_wait_max.count() > 0 &&
+        std::chrono::steady_clock::now() - queued_at > options_.queue_wait_max) {
+      job(Status::Unavailable("waited longer than " + std::to_string(options_.queue_wait_max.count()) +
+                              " ms for a database connection; nothing was written"));
+      continue;
     }
     if (!conn || !conn->Check()) {
       conn.reset();

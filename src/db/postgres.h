@@ -123,6 +123,10 @@ struct PoolOptions {
   std::string url;
   int size = 4;
   size_t queue_max = 11024;
+  // A job that waited longer than this for a connection runs with
+  // unavailable instead (nothing was sent to PostgreSQL): part of the
+  // per-request bound (--handler-timeout-ms). Zero: no bound.
+  std::chrono::milliseconds queue_wait_max{0};
   // Runs on each new connection (session settings).
   std::function<Status(Connection&)> on_connect;
 };
@@ -162,7 +166,11 @@ class Pool {
   PoolOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Job> queue_;
+  struct Queued {
+    Job job;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::deque<Queued> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -39,9 +39,30 @@ void Writer::Submit(OpPtr op) {
       op->Finish(Status::Overloaded("write queue is full; retry later"));
       return;
     }
+    if (options_.op_wait_max.count() > 0) op->submitted_at_ = std::chrono::steady_clock::now();
     ring_[(head_ + size_++) % ring_.size()] = std::move(op);
   }
   wake_.notify_one();
+}
+
+void Writer::FailExpired(std::vector<OpPtr>& batch) {
+  if (options_.op_wait_max.count() == 0) return;
+  auto oldest_allowed = std::chrono::steady_clock::now() - options_.op_wait_max;
+  size_t kept = 0, expired = 0;
+  for (auto& op : batch) {
+    if (op->submitted_at_ < oldest_allowed) {
+      op->Finish(Status::Unavailable("the write waited longer than " + std::to_string(options_.op_wait_max.count()) +
+                                     " ms for the store; nothing was written"));
+      ++expired;
+    } else {
+      batch[kept++] = std::move(op);
+    }
+  }
+  batch.resize(kept);
+  if (expired > 0) {
+    std::lock_guard lock(mutex_);
+    stats_.expired_ops += expired;
+  }
 }
 
 void Writer::Stop() {
@@ -74,7 +95,8 @@ void Writer::Loop() {
         --size_;
       }
     }
-    RunBatch(batch);
+    FailExpired(batch);
+    if (!batch.empty()) RunBatch(batch);
     batch.clear();
   }
 }

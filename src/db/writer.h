@@ -82,6 +82,7 @@ class WriteOp {
  private:
   friend class Writer;
   std::chrono::microseconds commit_duration_{0};
+  std::chrono::steady_clock::time_point submitted_at_;
 };
 
 using OpPtr = std::unique_ptr<WriteOp>;
@@ -94,6 +95,11 @@ OpPtr MakeOp(Args&&... args) {
 struct WriterOptions {
   size_t queue_ops_max = 10000;
   size_t batch_ops_max = 2048;
+  // An op that waited in the queue longer than this is finished with
+  // unavailable, unrun, when the writer reaches it: its client's deadline
+  // (--handler-timeout-ms) is near, and an answer that says "not written"
+  // beats one that comes too late to mean anything. Zero: no bound.
+  std::chrono::milliseconds op_wait_max{0};
 };
 
 struct WriterStats {
@@ -101,6 +107,7 @@ struct WriterStats {
   uint64_t ops = 0;
   uint64_t failed_commits = 0;
   uint64_t batch_ops_largest = 0;
+  uint64_t expired_ops = 0;  // finished unrun after op_wait_max
 };
 
 class Writer {
@@ -129,6 +136,8 @@ class Writer {
 
  private:
   void Loop();
+  // Finishes (unavailable, unrun) the ops that waited past op_wait_max.
+  void FailExpired(std::vector<OpPtr>& batch);
   void RunBatch(std::vector<OpPtr>& batch);
 
   std::unique_ptr<sqlite::Connection> conn_;

@@ -126,6 +126,7 @@ Request& Codec::BuildRequest() {
     request_.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
                                   std::string_view(field.value().data(), field.value().size()));
   request_.spare_body = &spare_;
+  request_.long_running = false;
   if (!options_->cors_origins.empty()) {
     origin_ = request_.Header("Origin");
     preflight_ = request_.method == Method::kOptions && request_.HasHeader("Access-Control-Request-Method");

@@ -37,6 +37,10 @@ struct Request {
   // The connection's spare response body: empty, with the capacity of an
   // earlier response. Take it with NewResponse() (pooling.h).
   std::string* spare_body = nullptr;
+  // Set by a handler (before it returns) whose work is an admin batch that
+  // may take longer than the per-request bound (a grant): the connection
+  // then waits for its answer without a deadline.
+  bool long_running = false;
 
   // The first value of the named header (case-insensitive), or empty.
   std::string_view Header(std::string_view name) const;

@@ -61,6 +61,8 @@ struct Worker {
   std::unordered_set<Session*> sessions;
   asio::io_context io{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  // Every kSweepInterval: answers for the handlers past their deadline.
+  std::optional<asio::steady_timer> sweep;
   std::thread thread;
 };
 
@@ -138,6 +140,11 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   // The end of shutdown: whatever the connection is doing, it closes now.
   void ForceClose() {
     if (!closed_) Close();
+  }
+  // From the worker's sweep (ServerState::SweepHandlers), on this
+  // connection's worker.
+  void CheckHandlerDeadline(asio::steady_timer::clock_type::time_point now) {
+    if (state_ == State::kHandling && now >= handler_deadline_) OnHandlerTimeout();
   }
 
  private:
@@ -225,14 +232,28 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   void OnRead(error_code ec, size_t) {
     if (ec) return OnReadError(ec);
     state_ = State::kHandling;
-    deadline_ = Clock::time_point::max();  // a handler takes what it takes (a grant: seconds)
+    deadline_ = Clock::time_point::max();  // the request has arrived; now the handler's bound applies
     Request& request = codec_.BuildRequest();
+    handler_deadline_ = asio::steady_timer::clock_type::now() + server_.options.handler_timeout;
     try {
       server_.handler(request, Responder(shared_from_this()));
     } catch (const std::exception& e) {
       log::Error("handler for {} threw: {}", std::string(request.target), e.what());
       if (state_ == State::kHandling) Write(ErrorResponse(Status::Internal("internal error")));
     }
+    if (request.long_running) handler_deadline_ = Clock::time_point::max();
+  }
+
+
+  // The handler did not answer within handler_timeout: answer for it (its
+  // late answer is then ignored) and close, since what it did is unknown.
+  void OnHandlerTimeout() {
+    log::Warn("a request did not finish within {} ms; answered 503", server_.options.handler_timeout.count());
+    Response r = ErrorResponse(Status::Unavailable("the request did not finish within " +
+                                                   std::to_string(server_.options.handler_timeout.count()) +
+                                                   " ms; whether it took effect is unknown"));
+    r.close = true;
+    Write(std::move(r));
   }
 
   void Write(Response&& r) {
@@ -310,6 +331,10 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   beast::tcp_stream stream_;
   asio::steady_timer watchdog_;
   Clock::time_point deadline_ = Clock::time_point::max();
+  // When the running handler's answer is due (max: none running, or a
+  // long_running one). Checked by the worker's sweep, not by the watchdog:
+  // moving the watchdog earlier would cost a timer operation per request.
+  Clock::time_point handler_deadline_ = Clock::time_point::max();
   bool watchdog_armed_ = false;
   bool closed_ = false;
   beast::flat_buffer buffer_;
@@ -423,6 +448,26 @@ void Server::Shutdown() {
   asio::post(impl_->control, [this] { impl_->BeginShutdown(); });
 }
 
+// The handler bound is checked twice a second per worker: a handler past
+// --handler-timeout-ms is answered within 500 ms of its deadline.
+constexpr std::chrono::milliseconds kSweepInterval{500};
+
+void SweepHandlers(Worker& w) {
+  w.sweep->expires_after(kSweepInterval);
+  w.sweep->async_wait([&w](error_code ec) {
+    if (ec) return;
+    auto now = asio::steady_timer::clock_type::now();
+    std::vector<std::shared_ptr<Session>> due;
+    {
+      std::lock_guard lock(w.mutex);
+      for (Session* s : w.sessions)
+        if (auto sp = s->weak_from_this().lock()) due.push_back(std::move(sp));
+    }
+    for (auto& s : due) s->CheckHandlerDeadline(now);
+    SweepHandlers(w);
+  });
+}
+
 template <typename Fn>
 void ServerState::ForEachSession(Fn fn) {
   for (auto& w : workers) {
@@ -477,6 +522,8 @@ bool Server::Run(const std::function<void()>& before_stop) {
   auto& impl = *impl_;
   for (auto& w : impl.workers) {
     w->guard.emplace(w->io.get_executor());
+    w->sweep.emplace(w->io);
+    asio::post(w->io, [w = w.get()] { SweepHandlers(*w); });
     w->thread = std::thread([w = w.get()] { w->io.run(); });
   }
   asio::post(impl.workers[0]->io, [&impl] { impl.Accept(); });
@@ -514,6 +561,7 @@ bool Server::Run(const std::function<void()>& before_stop) {
     w->io.stop();
   }
   for (auto& w : impl.workers) w->thread.join();
+  for (auto& w : impl.workers) w->sweep.reset();
   return clean;
 }
 

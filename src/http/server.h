@@ -43,6 +43,11 @@ struct ServerOptions {
   int threads = 0;       // 0: one per core
   int connections_max = 10000;
   std::chrono::milliseconds request_timeout{30000};
+  // A handler must answer within this (unless it marks the request
+  // long_running); past it the connection answers 503 itself, an
+  // indeterminate outcome, and closes. The stores' own bounds (queue waits,
+  // statement and lock timeouts) sit below it, so this is a backstop.
+  std::chrono::milliseconds handler_timeout{10000};
   size_t body_bytes_max = 64 * 1024;
   size_t header_bytes_max = 8 * 1024;
   size_t drain_bytes_max = 1024 * 1024;

@@ -406,7 +406,11 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
       if (attempt > 0) Backoff(attempt);
       // Everything but the COMMIT in one round trip, then the COMMIT alone,
       // to time it.
+      // A grant is admin batch work: the per-request statement and lock
+      // timeouts do not apply to it.
       auto results = (*c)->Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
+                                     {"SET LOCAL statement_timeout = 0", {}},
+                                     {"SET LOCAL lock_timeout = 0", {}},
                                      {"LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE", {}},
                                      {"SELECT * FROM hotrow_grant($1, $2, $3, $4, $5, $6)", params}});
       Status s = results.status();
@@ -420,7 +424,7 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
         if (db::pg::IsRetryable(s)) continue;
         break;
       }
-      const pg::Rows& rows = (*results)[2];
+      const pg::Rows& rows = (*results)[4];
       std::string_view what = rows.Text(0, 0);
       if (what == "future") {
         outcome = PeriodNotEnded();

@@ -52,7 +52,8 @@ bool RedisProcess::Launch() {
     }
     execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--dir",
            dir_.path().c_str(), "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
-           static_cast<char*>(nullptr));
+           // DEBUG SLEEP stalls the server on purpose in fault tests.
+           "--enable-debug-command", "local", static_cast<char*>(nullptr));
     _exit(127);
   }
   for (int i = 0; i < 500; ++i) {

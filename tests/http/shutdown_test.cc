@@ -8,7 +8,9 @@
 #include <future>
 #include <thread>
 
+#include "db/redis.h"
 #include "harness/http_client.h"
+#include "harness/redis_process.h"
 #include "harness/server_process.h"
 #include "pointcard/model.h"
 
@@ -69,6 +71,34 @@ TEST(Shutdown, SigtermUnderLoadExitsCleanly) {
   stop = true;
   for (auto& t : clients) t.join();
   EXPECT_EQ(exit_status, 0) << server.process().Log();
+}
+
+// Every request is answered within --handler-timeout-ms, whatever a store
+// does: a Redis that stalls (DEBUG SLEEP) longer than the bound used to
+// hold the score post until the Redis client's own 5 s timeout. Now the
+// connection answers 503 at the bound (plus the sweep's 500 ms) and closes:
+// whether the score was stored is unknown, and the answer says so (issue 9,
+// item 8).
+TEST(HandlerTimeout, AStalledStoreIsAnsweredWithinTheBound) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  TestServer server(TestServerOptions{0, false, {"--redis", redis->url(), "--handler-timeout-ms", "1000"}, {}});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  ASSERT_EQ(c.Post("/api/v1/score", R"({"score":1})", {{"ClientId", "before"}}).status, 200);
+  auto admin = db::RedisClient::Connect(redis->url(), {});
+  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+  std::thread sleeper([&] { (void)(*admin)->CommandSync({"DEBUG", "SLEEP", "4"}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto start = std::chrono::steady_clock::now();
+  auto r = c.Post("/api/v1/score", R"({"score":2})", {{"ClientId", "during"}});
+  auto took = std::chrono::steady_clock::now() - start;
+  sleeper.join();
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("whether it took effect is unknown"), std::string::npos) << r.body;
+  EXPECT_EQ(r.Header("Connection"), "close");
+  EXPECT_LT(took, std::chrono::milliseconds(3000)) << "answered after the stall, not at the bound";
+  EXPECT_EQ(c.Get("/healthz").status, 200) << "the server goes on";
 }
 
 }  // namespace

@@ -228,6 +228,37 @@ TEST_F(TwoInstances, ASilentListenerConnectionIsFoundByTheHeartbeat) {
   EXPECT_NE(b->process().Log().find("no answer to a heartbeat"), std::string::npos) << b->process().Log();
 }
 
+// A row lock held elsewhere (an operator's open transaction) used to hold
+// a like or an edit without bound. Under --handler-timeout-ms PostgreSQL's
+// own lock_timeout answers first: a definite 503, nothing written (issue 9,
+// item 8).
+TEST_F(TwoInstances, ALockWaitIsAnsweredWithinTheBoundAndWritesNothing) {
+  TestServer c(TestServerOptions{0, false, {"--db-pool", "2", "--handler-timeout-ms", "1500"}, {}, url});
+  ASSERT_TRUE(c.ok());
+  auto holder = db::pg::Connection::Connect(url);
+  ASSERT_TRUE(holder.ok());
+  ASSERT_TRUE((*holder)->Exec("BEGIN; SELECT * FROM datePlans WHERE id = 5 FOR UPDATE").ok());
+  HttpClient client(c.port());
+  for (const char* what : {"like", "edit"}) {
+    auto start = std::chrono::steady_clock::now();
+    auto r = std::string(what) == "like"
+                 ? client.Post("/datePlan/5/like")
+                 : client.Put("/datePlan/5", R"({"title":"locked","content":"c","category":"Indoor"})",
+                              {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
+    auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.status, 503) << what << ": " << r.body;
+    EXPECT_LT(took, std::chrono::milliseconds(3000)) << what;
+    EXPECT_EQ(r.body.find("whether it took effect is unknown"), std::string::npos)
+        << what << ": PostgreSQL's timeout must answer before the backstop: " << r.body;
+  }
+  ASSERT_TRUE((*holder)->Exec("COMMIT").ok());
+  auto row = (*holder)->Query(R"(SELECT "like", title FROM datePlans WHERE id = 5)");
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->Int(0, 0), 0) << "the refused like must not count";
+  EXPECT_NE(row->Text(0, 1), "locked");
+  EXPECT_EQ(client.Post("/datePlan/5/like").status, 200) << "and the next one goes through";
+}
+
 // SIGTERM to one instance while the other keeps changing plans: the
 // stopping instance's listener used to call into its destroyed
 // DatePlanService (ASan heap-use-after-free in Catalog::PutLocked, 3 of 3;

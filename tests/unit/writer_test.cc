@@ -203,6 +203,30 @@ TEST_F(WriterTest, AFullQueueAnswersOverloadedAtOnce) {
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(done[i].get_future().get().ok());
 }
 
+// An op that waited past op_wait_max is answered unavailable and never
+// runs: the answer is definite, and it comes before the client's deadline
+// (issue 9, item 8).
+TEST_F(WriterTest, OpsThatWaitedTooLongFailUnrun) {
+  WriterOptions options;
+  options.op_wait_max = std::chrono::milliseconds(100);
+  Open(options);
+  std::latch entered(1), release(1);
+  database->writer().Submit(MakeOp<GateOp>(&entered, &release));
+  entered.wait();
+  std::promise<Status> waited;
+  database->writer().Submit(MakeOp<InsertOp>(1, &waited));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  release.count_down();
+  Status s = waited.get_future().get();
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable) << s.ToString();
+  std::promise<Status> fresh;
+  database->writer().Submit(MakeOp<InsertOp>(2, &fresh));
+  EXPECT_TRUE(fresh.get_future().get().ok());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM t WHERE v = 1"), 0) << "an expired op must not run";
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM t WHERE v = 2"), 1);
+  EXPECT_EQ(database->writer().stats().expired_ops, 1u);
+}
+
 TEST_F(WriterTest, StopAppliesEverythingQueuedThenRefuses) {
   Open();
   std::latch entered(1), release(1);
