@@ -23,8 +23,18 @@ void Catalog::ReplaceAll(std::vector<Plan> plans) {
 }
 
 void Catalog::PutLocked(Plan plan) {
+  if (erased_.count(plan.id)) return;
   auto it = plans_.find(plan.id);
   if (it != plans_.end()) {
+    if (plan.version < it->second.version) {  // an older edit, late: keep the fields, raise the likes
+      if (plan.like > it->second.like) {
+        auto node = ranking_.extract({-it->second.like, plan.id});
+        it->second.like = plan.like;
+        node.value() = {-plan.like, plan.id};
+        ranking_.insert(std::move(node));
+      }
+      return;
+    }
     plan.like = std::max(plan.like, it->second.like);
     EraseLocked(it);
   }
@@ -37,6 +47,7 @@ void Catalog::PutLocked(Plan plan) {
 
 bool Catalog::Erase(int64_t id) {
   std::unique_lock lock(mutex_);
+  erased_.insert(id);
   auto it = plans_.find(id);
   if (it == plans_.end()) return false;
   EraseLocked(it);

@@ -11,6 +11,12 @@
 // the larger count, so completions that arrive out of order (several
 // database connections, several instances) cannot move a count backwards.
 //
+// Versions: Put keeps the fields of the newer version (Plan::version) and
+// the larger like count, and a deleted id never comes back (ids are never
+// reused, so a Put for an erased id is an edit that completed after the
+// delete): changes that arrive out of order, from several connections or
+// instances, cannot resurrect a plan or bring an old title back.
+//
 // Rendering: Put renders each plan's JSON up to its like count once
 // (Plan::json_head), so serving a plan is a copy plus one number.
 //
@@ -31,6 +37,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -54,9 +61,10 @@ struct CategoryCount {
 
 class Catalog {
  public:
-  // Inserts or replaces a plan (its like count included).
+  // Inserts or replaces a plan (its like count included), unless the
+  // catalog holds a newer version of it or the plan was erased.
   void Put(Plan plan);
-  // False when absent.
+  // False when absent. The id is remembered as erased.
   bool Erase(int64_t id);
   // Raises the plan's like count to `like` if that is larger.
   void SetLike(int64_t id, int64_t like);
@@ -106,6 +114,7 @@ class Catalog {
   RandomSet<const Plan*> all_;  // plans_ is node-based: pointers stay valid
   std::map<std::string, RandomSet<const Plan*>, std::less<>> categories_;
   std::set<RankKey> ranking_;
+  std::unordered_set<int64_t> erased_;  // ids deleted while this catalog ran
 };
 
 }  // namespace hotrow::dateplan

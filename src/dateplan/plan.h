@@ -34,6 +34,11 @@ struct Plan {
   std::string category;
   int64_t like = 0;
   std::string edit_token_hash;
+  // Bumped by every edit, in the store's transaction: a read model never
+  // replaces a plan with an older version of it (an edit's completion can
+  // arrive after another instance's later edit was applied). Likes do not
+  // bump it: counts only grow, and the catalog keeps the larger.
+  int64_t version = 1;
   // Set by the Catalog: the plan's JSON up to its like count (plan_json.h).
   std::string json_head = {};
 };

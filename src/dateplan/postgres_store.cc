@@ -21,14 +21,16 @@ pg::Param TokenParam(const std::string& hash) { return hash.empty() ? pg::Param(
 
 Plan PlanFrom(const pg::Rows& r, int row) {
   return Plan{r.Int(row, 0), std::string(r.Text(row, 1)), std::string(r.Text(row, 2)), std::string(r.Text(row, 3)),
-              r.Int(row, 4), r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5)};
+              r.Int(row, 4), r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5), r.Int(row, 6)};
 }
 
 
 }  // namespace
 
+// Created as v0.1.0 made it, then migrated (pg::Migrate), so a new
+// database and one a release made take the same steps.
 Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
-  return conn.Exec(R"sql(
+  if (Status s = conn.Exec(R"sql(
     CREATE TABLE IF NOT EXISTS datePlans (
       id              BIGSERIAL PRIMARY KEY,
       title           TEXT   NOT NULL,
@@ -38,6 +40,13 @@ Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
       edit_token_hash BYTEA
     );
   )sql");
+      !s.ok())
+    return s;
+  return pg::Migrate(conn, "dateplans",
+                     {
+                         // 1 (v0.2.0): a version per plan, bumped by every edit (Plan::version).
+                         R"(ALTER TABLE datePlans ADD COLUMN version BIGINT NOT NULL DEFAULT 1)",
+                     });
 }
 
 Result<std::unique_ptr<PostgresDatePlanStore>> PostgresDatePlanStore::Open(pg::Pool& pool, size_t like_queue_max) {
@@ -60,7 +69,7 @@ void PostgresDatePlanStore::Drain() {
 
 Status PostgresDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
   auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) {
-    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash FROM datePlans ORDER BY id)");
+    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans ORDER BY id)");
   });
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i) sink(PlanFrom(*rows, i));
@@ -69,7 +78,7 @@ Status PostgresDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
 
 Result<std::optional<Plan>> PostgresDatePlanStore::Fetch(int64_t id) {
   auto rows = pool_.Run<pg::Rows>([id](pg::Connection& c) {
-    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash FROM datePlans WHERE id = $1)",
+    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans WHERE id = $1)",
                    {std::to_string(id)});
   });
   if (!rows.ok()) return rows.status();
@@ -94,13 +103,14 @@ void PostgresDatePlanStore::Update(int64_t id, PlanFields f, std::function<void(
   pool_.Submit([id, f = std::move(f), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     auto rows = (*c)->Query(
-        R"(WITH up AS (UPDATE datePlans SET title = $1, content = $2, category = $3 WHERE id = $4
-                       RETURNING id, "like", edit_token_hash)
-           SELECT "like", edit_token_hash, pg_notify('hotrow_plans', 'put ' || id) FROM up)",
+        R"(WITH up AS (UPDATE datePlans SET title = $1, content = $2, category = $3, version = version + 1
+                       WHERE id = $4 RETURNING id, "like", edit_token_hash, version)
+           SELECT "like", edit_token_hash, version, pg_notify('hotrow_plans', 'put ' || id) FROM up)",
         {f.title, f.content, f.category, std::to_string(id)});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(NoSuchPlan(id));
-    done(Plan{id, f.title, f.content, f.category, rows->Int(0, 0), rows->IsNull(0, 1) ? "" : rows->Bytes(0, 1)});
+    done(Plan{id, f.title, f.content, f.category, rows->Int(0, 0), rows->IsNull(0, 1) ? "" : rows->Bytes(0, 1),
+              rows->Int(0, 2)});
   });
 }
 

@@ -10,7 +10,10 @@ Status CreateDatePlanSchema(sqlite::Connection& conn) {
   // (UPDATE datePlans SET "like" = "like" + 1 ...) reads the same here.
   // AUTOINCREMENT: a deleted plan's id is never handed out again, so an old
   // link or edit token can never reach a different plan.
-  return conn.Exec(R"sql(
+  //
+  // The table is created as v0.1.0 made it; migrations bring it forward, so
+  // a new database and one a release made take the same steps.
+  if (Status s = conn.Exec(R"sql(
     CREATE TABLE IF NOT EXISTS datePlans (
       id              INTEGER PRIMARY KEY AUTOINCREMENT,
       title           TEXT    NOT NULL,
@@ -20,6 +23,12 @@ Status CreateDatePlanSchema(sqlite::Connection& conn) {
       edit_token_hash BLOB             -- SHA-256 of the edit token; NULL: admin only
     );
   )sql");
+      !s.ok())
+    return s;
+  return sqlite::Migrate(conn, {
+                                   // 1 (v0.2.0): a version per plan, bumped by every edit (Plan::version).
+                                   R"(ALTER TABLE datePlans ADD COLUMN version INTEGER NOT NULL DEFAULT 1)",
+                               });
 }
 
 Result<std::unique_ptr<SqliteDatePlanStore>> SqliteDatePlanStore::Open(db::SqliteDatabase& db) {
@@ -31,14 +40,14 @@ Status SqliteDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
   auto q = (*conn)->Prepare(
-      R"(SELECT id, title, content, category, "like", edit_token_hash FROM datePlans ORDER BY id)");
+      R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans ORDER BY id)");
   if (!q.ok()) return q.status();
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
     sink(Plan{q->Int(0), std::string(q->Text(1)), std::string(q->Text(2)), std::string(q->Text(3)), q->Int(4),
-              std::string(q->Blob(5))});
+              std::string(q->Blob(5)), q->Int(6)});
   }
 }
 
@@ -59,14 +68,14 @@ void SqliteDatePlanStore::Insert(PlanFields fields, std::string edit_token_hash,
 
 void SqliteDatePlanStore::Update(int64_t id, PlanFields fields, std::function<void(Result<Plan>)> done) {
   auto apply = [id, f = std::move(fields)](sqlite::Connection& c) -> Result<Plan> {
-    auto q = c.Prepare(R"(UPDATE datePlans SET title = ?1, content = ?2, category = ?3 WHERE id = ?4
-                          RETURNING "like", edit_token_hash)");
+    auto q = c.Prepare(R"(UPDATE datePlans SET title = ?1, content = ?2, category = ?3, version = version + 1
+                          WHERE id = ?4 RETURNING "like", edit_token_hash, version)");
     if (!q.ok()) return q.status();
     q->Bind(1, f.title).Bind(2, f.content).Bind(3, f.category).Bind(4, id);
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return NoSuchPlan(id);
-    Plan p{id, f.title, f.content, f.category, q->Int(0), std::string(q->Blob(1))};
+    Plan p{id, f.title, f.content, f.category, q->Int(0), std::string(q->Blob(1)), q->Int(2)};
     if (Status s = q->Run(); !s.ok()) return s;
     return p;
   };

@@ -325,6 +325,36 @@ Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)
   return created.status();
 }
 
+Status Migrate(Connection& conn, std::string_view component, const std::vector<std::string_view>& steps) {
+  if (Status s = conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (component text NOT NULL, version int NOT NULL, "
+                           "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))");
+      !s.ok())
+    return s;
+  auto at = conn.Query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = $1",
+                       {std::string(component)});
+  if (!at.ok()) return at.status();
+  int64_t done = at->Int(0, 0);
+  if (done > static_cast<int64_t>(steps.size()))
+    return Status::Unavailable("the " + std::string(component) + " schema is version " + std::to_string(done) +
+                               ", newer than this hotrow's " + std::to_string(steps.size()));
+  for (size_t step = static_cast<size_t>(done); step < steps.size(); ++step) {
+    Status s = conn.Exec("BEGIN");
+    if (s.ok()) s = conn.Exec(std::string(steps[step]));
+    if (s.ok())
+      s = conn.Query("INSERT INTO schema_migrations (component, version) VALUES ($1, $2)",
+                     {std::string(component), std::to_string(step + 1)})
+              .status();
+    if (s.ok()) s = conn.Exec("COMMIT");
+    if (!s.ok()) {
+      (void)conn.Exec("ROLLBACK");
+      return Status::Internal("schema migration " + std::string(component) + " " + std::to_string(step + 1) +
+                              " failed")
+          .WithDetail(s.ToString());
+    }
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------
 // Listener
 // ---------------------------------------------------------------------------

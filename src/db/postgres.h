@@ -180,6 +180,13 @@ class Pool {
 // schema and the others wait and then find it done.
 Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&));
 
+// Schema migrations on PostgreSQL: schema_migrations(component, version)
+// records the steps applied; runs `component`'s steps not yet recorded, in
+// order, each with its record in one transaction. Call it inside
+// CreateSchemaLocked (its advisory lock keeps instances from racing). A
+// database whose record is ahead of `steps` is refused.
+Status Migrate(Connection& conn, std::string_view component, const std::vector<std::string_view>& steps);
+
 class Listener {
  public:
   using OnNotify = std::function<Status(const std::string& channel, const std::string& payload)>;

@@ -179,4 +179,23 @@ Result<int64_t> QueryInt(Connection& conn, std::string_view sql) {
   return v;
 }
 
+Status Migrate(Connection& conn, const std::vector<std::string_view>& steps) {
+  auto at = QueryInt(conn, "PRAGMA user_version");
+  if (!at.ok()) return at.status();
+  if (*at > static_cast<int64_t>(steps.size()))
+    return Status::Unavailable("the database's schema is version " + std::to_string(*at) + ", newer than this hotrow's " +
+                               std::to_string(steps.size()) + ": run the hotrow that wrote it, or a newer one");
+  for (size_t step = static_cast<size_t>(*at); step < steps.size(); ++step) {
+    if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    Status s = conn.Exec(steps[step]);
+    if (s.ok()) s = conn.Exec("PRAGMA user_version = " + std::to_string(step + 1));
+    if (s.ok()) s = conn.Exec("COMMIT");
+    if (!s.ok()) {
+      (void)conn.Exec("ROLLBACK");
+      return Status::Internal("schema migration " + std::to_string(step + 1) + " failed").WithDetail(s.ToString());
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace hotrow::db::sqlite

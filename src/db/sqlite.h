@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <unordered_map>
 #include <utility>
 
@@ -101,5 +102,13 @@ class Connection {
 // Runs `sql` once (prepared, not cached) and returns its first column of
 // the first row as an integer; for PRAGMAs and counts.
 Result<int64_t> QueryInt(Connection& conn, std::string_view sql);
+
+// Schema migrations of the embedded store: PRAGMA user_version counts the
+// steps applied to the file (it is per file, so every component's steps
+// share one list: a step is never renumbered or removed, only appended).
+// Runs steps[user_version..] in one transaction each, bumping user_version
+// with each; a database a newer hotrow wrote (user_version > steps) is
+// refused rather than written with an older schema's assumptions.
+Status Migrate(Connection& conn, const std::vector<std::string_view>& steps);
 
 }  // namespace hotrow::db::sqlite

@@ -59,6 +59,38 @@ TEST(PgConnection, AnErrorAtTheImplicitCommitFailsThePipelineAndTheConnectionGoe
   EXPECT_EQ(conn->Query("SELECT COUNT(*) FROM t")->Int(0, 0), 1);
 }
 
+// A database v0.1.0 made (its datePlans had no version column) is migrated
+// when a store opens it, once, and its rows are kept (issue 9, item 3). The
+// statement below is v0.1.0's CREATE TABLE, verbatim.
+TEST(PgMigration, AV010DatabaseGainsTheVersionColumnOnce) {
+  std::string url = FreshDatabase();
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  ASSERT_TRUE(conn->Exec(R"(
+    CREATE TABLE datePlans (
+      id              BIGSERIAL PRIMARY KEY,
+      title           TEXT   NOT NULL,
+      content         TEXT   NOT NULL,
+      category        TEXT   NOT NULL,
+      "like"          BIGINT NOT NULL DEFAULT 0 CHECK ("like" >= 0),
+      edit_token_hash BYTEA
+    );
+    INSERT INTO datePlans (title, content, category, "like") VALUES ('from v0.1.0', '', 'Indoor', 7);)")
+                  .ok());
+  for (int open = 0; open < 2; ++open) {
+    auto pool = OpenPool(url);
+    auto store = OrThrow(dateplan::PostgresDatePlanStore::Open(*pool));
+    std::vector<dateplan::Plan> plans;
+    ASSERT_TRUE(store->LoadAll([&](dateplan::Plan&& p) { plans.push_back(std::move(p)); }).ok());
+    ASSERT_EQ(plans.size(), 1u);
+    EXPECT_EQ(plans[0].title, "from v0.1.0");
+    EXPECT_EQ(plans[0].like, 7);
+    EXPECT_EQ(plans[0].version, 1);
+  }
+  auto applied = conn->Query("SELECT COUNT(*) FROM schema_migrations WHERE component = 'dateplans'");
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(applied->Int(0, 0), 1) << "applied once, recorded once";
+}
+
 class PgPlans : public DatePlanBackendInstance {
  public:
   PgPlans() : url_(FreshDatabase()) { Open(); }

@@ -142,6 +142,26 @@ TEST(Catalog, RankingByLikesThenId) {
   EXPECT_EQ(c.Ranking(10).size(), 3u);
 }
 
+// Completions that arrive out of order (issue 9, item 3): an older version
+// never replaces a newer one, and a deleted plan never comes back.
+TEST(Catalog, AnOlderVersionNeverReplacesANewerOneAndADeletedPlanStaysDeleted) {
+  Catalog c;
+  c.Put(Plan{1, "v1", "", "X", 0, "", 1});
+  c.Put(Plan{1, "v3", "", "X", 2, "", 3});
+  c.Put(Plan{1, "v2", "", "Y", 5, "", 2});  // late: its fields lose, its likes count
+  std::string title;
+  ASSERT_TRUE(c.With(1, [&](const Plan& p) { title = p.title; }));
+  EXPECT_EQ(title, "v3");
+  EXPECT_EQ(c.Ranking(1)[0].like, 5);
+  EXPECT_EQ(c.Categories()[0].name, "X");
+  c.Put(Plan{2, "b", "", "X", 0, "", 1});
+  EXPECT_TRUE(c.Erase(2));
+  c.Put(Plan{2, "b edited before the delete", "", "X", 0, "", 2});  // an edit's completion after the delete
+  EXPECT_FALSE(c.With(2, [](const Plan&) {})) << "a deleted plan came back";
+  c.ReplaceAll({Plan{2, "b", "", "X", 0, "", 1}});
+  EXPECT_FALSE(c.With(2, [](const Plan&) {})) << "not even through a reload that raced the delete";
+}
+
 TEST(Catalog, CategoriesCountAndDisappearWhenEmpty) {
   Catalog c;
   c.Put(Plan{1, "a", "", "X", 0, ""});
