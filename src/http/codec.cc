@@ -66,16 +66,36 @@ std::string_view OriginFormOf(std::string_view target) {
 
 }  // namespace
 
-Status Codec::CheckHeader() const {
+// True when the comma-separated list `value` holds `token` (any case).
+bool ListHas(std::string_view value, std::string_view token) {
+  while (true) {
+    size_t comma = value.find(',');
+    if (TokenIs(TrimOws(value.substr(0, comma)), token)) return true;
+    if (comma == std::string_view::npos) return false;
+    value.remove_prefix(comma + 1);
+  }
+}
+
+Status Codec::CheckHeader() {
   const auto& msg = parser_->get();
+  head_request_ = msg.method() == bhttp::verb::head;
   // Transfer-Encoding, over every field line that carries it, in order.
-  int codings = 0;
+  int codings = 0, te_lines = 0;
   bool last_is_chunked = false;
   std::string_view first_other;
   int host_lines = 0;
+  bool close = false, keep_alive = false;
   for (const auto& field : msg) {
+    ++header_fields_;
     std::string_view name(field.name_string().data(), field.name_string().size());
+    if (field.name() == bhttp::field::connection) {
+      std::string_view value(field.value().data(), field.value().size());
+      close = close || ListHas(value, "close");
+      keep_alive = keep_alive || ListHas(value, "keep-alive");
+      continue;
+    }
     if (field.name() == bhttp::field::transfer_encoding) {
+      ++te_lines;
       std::string_view value(field.value().data(), field.value().size());
       while (true) {
         size_t comma = value.find(',');
@@ -99,6 +119,9 @@ Status Codec::CheckHeader() const {
       if (seen > 1) return Status::BadRequest("header " + std::string(singleton) + " appears more than once");
     }
   }
+  // Beast reads only the first Connection line; any "close" closes.
+  must_close_ = close || (msg.version() < 11 && (!keep_alive || te_lines > 0));
+  if (te_lines > 0 && codings == 0) return Status::BadRequest("Transfer-Encoding is empty");
   if (codings > 0) {
     if (!last_is_chunked)
       return Status::BadRequest("Transfer-Encoding must end in chunked (a request's body length is unknown otherwise)");
@@ -114,7 +137,6 @@ Request& Codec::BuildRequest() {
   auto& msg = parser_->get();
   request_.method = ToMethod(msg.method());
   request_.method_name = std::string_view(msg.method_string().data(), msg.method_string().size());
-  head_request_ = request_.method == Method::kHead;
   std::string_view target = OriginFormOf(std::string_view(msg.target().data(), msg.target().size()));
   request_.target = target;
   size_t q = target.find('?');
@@ -122,16 +144,19 @@ Request& Codec::BuildRequest() {
   request_.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
   request_.body = std::string_view(msg.body().data(), msg.body().size());
   request_.headers.clear();
-  for (const auto& field : msg)
+  size_t n = 0;
+  for (const auto& field : msg) {
+    if (n++ == header_fields_) break;  // the rest are trailers
     request_.headers.emplace_back(std::string_view(field.name_string().data(), field.name_string().size()),
                                   std::string_view(field.value().data(), field.value().size()));
+  }
   request_.spare_body = &spare_;
   request_.long_running = false;
   if (!options_->cors_origins.empty()) {
     origin_ = request_.Header("Origin");
     preflight_ = request_.method == Method::kOptions && request_.HasHeader("Access-Control-Request-Method");
   }
-  keep_alive_ = msg.keep_alive();
+  keep_alive_ = msg.keep_alive() && !must_close_;
   http10_keep_alive_ = keep_alive_ && msg.version() < 11;
   return request_;
 }
@@ -174,19 +199,24 @@ std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool clo
   // headers need no container.
   head_.clear();
   AppendHead(head_, r, close, http10_keep_alive_ && !close);
-  if (!origin_.empty()) AppendCors(r);
+  if (!options_->cors_origins.empty()) AppendCors(r);
   head_.append("\r\n");
   body_ = std::move(r.body);
   return {boost::asio::buffer(head_), boost::asio::buffer(body_.data(), head_request_ ? 0 : body_.size())};
 }
 
 void Codec::AppendCors(const Response& r) {
-  bool any = false, listed = false;
+  bool any = false, listed = false, specific = false;
   for (const auto& o : options_->cors_origins) {
     any = any || o == "*";
-    listed = listed || o == origin_;
+    specific = specific || o != "*";
+    listed = listed || (!origin_.empty() && o == origin_);
   }
-  if (!any && !listed) return;
+  if (origin_.empty() || (!any && !listed)) {
+    // Whether CORS headers come depends on Origin: say so to caches.
+    if (specific) head_.append("Vary: Origin\r\n");
+    return;
+  }
   head_.append("Access-Control-Allow-Origin: ");
   if (listed) {
     head_.append(origin_);

@@ -33,6 +33,8 @@ class Codec {
   Parser& Begin(const ServerOptions& options) {
     options_ = &options;
     head_request_ = false;
+    header_fields_ = 0;
+    must_close_ = false;
     origin_ = {};
     preflight_ = false;
     parser_.reset();
@@ -50,7 +52,13 @@ class Codec {
   // would run as the next request; 501 for a coding before "chunked"), an
   // HTTP/1.1 request without exactly one Host (400), a header that may
   // appear once appearing twice (400 naming it).
-  Status CheckHeader() const;
+  // Also records what the rest of the exchange needs from the header
+  // alone: how many fields it had (fields the parser adds later are chunked
+  // trailers, which are not headers: RFC 9110 §6.5.1), whether the request
+  // is HEAD, and whether the connection must close after the answer (any
+  // "close" token on any Connection line; framing by Transfer-Encoding on
+  // HTTP/1.0).
+  Status CheckHeader();
 
   // The parsed request, as handlers see it.
   Request& BuildRequest();
@@ -85,6 +93,8 @@ class Codec {
   bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
   const ServerOptions* options_ = nullptr;
   bool head_request_ = false;
+  size_t header_fields_ = 0;     // fields of the header section (trailers follow)
+  bool must_close_ = false;      // decided from the header by CheckHeader
   std::string_view origin_;  // the request's Origin (in the arena), or empty
   bool preflight_ = false;   // OPTIONS with Access-Control-Request-Method
 };

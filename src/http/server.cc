@@ -152,6 +152,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
 
   void ReadRequest() {
     state_ = State::kReading;
+    reading_header_ = true;
     if (server_.draining.load(std::memory_order_relaxed)) return Close();
     Parser& parser = codec_.Begin(server_.options);
     // One deadline for the whole request: an idle connection and a client
@@ -163,6 +164,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
 
   void OnHeader(error_code ec, size_t) {
     if (ec) return OnReadError(ec);
+    reading_header_ = false;
     blank_lines_skipped_ = 0;
     if (Status s = codec_.CheckHeader(); !s.ok()) return Fail(s);
     if (beast::iequals(codec_.parser().get()[bhttp::field::expect], "100-continue") && !codec_.parser().is_done()) {
@@ -205,8 +207,10 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
         ec == asio::error::operation_aborted || !IsHttpParseError(ec))
       return Close();
     // RFC 9112 §2.2: an empty line before the request line is ignored.
-    // Beast stops at it; drop it and parse again (a few at most).
-    if (SkipEmptyLine()) return ReadRequest();
+    // Beast stops at it; drop it and parse again (a few at most). Only
+    // before a header: inside a body, the CRLF before a malformed chunk is
+    // no such line, and what follows it is body, never a request.
+    if (reading_header_ && SkipEmptyLine()) return ReadRequest();
     Fail(Status::BadRequest("malformed HTTP request: " + ec.message()));
   }
 
@@ -344,6 +348,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   State state_ = State::kReading;
   bool close_after_write_ = false;
   int blank_lines_skipped_ = 0;
+  bool reading_header_ = true;  // no header parsed yet for this request
   size_t drained_bytes_ = 0;
   std::array<char, 4096> discard_{};
 };

@@ -59,6 +59,61 @@ TEST_F(Framing, NonChunkedTransferEncodingIs400AndItsBodyNeverRuns) {
   }
 }
 
+// Found in review: a malformed chunk made the server skip the CRLF before
+// it as if it were an empty line before a request line, and run the rest of
+// the body as a request.
+TEST_F(Framing, AMalformedChunkedBodyIs400AndNothingInItRuns) {
+  int64_t before = Likes(2);
+  std::string raw = Exchange("POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "5\r\nhello\r\nPOST /datePlan/2/like HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(StatusOf(raw), 400) << raw;
+  EXPECT_EQ(Count(raw, "HTTP/1.1 "), 1u) << raw;
+  EXPECT_EQ(Likes(2), before) << "the like inside the body ran";
+}
+
+// Trailer fields are not headers (RFC 9110 §6.5.1): an Authorization or a
+// ClientId sent as a trailer must not count.
+TEST_F(Framing, TrailersAreNotHeaders) {
+  std::string raw = Exchange("DELETE /datePlan/3 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                             "Connection: close\r\n\r\n0\r\nAuthorization: Bearer " +
+                             std::string(kTestAdminToken) + "\r\n\r\n");
+  EXPECT_EQ(StatusOf(raw), 401) << raw;
+  HttpClient c(port());
+  EXPECT_EQ(c.Get("/datePlan/3").status, 200) << "deleted on a trailer's credentials";
+}
+
+TEST_F(Framing, AnyConnectionCloseLineCloses) {
+  RawConnection conn(port());
+  conn.Send("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"
+            "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+  std::string raw = conn.ReadUntilClose(milliseconds(2000));
+  EXPECT_EQ(Count(raw, "HTTP/1.1 200"), 1u) << raw;
+  EXPECT_NE(raw.find("Connection: close"), std::string::npos) << raw;
+}
+
+TEST_F(Framing, AnEmptyTransferEncodingIs400) {
+  for (std::string te : {"", ","}) {
+    int64_t before = Likes(2);
+    std::string raw = Exchange("POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: " + te +
+                               "\r\n\r\nPOST /datePlan/2/like HTTP/1.1\r\nHost: t\r\n\r\n");
+    EXPECT_EQ(StatusOf(raw), 400) << "'" << te << "': " << raw;
+    EXPECT_EQ(Likes(2), before) << "'" << te << "'";
+  }
+}
+
+TEST_F(Framing, Http10WithTransferEncodingCloses) {
+  std::string raw = Exchange("POST /api/v1/echo HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
+                             "Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\nGET /healthz HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(Count(raw, "HTTP/1.1 "), 1u) << raw;
+  EXPECT_NE(raw.find("Connection: close"), std::string::npos) << raw;
+}
+
+TEST_F(Framing, ARefusedHeadHasNoBody) {
+  std::string raw = Exchange("HEAD /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n");
+  EXPECT_EQ(StatusOf(raw), 400) << raw;
+  EXPECT_EQ(raw.substr(raw.find("\r\n\r\n") + 4), "") << raw;
+}
+
 TEST_F(Framing, ChunkedAfterAnotherCodingIs501) {
   std::string raw = Exchange("POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
                              "0\r\n\r\n");
@@ -92,8 +147,10 @@ TEST_F(Framing, HeadHasTheGetHeadersAndNoBody) {
   size_t head_end = raw.find("\r\n\r\n");
   ASSERT_NE(head_end, std::string::npos);
   std::string head = raw.substr(0, head_end);
-  EXPECT_NE(head.find("Content-Length: "), std::string::npos) << head;
-  EXPECT_NE(head.find("Content-Length: 0"), 0u);
+  HttpClient c(port());
+  std::string get_length = std::to_string(c.Get("/datePlan/1").body.size());
+  EXPECT_NE(head.find("Content-Length: " + get_length + "\r\n"), std::string::npos)
+      << "HEAD must announce the GET's length (" << get_length << "): " << head;
   std::string rest = raw.substr(head_end + 4);
   EXPECT_EQ(rest.rfind("HTTP/1.1 200", 0), 0u) << "the next response must follow the head directly: " << rest;
   EXPECT_NE(rest.find("{\"status\":\"ok\"}"), std::string::npos) << rest;
@@ -136,6 +193,13 @@ TEST_F(Framing, CorsPreflightForAConfiguredOrigin) {
       << raw;
   EXPECT_NE(raw.find("Access-Control-Max-Age: "), std::string::npos) << raw;
   EXPECT_NE(raw.find("Vary: Origin"), std::string::npos) << raw;
+}
+
+// A cache must not serve an answer without CORS headers to the configured
+// origin: every response varies by Origin once CORS is on.
+TEST_F(Framing, EveryAnswerVariesByOriginWhenCorsIsOn) {
+  HttpClient c(port());
+  EXPECT_EQ(c.Get("/datePlan/1").Header("Vary"), "Origin");
 }
 
 TEST_F(Framing, CorsHeadersOnAnAnswerToAConfiguredOrigin) {
