@@ -144,6 +144,7 @@ struct Backends {
   leaderboard::PostgresLeaderboardStore* pg_board = nullptr;
   std::unique_ptr<pointcard::PointCardStore> cards;
   std::unique_ptr<db::pg::Listener> listener;
+  bool stopped = false;
 
   ~Backends() {
     StopWorkSources();
@@ -155,6 +156,8 @@ struct Backends {
   }
 
   void StopWorkSources() {
+    if (stopped) return;
+    stopped = true;
     listener.reset();
     if (cards) cards->Stop();
     if (board) board->Stop();
@@ -172,7 +175,7 @@ struct Backends {
 template <typename T>
 bool Take(Result<std::unique_ptr<T>> r, std::unique_ptr<T>* out, const char* what) {
   if (!r.ok()) {
-    log::Error("{}: {}", what, r.status().message());
+    log::Error("{}: {}", what, r.status().ToString());
     return false;
   }
   *out = std::move(r).value();
@@ -211,14 +214,14 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   options.size = f.db_pool;
   options.queue_max = static_cast<size_t>(f.max_connections) + 1024;
   // The bounds under --handler-timeout-ms (H): at most 0.3 H waiting for a
-  // connection, 0.4 H for a lock, 0.5 H for a statement. PostgreSQL aborts
-  // first, so the 503 is definite; grants lift them (SET LOCAL).
+  // connection, 0.7 H for a statement (lock waits included: a payment may
+  // wait out a grant's table lock, seconds). PostgreSQL aborts first, so the
+  // 503 is definite; grants lift it (SET LOCAL), and so do start-up and
+  // reloads (Pool::Run).
   int64_t h = f.handler_timeout_ms;
   options.queue_wait_max = std::chrono::milliseconds(h * 3 / 10);
-  options.on_connect = [h](db::pg::Connection& c) {
-    return c.Exec("SET application_name = 'hotrow'; SET statement_timeout = " + std::to_string(h / 2) +
-                  "; SET lock_timeout = " + std::to_string(h * 2 / 5));
-  };
+  options.statement_timeout = std::chrono::milliseconds(h * 7 / 10);
+  options.on_connect = [](db::pg::Connection& c) { return c.Exec("SET application_name = 'hotrow'"); };
   if (!Take(db::pg::Pool::Open(options), &b.pool, "PostgreSQL")) return false;
   std::unique_ptr<dateplan::PostgresDatePlanStore> plans;
   std::unique_ptr<pointcard::PostgresPointCardStore> cards;
@@ -321,7 +324,6 @@ int RunServe(const ServeFlags& f) {
     log::Error("leaderboard: cannot load: {}", loaded.ToString());
     return 1;
   }
-  if (postgres) FollowPostgres(url->postgres_url, b, plans);
 
   http::Router router;
   AddHealth(router, admin);
@@ -346,6 +348,9 @@ int RunServe(const ServeFlags& f) {
     log::Error("{}", s.message());
     return 1;
   }
+  // Last before serving: from here on only StopWorkSources ends the
+  // listener, before the services it calls are destroyed.
+  if (postgres) FollowPostgres(url->postgres_url, b, plans);
   log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={})", f.host, server.port(),
             server.threads(), postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off");
   if (!server.Run([&b] { b.StopWorkSources(); })) {

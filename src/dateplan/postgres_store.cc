@@ -68,9 +68,12 @@ void PostgresDatePlanStore::Drain() {
 }
 
 Status PostgresDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
-  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) {
-    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans ORDER BY id)");
-  });
+  auto rows = pool_.Run<pg::Rows>(
+      [](pg::Connection& c) {
+        return c.Query(
+            R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans ORDER BY id)");
+      },
+      /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i) sink(PlanFrom(*rows, i));
   return Status::Ok();

@@ -163,52 +163,72 @@ Result<Rows> Connection::Query(const std::string& sql, const std::vector<Param>&
 }
 
 Result<std::vector<Rows>> Connection::Pipeline(const std::vector<Statement>& statements) {
-  if (PQenterPipelineMode(conn_) != 1) return Broken("enter pipeline mode");
+  std::span<const Statement> one(statements);
+  auto results = PipelineSegments(std::span<const std::span<const Statement>>(&one, 1));
+  return std::move(results[0]);
+}
+
+std::vector<Result<std::vector<Rows>>> Connection::PipelineSegments(
+    std::span<const std::span<const Statement>> segments) {
+  auto all_broken = [&](std::string_view what) {
+    Status s = Broken(what);
+    std::vector<Result<std::vector<Rows>>> failed;
+    for (size_t i = 0; i < segments.size(); ++i) failed.emplace_back(s);
+    return failed;
+  };
+  if (PQenterPipelineMode(conn_) != 1) return all_broken("enter pipeline mode");
   std::vector<const char*> values;
-  for (const auto& st : statements) {
-    Collect(st.params, &values);
-    if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                          nullptr, 0) != 1)
-      return Broken(st.sql);
+  for (const auto& segment : segments) {
+    for (const auto& st : segment) {
+      Collect(st.params, &values);
+      if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                            nullptr, 0) != 1)
+        return all_broken(st.sql);
+    }
+    if (PQpipelineSync(conn_) != 1) return all_broken("pipeline sync");
   }
-  if (PQpipelineSync(conn_) != 1) return Broken("pipeline sync");
-  std::vector<Rows> out;
-  std::optional<Status> failure;
+  std::vector<Result<std::vector<Rows>>> out;
+  out.reserve(segments.size());
   // Each statement yields its result then a NULL; statements after an error
-  // yield PGRES_PIPELINE_ABORTED. Then the Sync: the implicit transaction
-  // commits there, and a failing commit (a deferred constraint) yields an
-  // error result before PGRES_PIPELINE_SYNC. Anything else is a protocol
-  // surprise, and the connection is not trusted again.
-  for (size_t i = 0; i < statements.size(); ++i) {
-    PGresult* r = PQgetResult(conn_);
-    if (!r) return Broken("pipeline: a statement without a result");
-    if (!failure && !ResultOk(r)) failure = ErrorOf(conn_, r, statements[i].sql);
-    out.emplace_back(r);
-    if (PGresult* extra = PQgetResult(conn_)) {
-      PQclear(extra);
-      return Broken("pipeline: a statement with two results");
+  // yield PGRES_PIPELINE_ABORTED up to their segment's Sync. At each Sync
+  // the segment's implicit transaction commits, and a failing commit (a
+  // deferred constraint) yields an error result, then a NULL, before
+  // PGRES_PIPELINE_SYNC. Anything else is a protocol surprise, and the
+  // connection is not trusted again.
+  for (const auto& segment : segments) {
+    std::vector<Rows> rows;
+    rows.reserve(segment.size());
+    std::optional<Status> failure;
+    for (const auto& st : segment) {
+      PGresult* r = PQgetResult(conn_);
+      if (!r) return all_broken("pipeline: a statement without a result");
+      if (!failure && !ResultOk(r)) failure = ErrorOf(conn_, r, st.sql);
+      rows.emplace_back(r);
+      if (PGresult* extra = PQgetResult(conn_)) {
+        PQclear(extra);
+        return all_broken("pipeline: a statement with two results");
+      }
     }
-  }
-  // A failing commit's error is followed by a NULL, like a statement's.
-  for (int results = 0;; ++results) {
-    PGresult* r = PQgetResult(conn_);
-    if (!r && (PQstatus(conn_) != CONNECTION_OK || results > 4)) return Broken("pipeline: no sync");
-    if (!r) continue;
-    ExecStatusType st = PQresultStatus(r);
-    if (st == PGRES_PIPELINE_SYNC) {
+    for (int results = 0;; ++results) {
+      PGresult* r = PQgetResult(conn_);
+      if (!r && (PQstatus(conn_) != CONNECTION_OK || results > 4)) return all_broken("pipeline: no sync");
+      if (!r) continue;
+      ExecStatusType st = PQresultStatus(r);
+      if (st == PGRES_PIPELINE_SYNC) {
+        PQclear(r);
+        break;
+      }
+      if (!failure && st == PGRES_FATAL_ERROR) failure = ErrorOf(conn_, r, "COMMIT at pipeline sync");
       PQclear(r);
-      break;
     }
-    if (!failure && st == PGRES_FATAL_ERROR) failure = ErrorOf(conn_, r, "COMMIT at pipeline sync");
-    PQclear(r);
+    if (failure) out.emplace_back(std::move(*failure));
+    else out.emplace_back(std::move(rows));
   }
-  if (PQexitPipelineMode(conn_) != 1) return Broken("exit pipeline mode");
-  if (failure) {
-    // A failed statement inside BEGIN leaves the session in an aborted
-    // transaction, which Sync does not end.
-    if (PQtransactionStatus(conn_) != PQTRANS_IDLE) (void)Exec("ROLLBACK");
-    return *failure;
-  }
+  if (PQexitPipelineMode(conn_) != 1) return all_broken("exit pipeline mode");
+  // A failed statement inside BEGIN leaves the session in an aborted
+  // transaction, which Sync does not end. (A transaction left open on
+  // purpose, as the grant's, is the caller's to end.)
+  if (PQtransactionStatus(conn_) == PQTRANS_INERROR) (void)Exec("ROLLBACK");
   return out;
 }
 
@@ -261,7 +281,13 @@ Result<std::unique_ptr<Connection>> Pool::Reconnect() {
   if (options_.on_connect) {
     if (Status s = options_.on_connect(**c); !s.ok()) return s;
   }
+  if (Status s = LiftTimeouts(**c, false); !s.ok()) return s;
   return c;
+}
+
+Status Pool::LiftTimeouts(Connection& c, bool lift) {
+  if (options_.statement_timeout.count() == 0) return Status::Ok();
+  return c.Exec("SET statement_timeout = " + std::to_string(lift ? 0 : options_.statement_timeout.count()));
 }
 
 void Pool::Submit(Job job) {
@@ -321,7 +347,7 @@ Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)
     (void)c.Exec("SELECT pg_advisory_unlock(" + id + ")");
     if (!s.ok()) return s;
     return true;
-  });
+  }, /*unbounded=*/true);
   return created.status();
 }
 
@@ -433,6 +459,8 @@ void Listener::Listen(Connection& conn) {
         return;
       }
     }
+    // Read again: a slow callback above may have let the answer arrive.
+    if (probe_sent && PQconsumeInput(c) != 1) return;
     if (probe_sent && !PQisBusy(c)) {  // the heartbeat's answer is in
       while (PGresult* r = PQgetResult(c)) PQclear(r);
       probe_sent.reset();

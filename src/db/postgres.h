@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -100,10 +101,17 @@ class Connection {
     std::vector<Param> params;
   };
   Result<std::vector<Rows>> Pipeline(const std::vector<Statement>& statements);
+  // Several pipelines in one round trip: a Sync after each segment, so a
+  // failure aborts only the rest of its own segment and the later segments
+  // still run (a lock's release after the work it guarded). One result per
+  // segment, as Pipeline's.
+  std::vector<Result<std::vector<Rows>>> PipelineSegments(std::span<const std::span<const Statement>> segments);
 
   // Notices, without blocking, a connection the server has closed (a
   // restart, an idle timeout): false when it is no longer usable.
   bool Check();
+  // From now on Check() is false: the pool replaces the connection.
+  void MarkBroken() { broken_ = true; }
   pg_conn* raw() { return conn_; }
 
  private:
@@ -127,6 +135,10 @@ struct PoolOptions {
   // unavailable instead (nothing was sent to PostgreSQL): part of the
   // per-request bound (--handler-timeout-ms). Zero: no bound.
   std::chrono::milliseconds queue_wait_max{0};
+  // statement_timeout of every request's statements (0: none), set on each
+  // connection after on_connect. Run(fn, unbounded = true) lifts it for
+  // start-up, reloads and maintenance.
+  std::chrono::milliseconds statement_timeout{0};
   // Runs on each new connection (session settings).
   std::function<Status(Connection&)> on_connect;
 };
@@ -145,12 +157,18 @@ class Pool {
 
   // Runs `fn(conn)` on a pool thread and waits for its result. For
   // start-up and tools; request paths use Submit.
+  // `unbounded`: without the request statement_timeout, for start-up,
+  // reloads and maintenance (loading a large table is not a request).
   template <typename T, typename Fn>
-  Result<T> Run(Fn fn) {
+  Result<T> Run(Fn fn, bool unbounded = false) {
     std::promise<Result<T>> p;
     Submit([&](Result<Connection*> c) {
-      if (!c.ok()) p.set_value(c.status());
-      else p.set_value(fn(**c));
+      if (!c.ok()) return p.set_value(c.status());
+      if (!unbounded) return p.set_value(fn(**c));
+      if (Status s = LiftTimeouts(**c, true); !s.ok()) return p.set_value(s);
+      Result<T> r = fn(**c);
+      if (Status s = LiftTimeouts(**c, false); !s.ok()) (**c).MarkBroken();  // never hand it out unbounded
+      p.set_value(std::move(r));
     });
     return p.get_future().get();
   }
@@ -160,6 +178,8 @@ class Pool {
 
  private:
   explicit Pool(PoolOptions options) : options_(std::move(options)) {}
+  // lift: statement_timeout 0; else back to options_.statement_timeout.
+  Status LiftTimeouts(Connection& c, bool lift);
   void Loop(std::unique_ptr<Connection> conn);
   Result<std::unique_ptr<Connection>> Reconnect();
 

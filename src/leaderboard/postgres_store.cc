@@ -41,7 +41,8 @@ Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open
 }
 
 Status PostgresLeaderboardStore::Load() {
-  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query("SELECT client_id, score, seq FROM leaderboard"); });
+  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query("SELECT client_id, score, seq FROM leaderboard"); },
+                                  /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   std::vector<std::pair<std::string, Stored>> players;
   players.reserve(static_cast<size_t>(rows->size()));
@@ -82,7 +83,11 @@ void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, S
     // The clock's row lock is taken first and held to the commit (one
     // statement, its own transaction): seq order is commit order.
     auto changed = (*c)->Query(
-        R"(WITH clock AS (UPDATE leaderboard_clock SET n = n + 1 WHERE id = 1 RETURNING n),
+        // GREATEST(n + 1, nextval): the clock stays on the sequence, so an
+        // instance of v0.1.0 (which still takes nextval alone) running
+        // beside this one during an upgrade never gets a seq the clock gave.
+        R"(WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
+                          RETURNING n),
            up AS (
              INSERT INTO leaderboard AS l (client_id, score, seq) SELECT $1, $2, n FROM clock
              ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq
@@ -152,7 +157,8 @@ Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t s
             "\n";
   if (Status s = conn.CopyIn("COPY leaderboard (client_id, score, seq) FROM STDIN", data); !s.ok()) return s;
   auto bumped = conn.Query("UPDATE leaderboard_clock SET n = $1 WHERE id = 1", {std::to_string(base + clients)});
-  return bumped.status();
+  if (!bumped.ok()) return bumped.status();
+  return conn.Query("SELECT setval('leaderboard_seq', $1)", {std::to_string(base + clients)}).status();
 }
 
 }  // namespace hotrow::leaderboard

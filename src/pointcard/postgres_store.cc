@@ -141,7 +141,6 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
     -- The grant, set-based: sum the period's charges per card, then one
     -- UPDATE ... FROM and one INSERT ... SELECT. outcome: 'ok', 'replayed',
     -- 'mismatch'.
-    DROP FUNCTION IF EXISTS hotrow_grant(bigint, bigint, int, text, text);
     -- Outcomes: ok, replayed, mismatch; 'future' (the period has not ended
     -- by the database's clock); 'overlap' (grant_id names the earlier grant,
     -- cards and points carry its period's bounds in microseconds).
@@ -214,6 +213,12 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
       RETURN QUERY SELECT 'ok'::text, new_id, n_cards, n_points, EXTRACT(EPOCH FROM t1 - t0)::double precision * 1000,
                           EXTRACT(EPOCH FROM t2 - t1)::double precision * 1000, 0::double precision;
     END $$;
+    -- v0.1.0's signature, kept for instances of that release still running
+    -- beside this one during an upgrade: it granted overlapping periods.
+    CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text)
+    RETURNS TABLE (outcome text, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+                   update_ms double precision, commit_ms double precision) LANGUAGE sql AS $$
+      SELECT * FROM hotrow_grant(p_from, p_to, p_rate, p_key, p_fp, true) $$;
   )sql");
 }
 
@@ -249,9 +254,14 @@ void PostgresPointCardStore::PurgeLoop() {
   while (!purge_wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stopping_; })) {
     lock.unlock();
     pool_.Submit([](Result<pg::Connection*> c) {
-      if (c.ok())
-        (void)(*c)->Query("DELETE FROM P_IDEMPOTENCY WHERE CREATED < hotrow_ts($1)",
-                          {std::to_string(NowUs() - kIdempotencyRetentionUs)});
+      if (!c.ok()) return log::Warn("idempotency purge skipped: {}", c.status().ToString());
+      // Maintenance, not a request: without the request statement_timeout.
+      Status s = (*c)->Exec("BEGIN; SET LOCAL statement_timeout = 0; DELETE FROM P_IDEMPOTENCY WHERE CREATED < "
+                            "hotrow_ts(" + std::to_string(NowUs() - kIdempotencyRetentionUs) + "); COMMIT");
+      if (!s.ok()) {
+        (void)(*c)->Exec("ROLLBACK");
+        log::Warn("idempotency purge failed: {}", s.ToString());
+      }
     });
     lock.lock();
     if (purge_wake_.wait_for(lock, std::chrono::hours(1), [this] { return stopping_; })) break;
@@ -260,7 +270,8 @@ void PostgresPointCardStore::PurgeLoop() {
 
 Status PostgresPointCardStore::LoadRegions(std::vector<Region>* out) {
   auto rows = pool_.Run<pg::Rows>(
-      [](pg::Connection& c) { return c.Query("SELECT REGION_ID, REGION_NAME FROM M_REGION ORDER BY REGION_ID"); });
+      [](pg::Connection& c) { return c.Query("SELECT REGION_ID, REGION_NAME FROM M_REGION ORDER BY REGION_ID"); },
+      /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i) out->push_back({rows->Int(i, 0), std::string(rows->Text(i, 1))});
   return Status::Ok();
@@ -271,7 +282,7 @@ Status PostgresPointCardStore::LoadStores(std::vector<StoreInfo>* out) {
     return c.Query(
         "SELECT STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, S_LATITUDE, S_LONGITUDE "
         "FROM M_STORE ORDER BY STORE_ID");
-  });
+  }, /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i)
     out->push_back({rows->Int(i, 0), std::string(rows->Text(i, 1)), std::string(rows->Text(i, 2)),
@@ -330,14 +341,38 @@ void Backoff(int attempt) {
       std::chrono::microseconds(std::uniform_int_distribution<int>(base_ms * 500, base_ms * 1500)(rng)));
 }
 
-Result<pg::Rows> RunSerializable(pg::Connection& c, const char* lock, const std::string& call,
+// One card's payments queue instead of aborting each other: a session
+// advisory lock on the card is taken in its own segment, before the
+// SERIALIZABLE transaction begins, so that transaction's snapshot is taken
+// after the previous payment on the card committed and released it; the two
+// cannot conflict, across instances too. (A SELECT ... FOR UPDATE inside
+// the transaction would wait the same, then fail with 40001: its snapshot
+// predates the other's commit.) The release runs in its own segment, after
+// the transaction, whatever became of it; a lost connection releases it
+// too. One round trip for the three. Measured (hey -c 24 on one card,
+// docs/pointcard.md): 25% of payments answered 503 after three tries
+// before, none after.
+constexpr int64_t kCardLockSpace = 72720004;  // advisory lock key space: (this, card id)
+
+Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const char* lock, const std::string& call,
                                  const std::vector<pg::Param>& params) {
-  auto results = c.Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
-                             {std::string("LOCK TABLE S_ACCOUNT IN ") + lock + " MODE", {}},
-                             {call, params},
-                             {"COMMIT", {}}});
-  if (!results.ok()) return results.status();
-  return std::move((*results)[2]);
+  // Card ids past int4 fold onto others: harmless, they only queue together.
+  const std::vector<pg::Param> key = {std::to_string(kCardLockSpace), std::to_string(card_id % 2147483647)};
+  const pg::Connection::Statement take[] = {{"SELECT pg_advisory_lock($1::int, $2::int)", key}};
+  const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
+                                            {std::string("LOCK TABLE S_ACCOUNT IN ") + lock + " MODE", {}},
+                                            {call, params},
+                                            {"COMMIT", {}}};
+  // A failed statement leaves BEGIN's block aborted past its Sync: end it
+  // first, or the release would fail inside it and the lock stay taken.
+  const pg::Connection::Statement end[] = {{"ROLLBACK", {}}};
+  const pg::Connection::Statement release[] = {{"SELECT pg_advisory_unlock($1::int, $2::int)", key}};
+  const std::span<const pg::Connection::Statement> segments[] = {take, work, end, release};
+  auto results = c.PipelineSegments(segments);
+  if (!results[0].ok()) log::Debug("card lock not taken: {}", results[0].status().ToString());
+  if (!results[3].ok()) log::Warn("card lock not released: {}", results[3].status().ToString());
+  if (!results[1].ok()) return results[1].status();
+  return std::move((*results[1])[2]);
 }
 
 }  // namespace
@@ -351,7 +386,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint,
     Result<pg::Rows> rows = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
       if (attempt > 0) Backoff(attempt);
-      rows = RunSerializable(**c, "ROW EXCLUSIVE", "SELECT * FROM hotrow_pay($1, $2, $3, $4, $5)", params);
+      rows = RunSerializable(**c, p.card_id, "ROW EXCLUSIVE", "SELECT * FROM hotrow_pay($1, $2, $3, $4, $5)", params);
       // Two first uses of one idempotency key race to insert it: the loser
       // retries and finds the winner's answer.
       bool unique_race = !rows.ok() && db::pg::SqlState(rows.status()) == "23505";
@@ -410,7 +445,6 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
       // timeouts do not apply to it.
       auto results = (*c)->Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
                                      {"SET LOCAL statement_timeout = 0", {}},
-                                     {"SET LOCAL lock_timeout = 0", {}},
                                      {"LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE", {}},
                                      {"SELECT * FROM hotrow_grant($1, $2, $3, $4, $5, $6)", params}});
       Status s = results.status();
@@ -424,7 +458,7 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
         if (db::pg::IsRetryable(s)) continue;
         break;
       }
-      const pg::Rows& rows = (*results)[4];
+      const pg::Rows& rows = (*results)[3];
       std::string_view what = rows.Text(0, 0);
       if (what == "future") {
         outcome = PeriodNotEnded();
