@@ -18,6 +18,7 @@ struct ServeFlags {
   std::string admin_token;
   int request_timeout_ms = 30000;
   int handler_timeout_ms = 10000;
+  int body_memory_mb = 64;
   std::string log_level = "info";
   std::vector<std::string> cors_origins;
   int shutdown_grace_ms = 15000;

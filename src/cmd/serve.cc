@@ -65,6 +65,11 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_REQUEST_TIMEOUT_MS")
       ->check(CLI::Range(100, 3600000))
       ->capture_default_str();
+  c->add_option("--body-memory-mb", f.body_memory_mb,
+                "Request bodies in flight, all connections together; past it new ones get 503")
+      ->envname("HOTROW_BODY_MEMORY_MB")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   c->add_option("--handler-timeout-ms", f.handler_timeout_ms,
                 "Every request is answered within this, whatever the stores do (grants excepted)")
       ->envname("HOTROW_HANDLER_TIMEOUT_MS")
@@ -341,6 +346,7 @@ int RunServe(const ServeFlags& f) {
   options.cors_origins = f.cors_origins;
   options.shutdown_timeout_max = std::chrono::milliseconds(f.shutdown_grace_ms);
   options.handler_timeout = std::chrono::milliseconds(f.handler_timeout_ms);
+  options.body_bytes_in_flight_max = static_cast<size_t>(f.body_memory_mb) * 1024 * 1024;
   http::Server server(options, [&router](http::Request& req, http::Responder res) {
     router.Dispatch(req, std::move(res));
   });

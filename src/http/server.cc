@@ -70,6 +70,7 @@ struct ServerState {
   ServerOptions options;
   Handler handler;
   std::atomic<int> connections{0};
+  std::atomic<int64_t> body_bytes_in_flight{0};  // reserved by sessions (body_bytes_in_flight_max)
   std::atomic<int> rejecting{0};
   std::atomic<bool> draining{false};
   // Signals and shutdown run here; kept running by control_guard until the
@@ -110,6 +111,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     worker_.sessions.insert(this);
   }
   ~Session() override {
+    ReleaseBody();
     {
       std::lock_guard lock(worker_.mutex);
       worker_.sessions.erase(this);
@@ -150,7 +152,32 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
  private:
   enum class State { kReading, kHandling, kWriting, kClosing };
 
+  // The body's bytes against the server-wide budget; false when they do
+  // not fit. A body that arrived with its header costs nothing extra, but
+  // is counted too: what matters is what a connection can make us hold.
+  bool ReserveBody() {
+    const Parser& parser = codec_.parser();
+    auto length = parser.content_length();
+    const auto body_max = static_cast<int64_t>(server_.options.body_bytes_max);  // never more is held
+    int64_t bytes = length ? std::min<int64_t>(static_cast<int64_t>(*length), body_max)
+                           : parser.chunked() ? body_max : 0;
+    if (bytes == 0) return true;
+    int64_t before = server_.body_bytes_in_flight.fetch_add(bytes, std::memory_order_relaxed);
+    if (before + bytes > static_cast<int64_t>(server_.options.body_bytes_in_flight_max)) {
+      server_.body_bytes_in_flight.fetch_sub(bytes, std::memory_order_relaxed);
+      return false;
+    }
+    body_reserved_ = bytes;
+    return true;
+  }
+  void ReleaseBody() {
+    if (body_reserved_ == 0) return;
+    server_.body_bytes_in_flight.fetch_sub(body_reserved_, std::memory_order_relaxed);
+    body_reserved_ = 0;
+  }
+
   void ReadRequest() {
+    ReleaseBody();  // the previous request is answered
     state_ = State::kReading;
     reading_header_ = true;
     if (server_.draining.load(std::memory_order_relaxed)) return Close();
@@ -167,6 +194,11 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     reading_header_ = false;
     blank_lines_skipped_ = 0;
     if (Status s = codec_.CheckHeader(); !s.ok()) return Fail(s);
+    if (!ReserveBody()) {
+      return Fail(Status::Overloaded("too many request bodies are in flight (" +
+                                     std::to_string(server_.options.body_bytes_in_flight_max / (1024 * 1024)) +
+                                     " MiB in all); retry later"));
+    }
     if (beast::iequals(codec_.parser().get()[bhttp::field::expect], "100-continue") && !codec_.parser().is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
@@ -298,6 +330,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   }
 
   void Close() {
+    ReleaseBody();
     state_ = State::kClosing;
     closed_ = true;
     watchdog_.cancel();
@@ -349,6 +382,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   bool close_after_write_ = false;
   int blank_lines_skipped_ = 0;
   bool reading_header_ = true;  // no header parsed yet for this request
+  int64_t body_reserved_ = 0;   // this request's share of body_bytes_in_flight
   size_t drained_bytes_ = 0;
   std::array<char, 4096> discard_{};
 };

@@ -49,6 +49,12 @@ struct ServerOptions {
   // statement and lock timeouts) sit below it, so this is a backstop.
   std::chrono::milliseconds handler_timeout{10000};
   size_t body_bytes_max = 64 * 1024;
+  // All connections' request bodies together: a body is reserved whole
+  // when its header arrives (Content-Length, or body_bytes_max when
+  // chunked) and released when its request is answered; one that does not
+  // fit is refused at once with 503 overloaded. Bounds what slow senders
+  // can make the server hold (3,000 partly sent 60 KB bodies took 248 MB).
+  size_t body_bytes_in_flight_max = 64 * 1024 * 1024;
   size_t header_bytes_max = 8 * 1024;
   size_t drain_bytes_max = 1024 * 1024;
   std::chrono::milliseconds drain_timeout{2000};

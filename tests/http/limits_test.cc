@@ -175,6 +175,40 @@ TEST(ConnectionLimit, ConnectionsPastTheLimitGet503) {
   ADD_FAILURE() << "a freed connection slot was never reused";
 }
 
+// One memory budget for every connection's request body (issue 9, item
+// 22): slow senders holding partly sent bodies get 503 past it, and the
+// budget comes back when they go.
+TEST(BodyBudget, PartlySentBodiesPastTheBudgetGet503) {
+  TestServer server(1, {"--body-memory-mb", "1"});
+  ASSERT_TRUE(server.ok());
+  std::vector<std::unique_ptr<RawConnection>> held;
+  std::string head = "POST /datePlan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 60000\r\n\r\n" + std::string(10000, ' ');
+  for (int i = 0; i < 30; ++i) {
+    held.push_back(std::make_unique<RawConnection>(server.port()));
+    held.back()->Send(head);
+  }
+  int refused = 0;
+  for (auto& c : held) {
+    std::string raw = c->ReadUntilClose(milliseconds(200));
+    if (StatusOf(raw) == 503) {
+      ++refused;
+      EXPECT_NE(raw.find("too many request bodies"), std::string::npos) << raw;
+    }
+  }
+  // 1 MiB holds 17 bodies of 60,000 bytes: the other 13 are refused.
+  EXPECT_EQ(refused, 13);
+  held.clear();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        HttpClient c(server.port());
+        return c.Post("/datePlan", R"({"title":"t","content":")" + std::string(50000, 'c') +
+                                       R"(","category":"c"})").status != 503;
+      },
+      std::chrono::seconds(10)))
+      << "the budget must come back when the senders go";
+}
+
 TEST(AdminToken, WithoutOneAdminActionsAre403) {
   TempDir dir;
   auto seed = RunHotrow({"seed", "dateplans", "--count", "2", "--db", "sqlite:" + dir.File("a.db")});
