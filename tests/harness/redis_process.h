@@ -26,6 +26,9 @@ class RedisProcess {
   uint16_t port() const { return port_; }
   // SIGKILL and wait.
   void Kill();
+  // SIGSTOP / SIGCONT: a server that stalls without closing its sockets.
+  void Pause();
+  void Resume();
   // Starts again on the same port and directory (reloading the AOF).
   bool Restart();
 

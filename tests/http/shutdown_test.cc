@@ -101,5 +101,38 @@ TEST(HandlerTimeout, AStalledStoreIsAnsweredWithinTheBound) {
   EXPECT_EQ(c.Get("/healthz").status, 200) << "the server goes on";
 }
 
+// SIGTERM while a store stalls (issue 9, item 25): Redis stopped with
+// SIGSTOP, requests in flight to it. The server must still end within its
+// grace period plus the stores' own bounds (Redis's 5 s reply timeout), and
+// exit 0.
+TEST(Shutdown, SigtermWhileRedisStallsEndsInBoundedTime) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  TestServer server(
+      TestServerOptions{0, false, {"--redis", redis->url(), "--shutdown-grace-ms", "500", "--handler-timeout-ms", "1000"}, {}});
+  ASSERT_TRUE(server.ok());
+  redis->Pause();
+  struct Resume {
+    RedisProcess& r;
+    ~Resume() { r.Resume(); }
+  } resume{*redis};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.emplace_back([&, i] {
+      try {
+        HttpClient c(server.port(), std::chrono::seconds(20));
+        c.Post("/api/v1/score", R"({"score":1})", {{"ClientId", "stalled-" + std::to_string(i)}});
+      } catch (const std::exception&) {
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto start = std::chrono::steady_clock::now();
+  int status = server.Stop();
+  auto took = std::chrono::steady_clock::now() - start;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(status, 0) << server.process().Log();
+  EXPECT_LT(took, std::chrono::seconds(12)) << "grace 0.5 s + Redis's 5 s reply timeout + the drain";
+}
+
 }  // namespace
 }  // namespace hotrow::testing
