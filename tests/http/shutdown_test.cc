@@ -20,9 +20,13 @@ namespace {
 // A grant still running when the grace period ends used to answer through
 // a freed worker: the server destroyed its event loops (and then the
 // stores) while the grant thread was in its query phase. Now the stores
-// stop first: the grant answers, then the server exits 0.
+// stop first: the grant answers, then the server exits 0. The grant takes
+// 5 s, longer than the grace (0.2 s) plus the server's two 2 s drains, so
+// a teardown that does not wait for it fails here (seen: exit 1 and no
+// answer with only the writer stopped in before_stop; under ASan on the
+// code before this change, a heap-use-after-free).
 TEST(Shutdown, AGrantThatOutlivesTheGracePeriodStillAnswersAndTheServerExitsCleanly) {
-  TestServer server(TestServerOptions{0, true, {"--shutdown-grace-ms", "200"}, {{"HOTROW_FAILPOINT", "grant.slow:1500"}}});
+  TestServer server(TestServerOptions{0, true, {"--shutdown-grace-ms", "200"}, {{"HOTROW_FAILPOINT", "grant.slow:5000"}}});
   ASSERT_TRUE(server.ok());
   std::promise<int> answered;
   std::thread client([&] {
