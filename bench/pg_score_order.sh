@@ -23,15 +23,7 @@ while (($#)); do
 done
 
 bench_init
-PGBIN=/usr/lib/postgresql/15/bin
-as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-mkdir -p "$WORK/pg"
-[[ $(id -u) -eq 0 ]] && chown postgres:postgres "$WORK" "$WORK/pg"
-as_pg "$PGBIN/initdb" -D "$WORK/pg" -A trust -U hotrow -E UTF8 --no-instructions >/dev/null
-PGPORT=$(free_port)
-as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/postgres.log" -w start \
-  -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200" >/dev/null
-pg_stop() { as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m fast stop >/dev/null 2>&1 || true; }
+pg_start max_connections=200
 trap '[[ -s $WORK/pgbench.err ]] && tail -3 "$WORK/pgbench.err" >&2; pg_stop; bench_cleanup' EXIT
 PSQL=(psql -h 127.0.0.1 -p "$PGPORT" -U hotrow -d postgres -q -v ON_ERROR_STOP=1)
 "${PSQL[@]}" -c "CREATE SEQUENCE leaderboard_seq;

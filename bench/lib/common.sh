@@ -141,3 +141,19 @@ replace_section() {
     $0 == "<!-- " name ":end -->" { skip = 0 }
     !skip { print }' "$file" >"$file.tmp" && mv "$file.tmp" "$file"
 }
+
+# pg_start SETTINGS...: a throwaway PostgreSQL 15 cluster in $WORK/pg (as the
+# postgres user when run as root) on a free port, in PGPORT, with `-c`
+# settings; pg_stop stops it (the caller's EXIT trap should call it).
+PGBIN=/usr/lib/postgresql/15/bin
+as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+pg_start() {
+  mkdir -p "$WORK/pg"
+  [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$WORK" "$WORK/pg"
+  as_pg "$PGBIN/initdb" -D "$WORK/pg" -A trust -U hotrow -E UTF8 --no-instructions >/dev/null
+  PGPORT=$(free_port)
+  local opts="-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1" setting
+  for setting in "$@"; do opts+=" -c $setting"; done
+  as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/postgres.log" -w start -o "$opts" >/dev/null
+}
+pg_stop() { as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m fast stop >/dev/null 2>&1 || true; }
