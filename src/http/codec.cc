@@ -110,7 +110,13 @@ Status Codec::CheckHeader() {
       }
       continue;
     }
-    if (field.name() == bhttp::field::host) ++host_lines;
+    if (field.name() == bhttp::field::host) {
+      ++host_lines;
+      // uri-host [ ":" port ] (RFC 9112 §3.2): no list, no path, no userinfo.
+      std::string_view host(field.value().data(), field.value().size());
+      if (host.find_first_of(" ,/@\\?#") != std::string_view::npos)
+        return Status::BadRequest("Host must be host[:port], not '" + std::string(host) + "'");
+    }
     for (std::string_view singleton : kSingletonHeaders) {
       if (!EqualsIgnoreCase(name, singleton)) continue;
       int seen = 0;

@@ -233,6 +233,14 @@ TEST_F(Framing, TwoHostHeadersAre400) {
   EXPECT_EQ(StatusOf(raw), 400) << raw;
 }
 
+TEST_F(Framing, AHostThatIsNoHostIs400) {
+  for (std::string host : {"a, b", "a b/c@d", "h/x"}) {
+    std::string raw = Exchange("GET /healthz HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(StatusOf(raw), 400) << host << ": " << raw;
+  }
+  EXPECT_EQ(StatusOf(Exchange("GET /healthz HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n")), 200);
+}
+
 TEST_F(Framing, Http10WithoutHostIsServed) {
   std::string raw = Exchange("GET /healthz HTTP/1.0\r\n\r\n");
   EXPECT_EQ(StatusOf(raw), 200) << raw;

@@ -259,6 +259,41 @@ TEST_F(TwoInstances, ALockWaitIsAnsweredWithinTheBoundAndWritesNothing) {
   EXPECT_EQ(client.Post("/datePlan/5/like").status, 200) << "and the next one goes through";
 }
 
+// A database that refuses writes (a read-only replica after a failover, or
+// default_transaction_read_only): writes are 503 unavailable with
+// Retry-After, the answer says nothing was written, and no SQL leaks
+// (issue 9, item 24; before, such errors were 500 with the statement).
+TEST_F(TwoInstances, AReadOnlyDatabaseAnswersWritesWith503) {
+  auto conn = db::pg::Connection::Connect(url);
+  ASSERT_TRUE(conn.ok());
+  std::string db = url.substr(url.rfind('/') + 1);
+  ASSERT_TRUE((*conn)->Exec("ALTER DATABASE \"" + db + "\" SET default_transaction_read_only = on").ok());
+  // New sessions are read-only: end the pools' sessions, as a failover
+  // would; the pools reconnect on their next use.
+  ASSERT_TRUE((*conn)->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'hotrow'")
+                  .ok());
+  // Until the backends are gone, a request may still reach one as it dies:
+  // that answer is "connection lost" (indeterminate), a different case.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto n = (*conn)->Query("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'hotrow'");
+        return n.ok() && n->Int(0, 0) == 0;
+      },
+      std::chrono::seconds(10)));
+  HttpClient client(a->port());
+  EXPECT_EQ(client.Get("/datePlan/1").status, 200) << "reads still work";
+  for (auto r : {client.Post("/datePlan/1/like"),
+                 client.Post("/api/v1/score", R"({"score":5})", {{"ClientId", "ro"}}),
+                 client.Put("/datePlan/1", R"({"title":"ro","content":"c","category":"Indoor"})",
+                            {{"Authorization", std::string("Bearer ") + kTestAdminToken}})}) {
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_EQ(r.Header("Retry-After"), "1");
+    EXPECT_NE(r.body.find("read-only"), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find("SQLSTATE"), std::string::npos) << r.body;
+  }
+  ASSERT_TRUE((*conn)->Exec("ALTER DATABASE \"" + db + "\" RESET default_transaction_read_only").ok());
+}
+
 // SIGTERM to one instance while the other keeps changing plans: the
 // stopping instance's listener used to call into its destroyed
 // DatePlanService (ASan heap-use-after-free in Catalog::PutLocked, 3 of 3;
