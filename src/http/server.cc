@@ -24,6 +24,7 @@
 #include "http/codec.h"
 #include "http/errors.h"
 #include "http/memory.h"
+#include "http/rejector.h"
 #include "ops/log.h"
 
 namespace hotrow::http {
@@ -387,32 +388,6 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   std::array<char, 4096> discard_{};
 };
 
-// Answers one connection over the limit with 503 and closes it.
-class Rejector : public std::enable_shared_from_this<Rejector> {
- public:
-  Rejector(tcp::socket&& socket, ServerState& server) : socket_(std::move(socket)), server_(server) {
-    server_.rejecting.fetch_add(1, std::memory_order_relaxed);
-    Response r = ErrorResponse(Status::Overloaded("too many open connections; retry later"));
-    text_ = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
-            "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
-            std::to_string(r.body.size()) + "\r\n\r\n" + r.body;
-  }
-  ~Rejector() { server_.rejecting.fetch_sub(1, std::memory_order_relaxed); }
-
-  void Start() {
-    asio::async_write(socket_, asio::buffer(text_), [self = shared_from_this()](error_code, size_t) {
-      error_code ignored;
-      self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
-      self->socket_.close(ignored);
-    });
-  }
-
- private:
-  tcp::socket socket_;
-  ServerState& server_;
-  std::string text_;
-};
-
 // ---------------------------------------------------------------------------
 // Server
 // ---------------------------------------------------------------------------
@@ -441,7 +416,7 @@ void ServerState::Accept() {
       // Past the limit: answer 503 while the rejectors stay few, else drop.
       if (rejecting.load(std::memory_order_relaxed) < 1024)
         asio::post(w.io, [this, s = std::move(socket)]() mutable {
-          std::make_shared<Rejector>(std::move(s), *this)->Start();
+          std::make_shared<Rejector>(std::move(s), rejecting)->Start();
         });
     } else {
       asio::post(w.io, [this, &w, s = std::move(socket)]() mutable {
