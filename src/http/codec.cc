@@ -1,5 +1,6 @@
 #include "http/codec.h"
 
+#include <array>
 #include <charconv>
 #include <ctime>
 
@@ -36,9 +37,6 @@ std::string_view HttpDate() {
   return buffer;
 }
 
-// The ASCII-lower-case copy of a short token, for comparing codings.
-bool TokenIs(std::string_view token, std::string_view lower) { return EqualsIgnoreCase(token, lower); }
-
 std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -56,7 +54,7 @@ std::string_view OriginFormOf(std::string_view target) {
   size_t scheme_end = target.find("://");
   if (scheme_end == std::string_view::npos || target.empty() || target[0] == '/') return target;
   std::string_view scheme = target.substr(0, scheme_end);
-  if (!TokenIs(scheme, "http") && !TokenIs(scheme, "https")) return target;
+  if (!EqualsIgnoreCase(scheme, "http") && !EqualsIgnoreCase(scheme, "https")) return target;
   std::string_view rest = target.substr(scheme_end + 3);
   size_t path = rest.find_first_of("/?");
   if (path == std::string_view::npos) return "/";
@@ -70,7 +68,7 @@ std::string_view OriginFormOf(std::string_view target) {
 bool ListHas(std::string_view value, std::string_view token) {
   while (true) {
     size_t comma = value.find(',');
-    if (TokenIs(TrimOws(value.substr(0, comma)), token)) return true;
+    if (EqualsIgnoreCase(TrimOws(value.substr(0, comma)), token)) return true;
     if (comma == std::string_view::npos) return false;
     value.remove_prefix(comma + 1);
   }
@@ -85,6 +83,7 @@ Status Codec::CheckHeader() {
   std::string_view first_other;
   int host_lines = 0;
   bool close = false, keep_alive = false;
+  std::array<int, std::size(kSingletonHeaders)> singleton_seen{};
   for (const auto& field : msg) {
     ++header_fields_;
     std::string_view name(field.name_string().data(), field.name_string().size());
@@ -102,7 +101,7 @@ Status Codec::CheckHeader() {
         std::string_view coding = TrimOws(value.substr(0, comma));
         if (!coding.empty()) {
           ++codings;
-          last_is_chunked = TokenIs(coding, "chunked");
+          last_is_chunked = EqualsIgnoreCase(coding, "chunked");
           if (!last_is_chunked && first_other.empty()) first_other = coding;
         }
         if (comma == std::string_view::npos) break;
@@ -117,12 +116,11 @@ Status Codec::CheckHeader() {
       if (host.find_first_of(" ,/@\\?#") != std::string_view::npos)
         return Status::BadRequest("Host must be host[:port], not '" + std::string(host) + "'");
     }
-    for (std::string_view singleton : kSingletonHeaders) {
-      if (!EqualsIgnoreCase(name, singleton)) continue;
-      int seen = 0;
-      for (const auto& other : msg)
-        seen += EqualsIgnoreCase(std::string_view(other.name_string().data(), other.name_string().size()), singleton);
-      if (seen > 1) return Status::BadRequest("header " + std::string(singleton) + " appears more than once");
+    for (size_t i = 0; i < std::size(kSingletonHeaders); ++i) {
+      if (!EqualsIgnoreCase(name, kSingletonHeaders[i])) continue;
+      if (++singleton_seen[i] > 1)
+        return Status::BadRequest("header " + std::string(kSingletonHeaders[i]) + " appears more than once");
+      break;
     }
   }
   // Beast reads only the first Connection line; any "close" closes.
