@@ -64,6 +64,7 @@ struct Worker {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   // Every kSweepInterval: answers for the handlers past their deadline.
   std::optional<asio::steady_timer> sweep;
+  std::vector<std::shared_ptr<Session>> sweep_due;  // reused by every sweep: no allocation after the first
   std::thread thread;
 };
 
@@ -471,13 +472,13 @@ void SweepHandlers(Worker& w) {
   w.sweep->async_wait([&w](error_code ec) {
     if (ec) return;
     auto now = asio::steady_timer::clock_type::now();
-    std::vector<std::shared_ptr<Session>> due;
     {
       std::lock_guard lock(w.mutex);
       for (Session* s : w.sessions)
-        if (auto sp = s->weak_from_this().lock()) due.push_back(std::move(sp));
+        if (auto sp = s->weak_from_this().lock()) w.sweep_due.push_back(std::move(sp));
     }
-    for (auto& s : due) s->CheckHandlerDeadline(now);
+    for (auto& s : w.sweep_due) s->CheckHandlerDeadline(now);
+    w.sweep_due.clear();
     SweepHandlers(w);
   });
 }
