@@ -242,11 +242,8 @@ Status Connection::Broken(std::string_view what) {
       .WithDetail("libpq pipeline: " + std::string(what) + ": " + PQerrorMessage(conn_));
 }
 
-std::string_view SqlState(const Status& status) { return status.sqlstate(); }
-
 bool IsRetryable(const Status& status) {
-  auto s = SqlState(status);
-  return s == "40001" || s == "40P01";
+  return status.sqlstate() == "40001" || status.sqlstate() == "40P01";
 }
 
 // ---------------------------------------------------------------------------

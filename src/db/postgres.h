@@ -121,9 +121,6 @@ class Connection {
   bool broken_ = false;
 };
 
-// The SQLSTATE of a failed statement (Status::sqlstate()). Empty when the
-// status carries none.
-std::string_view SqlState(const Status& status);
 // 40001 (serialization_failure) or 40P01 (deadlock_detected): retry.
 bool IsRetryable(const Status& status);
 

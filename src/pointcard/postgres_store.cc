@@ -389,7 +389,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint,
       rows = RunSerializable(**c, p.card_id, "ROW EXCLUSIVE", "SELECT * FROM hotrow_pay($1, $2, $3, $4, $5)", params);
       // Two first uses of one idempotency key race to insert it: the loser
       // retries and finds the winner's answer.
-      bool unique_race = !rows.ok() && db::pg::SqlState(rows.status()) == "23505";
+      bool unique_race = !rows.ok() && rows.status().sqlstate() == "23505";
       if (rows.ok() || !(db::pg::IsRetryable(rows.status()) || unique_race)) break;
     }
     if (!rows.ok()) return done(rows.status());
