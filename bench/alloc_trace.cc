@@ -1,14 +1,13 @@
 // Prints the stack of every allocation one steady-state request makes on a
 // path: bench/alloc_trace '/datePlan/' (GET) or bench/alloc_trace POST
 // /datePlan/1/like ''. A tool for finding allocations, not a test.
-#include <cstdio>
-#include <string>
-
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "http/server.h"

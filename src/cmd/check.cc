@@ -1,12 +1,13 @@
 // hotrow check pointcard: verifies the point card's invariants on one
 // snapshot; exit status 1 with a precise report when anything is off.
+#include "pointcard/check.h"
+
 #include <cstdio>
 
 #include "cmd/commands.h"
+#include "db/postgres.h"
 #include "db/store_url.h"
 #include "ops/log.h"
-#include "db/postgres.h"
-#include "pointcard/check.h"
 #include "pointcard/postgres_store.h"
 
 namespace hotrow::cmd {
@@ -16,7 +17,9 @@ CLI::App* AddCheck(CLI::App& app, CheckFlags& f) {
   c->require_subcommand(1);
   CLI::App* cards = c->add_subcommand(
       "pointcard", "Balances equal their history's sums, running balances, no negative balance, LAST_UPDATE");
-  cards->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
+  cards->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")
+      ->envname("HOTROW_DB")
+      ->capture_default_str();
   cards->callback([&f] { f.what = "pointcard"; });
   return c;
 }

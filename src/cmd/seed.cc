@@ -1,26 +1,26 @@
 // hotrow seed <dataset>: fills a database with generated data for demos and
 // benchmarks. Refuses to touch a database that a running server holds.
+#include "dateplan/seed.h"
+
+#include <atomic>
 #include <chrono>
+#include <future>
+#include <random>
 
 #include "cmd/commands.h"
-#include "dateplan/seed.h"
+#include "dateplan/postgres_store.h"
 #include "dateplan/sqlite_store.h"
+#include "db/postgres.h"
 #include "db/sqlite_database.h"
 #include "db/store_url.h"
-#include "ops/log.h"
-#include "dateplan/postgres_store.h"
-#include "db/postgres.h"
 #include "leaderboard/postgres_store.h"
+#include "leaderboard/redis_store.h"
+#include "leaderboard/sqlite_store.h"
+#include "ops/log.h"
+#include "ops/progress.h"
 #include "pointcard/postgres_store.h"
 #include "pointcard/seed.h"
 #include "pointcard/sqlite_store.h"
-#include "leaderboard/redis_store.h"
-#include "leaderboard/sqlite_store.h"
-#include "ops/progress.h"
-
-#include <atomic>
-#include <future>
-#include <random>
 
 namespace hotrow::cmd {
 
@@ -28,9 +28,12 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   CLI::App* c = app.add_subcommand("seed", "Fill a database with generated data");
   c->require_subcommand(1);
   CLI::App* plans = c->add_subcommand("dateplans", "Date plans with ids 1..N and 0 likes");
-  plans->add_option("--count", f.count, "Number of plans")->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+  plans->add_option("--count", f.count, "Number of plans")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
       ->capture_default_str();
-  plans->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
+  plans->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")
+      ->envname("HOTROW_DB")
+      ->capture_default_str();
   plans->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
   plans->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when plans already exist");
   plans->add_flag("--replace", f.replace, "Delete existing plans first");
@@ -40,7 +43,9 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   players->add_option("--clients", f.clients, "Number of players")
       ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
       ->capture_default_str();
-  players->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
+  players->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")
+      ->envname("HOTROW_DB")
+      ->capture_default_str();
   players->add_option("--redis", f.redis, "Seed the Redis leaderboard at this URL instead")->envname("HOTROW_REDIS");
   players->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
   players->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when players already exist");
@@ -48,14 +53,18 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
   players->callback([&f] { f.what = "leaderboard"; });
 
   CLI::App* cards = c->add_subcommand("pointcard", "Regions, stores, cards 1..N and an initial history");
-  cards->add_option("--cards", f.cards, "Number of cards")->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+  cards->add_option("--cards", f.cards, "Number of cards")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
       ->capture_default_str();
-  cards->add_option("--stores", f.stores, "Number of stores")->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+  cards->add_option("--stores", f.stores, "Number of stores")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
       ->capture_default_str();
   cards->add_option("--history", f.history, "Number of initial history rows")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000000}))
       ->capture_default_str();
-  cards->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")->envname("HOTROW_DB")->capture_default_str();
+  cards->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")
+      ->envname("HOTROW_DB")
+      ->capture_default_str();
   cards->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
   cards->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when cards already exist");
   cards->add_flag("--replace", f.replace, "Delete existing point-card data first");
@@ -220,14 +229,14 @@ int SeedPostgres(const SeedFlags& f, const std::string& url) {
     const char* truncate;
     Status (*create)(db::pg::Connection&);
   };
-  Target t = f.what == "dateplans"   ? Target{"datePlans", "TRUNCATE datePlans RESTART IDENTITY",
-                                              dateplan::CreatePostgresDatePlanSchema}
-             : f.what == "leaderboard" ? Target{"leaderboard", "TRUNCATE leaderboard",
-                                                leaderboard::CreatePostgresLeaderboardSchema}
-                                       : Target{"S_ACCOUNT",
-                                                "TRUNCATE H_TRANSACTION, S_ACCOUNT, M_STORE, M_REGION, P_IDEMPOTENCY, "
-                                                "P_GRANT RESTART IDENTITY",
-                                                pointcard::CreatePostgresPointCardSchema};
+  Target t = f.what == "dateplans"
+                 ? Target{"datePlans", "TRUNCATE datePlans RESTART IDENTITY", dateplan::CreatePostgresDatePlanSchema}
+             : f.what == "leaderboard"
+                 ? Target{"leaderboard", "TRUNCATE leaderboard", leaderboard::CreatePostgresLeaderboardSchema}
+                 : Target{"S_ACCOUNT",
+                          "TRUNCATE H_TRANSACTION, S_ACCOUNT, M_STORE, M_REGION, P_IDEMPOTENCY, "
+                          "P_GRANT RESTART IDENTITY",
+                          pointcard::CreatePostgresPointCardSchema};
   if (Status s = t.create(c); !s.ok()) {
     log::Error("{}", s.ToString());
     return 1;

@@ -6,28 +6,28 @@
 #include <sstream>
 
 #include "cmd/commands.h"
+#include "dateplan/postgres_store.h"
 #include "dateplan/routes.h"
 #include "dateplan/service.h"
 #include "dateplan/sqlite_store.h"
+#include "db/postgres.h"
 #include "db/sqlite_database.h"
 #include "db/store_url.h"
 #include "http/echo.h"
 #include "http/errors.h"
 #include "http/json.h"
-#include "ops/alloc_counter.h"
 #include "http/server.h"
+#include "leaderboard/postgres_store.h"
 #include "leaderboard/redis_store.h"
 #include "leaderboard/routes.h"
-#include "leaderboard/postgres_store.h"
 #include "leaderboard/sqlite_store.h"
-#include "pointcard/postgres_store.h"
-#include "pointcard/routes.h"
-#include "pointcard/sqlite_store.h"
-#include "dateplan/postgres_store.h"
-#include "db/postgres.h"
+#include "ops/alloc_counter.h"
 #include "ops/auth.h"
 #include "ops/failpoint.h"
 #include "ops/log.h"
+#include "pointcard/postgres_store.h"
+#include "pointcard/routes.h"
+#include "pointcard/sqlite_store.h"
 
 namespace hotrow::cmd {
 
@@ -279,8 +279,10 @@ void FollowPostgres(const std::string& url, Backends& b, dateplan::DatePlanServi
       if (failpoint::Hit("follow.fetch", ++fetches)) return Status::Unavailable("failpoint follow.fetch");
       auto plan = b.pg_plans->Fetch(id);  // the row as it is now
       if (!plan.ok()) return plan.status();
-      if (*plan) plans.FollowPut(std::move(**plan));
-      else plans.FollowErase(id);
+      if (*plan)
+        plans.FollowPut(std::move(**plan));
+      else
+        plans.FollowErase(id);
     }
     return Status::Ok();
   };
@@ -290,10 +292,12 @@ void FollowPostgres(const std::string& url, Backends& b, dateplan::DatePlanServi
     if (Status s = plans.Reload(); !s.ok()) return s;
     return b.pg_board ? b.pg_board->Load() : Status::Ok();
   };
-  auto listener = db::pg::Listener::Start(url, {dateplan::kPlanChannel, leaderboard::kBoardChannel}, on_notify,
-                                          on_connect);
-  if (listener.ok()) b.listener = std::move(listener).value();
-  else log::Warn("cannot follow other instances: {}", listener.status().message());
+  auto listener =
+      db::pg::Listener::Start(url, {dateplan::kPlanChannel, leaderboard::kBoardChannel}, on_notify, on_connect);
+  if (listener.ok())
+    b.listener = std::move(listener).value();
+  else
+    log::Warn("cannot follow other instances: {}", listener.status().message());
 }
 
 }  // namespace
@@ -347,9 +351,8 @@ int RunServe(const ServeFlags& f) {
   options.shutdown_timeout_max = std::chrono::milliseconds(f.shutdown_grace_ms);
   options.handler_timeout = std::chrono::milliseconds(f.handler_timeout_ms);
   options.body_bytes_in_flight_max = static_cast<size_t>(f.body_memory_mb) * 1024 * 1024;
-  http::Server server(options, [&router](http::Request& req, http::Responder res) {
-    router.Dispatch(req, std::move(res));
-  });
+  http::Server server(options,
+                      [&router](http::Request& req, http::Responder res) { router.Dispatch(req, std::move(res)); });
   if (Status s = server.Listen(); !s.ok()) {
     log::Error("{}", s.message());
     return 1;
@@ -357,8 +360,8 @@ int RunServe(const ServeFlags& f) {
   // Last before serving: from here on only StopWorkSources ends the
   // listener, before the services it calls are destroyed.
   if (postgres) FollowPostgres(url->postgres_url, b, plans);
-  log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={})", f.host, server.port(),
-            server.threads(), postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off");
+  log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={})", f.host, server.port(), server.threads(),
+            postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off");
   if (!server.Run([&b] { b.StopWorkSources(); })) {
     // Some handler still holds a connection whose worker would be freed
     // under it. Everything acknowledged is committed (the writer and the

@@ -115,16 +115,20 @@ int RunSimulate(const SimulateFlags& f) {
       log::Error("--db must be sqlite:PATH (a template database) or postgresql://...");
       return 2;
     }
-    if (url->kind == db::StoreUrl::Kind::kPostgres) o.postgres_url = url->postgres_url;
-    else o.template_db = url->sqlite_path;
+    if (url->kind == db::StoreUrl::Kind::kPostgres)
+      o.postgres_url = url->postgres_url;
+    else
+      o.template_db = url->sqlite_path;
   }
   // Per-grant log lines would interleave with the progress line; the
   // report has every grant.
   log::SetLevel("warn");
   bool tty = isatty(STDERR_FILENO);
   auto progress = [tty](const std::string& line) {
-    if (tty) std::fprintf(stderr, "\r%-100s", line.c_str());
-    else std::fprintf(stderr, "%s\n", line.c_str());
+    if (tty)
+      std::fprintf(stderr, "\r%-100s", line.c_str());
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
   };
   auto result = pointcard::Simulate(o, progress);

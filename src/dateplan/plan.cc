@@ -6,10 +6,9 @@ namespace hotrow::dateplan {
 
 Status ValidatePlanFields(const PlanFields& f) {
   if (Status s = CheckUserText(f.title, {.field = "title", .code_points_max = kTitleCodePointsMax}); !s.ok()) return s;
-  if (Status s = CheckUserText(f.content, {.field = "content",
-                                           .code_points_min = 0,
-                                           .code_points_max = kContentCodePointsMax,
-                                           .multiline = true});
+  if (Status s = CheckUserText(
+          f.content,
+          {.field = "content", .code_points_min = 0, .code_points_max = kContentCodePointsMax, .multiline = true});
       !s.ok())
     return s;
   // A category is a name other requests look up: "Indoor " beside "Indoor"

@@ -20,10 +20,14 @@ std::string Hex(const std::string& bytes) { return "\\x" + HexEncode(bytes); }
 pg::Param TokenParam(const std::string& hash) { return hash.empty() ? pg::Param() : pg::Param(Hex(hash)); }
 
 Plan PlanFrom(const pg::Rows& r, int row) {
-  return Plan{r.Int(row, 0), std::string(r.Text(row, 1)), std::string(r.Text(row, 2)), std::string(r.Text(row, 3)),
-              r.Int(row, 4), r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5), r.Int(row, 6)};
+  return Plan{r.Int(row, 0),
+              std::string(r.Text(row, 1)),
+              std::string(r.Text(row, 2)),
+              std::string(r.Text(row, 3)),
+              r.Int(row, 4),
+              r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5),
+              r.Int(row, 6)};
 }
-
 
 }  // namespace
 
@@ -81,8 +85,9 @@ Status PostgresDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
 
 Result<std::optional<Plan>> PostgresDatePlanStore::Fetch(int64_t id) {
   auto rows = pool_.Run<pg::Rows>([id](pg::Connection& c) {
-    return c.Query(R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans WHERE id = $1)",
-                   {std::to_string(id)});
+    return c.Query(
+        R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans WHERE id = $1)",
+        {std::to_string(id)});
   });
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return std::optional<Plan>();

@@ -104,8 +104,7 @@ void Create(DatePlanService& service, const Request& req, Responder responder) {
 void Update(DatePlanService& service, const Request& req, Responder responder) {
   auto id = PathId(req);
   if (!id.ok()) return responder.Send(http::ErrorResponse(id.status()));
-  if (Status s = service.Authorize(*id, http::BearerToken(req)); !s.ok())
-    return responder.Send(http::ErrorResponse(s));
+  if (Status s = service.Authorize(*id, http::BearerToken(req)); !s.ok()) return responder.Send(http::ErrorResponse(s));
   auto fields = ParseFields(req.body);
   if (!fields.ok()) return responder.Send(http::ErrorResponse(fields.status()));
   service.Update(*id, std::move(fields).value(), [responder](Result<Plan> r) mutable {
@@ -116,8 +115,7 @@ void Update(DatePlanService& service, const Request& req, Responder responder) {
 void Delete(DatePlanService& service, const Request& req, Responder responder) {
   auto id = PathId(req);
   if (!id.ok()) return responder.Send(http::ErrorResponse(id.status()));
-  if (Status s = service.Authorize(*id, http::BearerToken(req)); !s.ok())
-    return responder.Send(http::ErrorResponse(s));
+  if (Status s = service.Authorize(*id, http::BearerToken(req)); !s.ok()) return responder.Send(http::ErrorResponse(s));
   service.Delete(*id, [responder](Status s) mutable {
     if (!s.ok()) return responder.Send(http::ErrorResponse(s));
     Response r;

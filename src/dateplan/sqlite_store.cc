@@ -1,6 +1,5 @@
 #include "dateplan/sqlite_store.h"
 
-
 namespace hotrow::dateplan {
 
 namespace sqlite = db::sqlite;
@@ -58,8 +57,10 @@ void SqliteDatePlanStore::Insert(PlanFields fields, std::string edit_token_hash,
                           VALUES (?1, ?2, ?3, 0, ?4))");
     if (!q.ok()) return q.status();
     q->Bind(1, f.title).Bind(2, f.content).Bind(3, f.category);
-    if (hash.empty()) q->BindNull(4);
-    else q->BindBlob(4, hash);
+    if (hash.empty())
+      q->BindNull(4);
+    else
+      q->BindBlob(4, hash);
     if (Status s = q->Run(); !s.ok()) return s;
     return Plan{c.LastInsertRowid(), f.title, f.content, f.category, 0, hash};
   };
@@ -130,8 +131,10 @@ class LikeOp final : public db::WriteOp {
   }
 
   void Finish(const Status& status) override {
-    if (status.ok()) done_(outcome_);
-    else done_(status);
+    if (status.ok())
+      done_(outcome_);
+    else
+      done_(status);
   }
 
  private:

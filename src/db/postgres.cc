@@ -1,11 +1,12 @@
 #include "db/postgres.h"
 
-#include <libpq-fe.h>
 #include <poll.h>
 #include <sys/select.h>
 
 #include <cstdlib>
 #include <cstring>
+
+#include <libpq-fe.h>
 
 #include "ops/log.h"
 
@@ -95,9 +96,9 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const std::string& url) 
   // connect_timeout: an outage must not hold a connect for minutes.
   // keepalives and tcp_user_timeout: a peer that vanished is noticed in
   // about 15 s, not after the kernel's two hours.
-  static const char* const kKeywords[] = {"connect_timeout",     "keepalives", "keepalives_idle",
-                                          "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                                          "dbname",              nullptr};
+  static const char* const kKeywords[] = {
+      "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
   const char* values[] = {"5", "1", "5", "2", "3", "15000", url.c_str(), nullptr};
   PGconn* c = PQconnectdbParams(kKeywords, values, 1);
   if (!c || PQstatus(c) != CONNECTION_OK) {
@@ -107,12 +108,12 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const std::string& url) 
     return Status::Unavailable("cannot connect to PostgreSQL: " + message);
   }
   // "relation already exists, skipping" and friends: not for the log.
-  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      c, [](void*, const char*) {}, nullptr);
   return std::unique_ptr<Connection>(new Connection(c));
 }
 
 Connection::~Connection() { PQfinish(conn_); }
-
 
 bool Connection::Check() {
   if (broken_ || PQstatus(conn_) != CONNECTION_OK) return false;
@@ -156,8 +157,8 @@ Status Connection::Exec(const std::string& sql) {
 Result<Rows> Connection::Query(const std::string& sql, const std::vector<Param>& params) {
   std::vector<const char*> values;
   Collect(params, &values);
-  PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                             nullptr, 0);
+  PGresult* r =
+      PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
   if (!ResultOk(r)) {
     Status s = ErrorOf(conn_, r, sql);
     PQclear(r);
@@ -225,8 +226,10 @@ std::vector<Result<std::vector<Rows>>> Connection::PipelineSegments(
       if (!failure && st == PGRES_FATAL_ERROR) failure = ErrorOf(conn_, r, "COMMIT at pipeline sync");
       PQclear(r);
     }
-    if (failure) out.emplace_back(std::move(*failure));
-    else out.emplace_back(std::move(rows));
+    if (failure)
+      out.emplace_back(std::move(*failure));
+    else
+      out.emplace_back(std::move(rows));
   }
   if (PQexitPipelineMode(conn_) != 1) return all_broken("exit pipeline mode");
   // A failed statement inside BEGIN leaves the session in an aborted
@@ -242,9 +245,7 @@ Status Connection::Broken(std::string_view what) {
       .WithDetail("libpq pipeline: " + std::string(what) + ": " + PQerrorMessage(conn_));
 }
 
-bool IsRetryable(const Status& status) {
-  return status.sqlstate() == "40001" || status.sqlstate() == "40P01";
-}
+bool IsRetryable(const Status& status) { return status.sqlstate() == "40001" || status.sqlstate() == "40P01"; }
 
 // ---------------------------------------------------------------------------
 // Pool
@@ -258,9 +259,8 @@ Result<std::unique_ptr<Pool>> Pool::Open(PoolOptions options) {
     if (!c.ok()) return c.status();
     conns.push_back(std::move(c).value());
   }
-  for (auto& c : conns) pool->threads_.emplace_back([p = pool.get(), c = std::move(c)]() mutable {
-    p->Loop(std::move(c));
-  });
+  for (auto& c : conns)
+    pool->threads_.emplace_back([p = pool.get(), c = std::move(c)]() mutable { p->Loop(std::move(c)); });
   return pool;
 }
 
@@ -319,8 +319,7 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
       job = std::move(queue_.front().job);
       queue_.pop_front();
     }
-    if (options_.queue_wait_max.count() > 0 &&
-        std::chrono::steady_clock::now() - queued_at > options_.queue_wait_max) {
+    if (options_.queue_wait_max.count() > 0 && std::chrono::steady_clock::now() - queued_at > options_.queue_wait_max) {
       job(Status::Unavailable("waited longer than " + std::to_string(options_.queue_wait_max.count()) +
                               " ms for a database connection; nothing was written"));
       continue;
@@ -342,19 +341,22 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
 
 Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)) {
   std::string id = std::to_string(key);
-  auto created = pool.Run<bool>([&](Connection& c) -> Result<bool> {
-    if (Status s = c.Exec("SELECT pg_advisory_lock(" + id + ")"); !s.ok()) return s;
-    Status s = create(c);
-    (void)c.Exec("SELECT pg_advisory_unlock(" + id + ")");
-    if (!s.ok()) return s;
-    return true;
-  }, /*unbounded=*/true);
+  auto created = pool.Run<bool>(
+      [&](Connection& c) -> Result<bool> {
+        if (Status s = c.Exec("SELECT pg_advisory_lock(" + id + ")"); !s.ok()) return s;
+        Status s = create(c);
+        (void)c.Exec("SELECT pg_advisory_unlock(" + id + ")");
+        if (!s.ok()) return s;
+        return true;
+      },
+      /*unbounded=*/true);
   return created.status();
 }
 
 Status Migrate(Connection& conn, std::string_view component, const std::vector<std::string_view>& steps) {
-  if (Status s = conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (component text NOT NULL, version int NOT NULL, "
-                           "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))");
+  if (Status s =
+          conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (component text NOT NULL, version int NOT NULL, "
+                    "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))");
       !s.ok())
     return s;
   auto at = conn.Query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = $1",
@@ -374,8 +376,7 @@ Status Migrate(Connection& conn, std::string_view component, const std::vector<s
     if (s.ok()) s = conn.Exec("COMMIT");
     if (!s.ok()) {
       (void)conn.Exec("ROLLBACK");
-      return Status::Internal("schema migration " + std::string(component) + " " + std::to_string(step + 1) +
-                              " failed")
+      return Status::Internal("schema migration " + std::string(component) + " " + std::to_string(step + 1) + " failed")
           .WithDetail(s.ToString());
     }
   }
@@ -387,7 +388,7 @@ Status Migrate(Connection& conn, std::string_view component, const std::vector<s
 // ---------------------------------------------------------------------------
 
 Result<std::unique_ptr<Listener>> Listener::Start(const std::string& url, std::vector<std::string> channels,
-                                                 OnNotify on_notify, std::function<Status()> on_connect) {
+                                                  OnNotify on_notify, std::function<Status()> on_connect) {
   auto probe = Connection::Connect(url);
   if (!probe.ok()) return probe.status();
   std::unique_ptr<Listener> l(new Listener());
@@ -416,8 +417,7 @@ void Listener::Loop() {
   while (!stopping()) {
     auto conn = Connection::Connect(url_);
     bool listening = conn.ok() && (*conn)->Exec("SET application_name = 'hotrow-listener'").ok();
-    for (const auto& ch : channels_)
-      listening = listening && (*conn)->Exec("LISTEN \"" + ch + "\"").ok();
+    for (const auto& ch : channels_) listening = listening && (*conn)->Exec("LISTEN \"" + ch + "\"").ok();
     // LISTEN first, then reload: a change committed during the reload is
     // both in the reload and in a notification, never in neither.
     Status loaded = listening ? on_connect_() : Status::Unavailable("not listening");
@@ -485,11 +485,20 @@ namespace hotrow::db::pg {
 void AppendCopyText(std::string& out, std::string_view text) {
   for (char c : text) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      default: out.push_back(c);
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out.push_back(c);
     }
   }
 }

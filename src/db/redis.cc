@@ -1,13 +1,14 @@
 #include "db/redis.h"
-#include "db/store_url.h"
 
-#include <hiredis/hiredis.h>
 #include <signal.h>
 #include <sys/socket.h>
 
 #include <chrono>
 #include <future>
 
+#include <hiredis/hiredis.h>
+
+#include "db/store_url.h"
 #include "ops/crypto.h"
 #include "ops/log.h"
 
@@ -155,9 +156,7 @@ void RedisClient::Stop() {
 
 RedisScript::RedisScript(std::string body) : body_(std::move(body)), sha_(Sha1Hex(body_)) {}
 
-void RedisClient::Command(std::vector<std::string> argv, Callback done) {
-  Enqueue({std::move(argv), std::move(done)});
-}
+void RedisClient::Command(std::vector<std::string> argv, Callback done) { Enqueue({std::move(argv), std::move(done)}); }
 
 void RedisClient::Eval(const RedisScript& script, std::vector<std::string> numkeys_keys_args, Callback done) {
   numkeys_keys_args.insert(numkeys_keys_args.begin(), {"EVALSHA", script.sha()});
@@ -284,7 +283,7 @@ void RedisClient::RunPipeline(std::vector<Pending>& batch) {
 }
 
 Result<std::unique_ptr<RedisSubscriber>> RedisSubscriber::Start(const std::string& url_text, std::string channel,
-                                                               OnMessage on_message, OnConnect on_connect) {
+                                                                OnMessage on_message, OnConnect on_connect) {
   auto url = ParseRedisUrl(url_text);
   if (!url.ok()) return url.status();
   std::unique_ptr<RedisSubscriber> s(new RedisSubscriber());

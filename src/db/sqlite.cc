@@ -1,11 +1,11 @@
 #include "db/sqlite.h"
 
-#include "ops/alloc_counter.h"
+#include <cassert>
+#include <mutex>
 
 #include <sqlite3.h>
 
-#include <cassert>
-#include <mutex>
+#include "ops/alloc_counter.h"
 
 namespace hotrow::db::sqlite {
 
@@ -149,8 +149,8 @@ Result<Query> Connection::Prepare(std::string_view sql) {
   auto it = statements_.find(sql);
   if (it == statements_.end()) {
     sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
-                                nullptr);
+    int rc =
+        sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
     if (rc != SQLITE_OK) {
       Status s = ErrorFor(db_, rc, "prepare");
       assert(false && "SQL does not compile");
@@ -164,9 +164,7 @@ Result<Query> Connection::Prepare(std::string_view sql) {
 int64_t Connection::LastInsertRowid() const { return sqlite3_last_insert_rowid(db_); }
 int Connection::Changes() const { return sqlite3_changes(db_); }
 bool Connection::InTransaction() const { return !sqlite3_get_autocommit(db_); }
-Status Connection::LastError(std::string_view context) const {
-  return ErrorFor(db_, sqlite3_errcode(db_), context);
-}
+Status Connection::LastError(std::string_view context) const { return ErrorFor(db_, sqlite3_errcode(db_), context); }
 
 Result<int64_t> QueryInt(Connection& conn, std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
@@ -183,8 +181,9 @@ Status Migrate(Connection& conn, const std::vector<std::string_view>& steps) {
   auto at = QueryInt(conn, "PRAGMA user_version");
   if (!at.ok()) return at.status();
   if (*at > static_cast<int64_t>(steps.size()))
-    return Status::Unavailable("the database's schema is version " + std::to_string(*at) + ", newer than this hotrow's " +
-                               std::to_string(steps.size()) + ": run the hotrow that wrote it, or a newer one");
+    return Status::Unavailable("the database's schema is version " + std::to_string(*at) +
+                               ", newer than this hotrow's " + std::to_string(steps.size()) +
+                               ": run the hotrow that wrote it, or a newer one");
   for (size_t step = static_cast<size_t>(*at); step < steps.size(); ++step) {
     if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     Status s = conn.Exec(steps[step]);

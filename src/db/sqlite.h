@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "ops/status.h"
 

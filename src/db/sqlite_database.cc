@@ -1,7 +1,6 @@
 #include "db/sqlite_database.h"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+
+#include <sqlite3.h>
 
 #include "ops/log.h"
 
@@ -134,9 +135,9 @@ void SqliteDatabase::CheckpointLoop() {
     }
     int log_frames = 0, done_frames = 0;
     auto start = std::chrono::steady_clock::now();
-    int rc = conn ? sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
-                                              &done_frames)
-                  : SQLITE_ERROR;
+    int rc = conn
+                 ? sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &done_frames)
+                 : SQLITE_ERROR;
     // Under a steady stream of reads and writes the WAL never gets a moment
     // with every frame copied back and no reader using it, so SQLite never
     // starts it over and the file only grows (3 GiB in a 180 s point-card

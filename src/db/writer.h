@@ -177,8 +177,10 @@ class CallOp final : public WriteOp {
     return result_->status();
   }
   void Finish(const Status& status) override {
-    if (status.ok() && result_ && result_->ok()) done_(std::move(*result_));
-    else done_(Result<T>(status.ok() ? Status::Internal("write was not applied") : status));
+    if (status.ok() && result_ && result_->ok())
+      done_(std::move(*result_));
+    else
+      done_(Result<T>(status.ok() ? Status::Internal("write was not applied") : status));
   }
 
  private:

@@ -1,15 +1,15 @@
-#include <utility>  // before Asio (g++ 12, C++20)
-
 #include "http/client.h"
 
 #include <sys/socket.h>
+
+#include <optional>
+#include <stdexcept>
+#include <utility>  // before Asio (g++ 12, C++20)
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <optional>
-#include <stdexcept>
 
 namespace hotrow::http {
 
@@ -59,7 +59,7 @@ HttpClient::~HttpClient() = default;
 HttpClient::HttpClient(HttpClient&&) noexcept = default;
 
 ClientResponse HttpClient::Request(std::string_view method, std::string_view target, std::string_view body,
-                                 const Headers& headers) {
+                                   const Headers& headers) {
   for (int attempt = 0;; ++attempt) {
     if (!impl_->socket || !impl_->socket->is_open()) impl_->Connect();
     bhttp::request<bhttp::string_body> req;
@@ -85,8 +85,8 @@ ClientResponse HttpClient::Request(std::string_view method, std::string_view tar
       impl_->socket.reset();
       // A kept-alive connection the server closed meanwhile: retry once on a
       // fresh one (the request was not processed, nothing was read).
-      if (attempt == 0 && (ec == bhttp::error::end_of_stream || ec == asio::error::connection_reset ||
-                           ec == asio::error::broken_pipe))
+      if (attempt == 0 &&
+          (ec == bhttp::error::end_of_stream || ec == asio::error::connection_reset || ec == asio::error::broken_pipe))
         continue;
       throw std::runtime_error("HTTP " + std::string(method) + " " + std::string(target) + ": " + ec.message());
     }

@@ -12,14 +12,22 @@ namespace {
 
 Method ToMethod(bhttp::verb v) {
   switch (v) {
-    case bhttp::verb::get: return Method::kGet;
-    case bhttp::verb::head: return Method::kHead;
-    case bhttp::verb::post: return Method::kPost;
-    case bhttp::verb::put: return Method::kPut;
-    case bhttp::verb::patch: return Method::kPatch;
-    case bhttp::verb::delete_: return Method::kDelete;
-    case bhttp::verb::options: return Method::kOptions;
-    default: return Method::kOther;
+    case bhttp::verb::get:
+      return Method::kGet;
+    case bhttp::verb::head:
+      return Method::kHead;
+    case bhttp::verb::post:
+      return Method::kPost;
+    case bhttp::verb::put:
+      return Method::kPut;
+    case bhttp::verb::patch:
+      return Method::kPatch;
+    case bhttp::verb::delete_:
+      return Method::kDelete;
+    case bhttp::verb::options:
+      return Method::kOptions;
+    default:
+      return Method::kOther;
   }
 }
 
@@ -45,9 +53,9 @@ std::string_view TrimOws(std::string_view s) {
 
 // Headers whose meaning is one value: a second copy is refused rather than
 // silently ignored (first-wins lets a proxy and hotrow read different values).
-constexpr std::string_view kSingletonHeaders[] = {"Host",          "Content-Type", "Authorization", "ClientId",
-                                                  "Idempotency-Key", "Origin",   "X-Request-Id",  "X-Signature",
-                                                  "X-Timestamp"};
+constexpr std::string_view kSingletonHeaders[] = {"Host",         "Content-Type",    "Authorization",
+                                                  "ClientId",     "Idempotency-Key", "Origin",
+                                                  "X-Request-Id", "X-Signature",     "X-Timestamp"};
 
 // "http://host:port/path?q" -> "/path?q" (absolute-form, RFC 9112 §3.2.2).
 std::string_view OriginFormOf(std::string_view target) {
@@ -193,8 +201,10 @@ void Codec::AppendHead(std::string& out, const Response& r, bool close, bool kee
     out.append(value);
     out.append("\r\n");
   }
-  if (close) out.append("Connection: close\r\n");
-  else if (keep_alive_header) out.append("Connection: keep-alive\r\n");
+  if (close)
+    out.append("Connection: close\r\n");
+  else if (keep_alive_header)
+    out.append("Connection: keep-alive\r\n");
 }
 
 std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool close) {

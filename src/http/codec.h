@@ -8,11 +8,10 @@
 // serves requests. Internal to src/http.
 #pragma once
 
-#include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
-
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
 
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http.hpp>
@@ -93,10 +92,10 @@ class Codec {
   bool http10_keep_alive_ = false;  // an HTTP/1.0 client asked for keep-alive
   const ServerOptions* options_ = nullptr;
   bool head_request_ = false;
-  size_t header_fields_ = 0;     // fields of the header section (trailers follow)
-  bool must_close_ = false;      // decided from the header by CheckHeader
-  std::string_view origin_;  // the request's Origin (in the arena), or empty
-  bool preflight_ = false;   // OPTIONS with Access-Control-Request-Method
+  size_t header_fields_ = 0;  // fields of the header section (trailers follow)
+  bool must_close_ = false;   // decided from the header by CheckHeader
+  std::string_view origin_;   // the request's Origin (in the arena), or empty
+  bool preflight_ = false;    // OPTIONS with Access-Control-Request-Method
 };
 
 }  // namespace hotrow::http

@@ -1,34 +1,52 @@
 #include "http/errors.h"
 
-#include "http/json.h"
-
 #include <random>
 
+#include "http/json.h"
 #include "ops/log.h"
 
 namespace hotrow::http {
 
 int HttpStatusFor(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return 200;
-    case ErrorCode::kBadRequest: return 400;
-    case ErrorCode::kInvalidField: return 400;
-    case ErrorCode::kUnauthorized: return 401;
-    case ErrorCode::kForbidden: return 403;
-    case ErrorCode::kNotFound: return 404;
-    case ErrorCode::kMethodNotAllowed: return 405;
-    case ErrorCode::kNotImplemented: return 501;
-    case ErrorCode::kConflict: return 409;
-    case ErrorCode::kInsufficientBalance: return 409;
-    case ErrorCode::kGrantInProgress: return 409;
-    case ErrorCode::kPeriodAlreadyGranted: return 409;
-    case ErrorCode::kIdempotencyMismatch: return 422;
-    case ErrorCode::kPayloadTooLarge: return 413;
-    case ErrorCode::kUnsupportedMediaType: return 415;
-    case ErrorCode::kHeadersTooLarge: return 431;
-    case ErrorCode::kOverloaded: return 503;
-    case ErrorCode::kUnavailable: return 503;
-    case ErrorCode::kInternal: return 500;
+    case ErrorCode::kOk:
+      return 200;
+    case ErrorCode::kBadRequest:
+      return 400;
+    case ErrorCode::kInvalidField:
+      return 400;
+    case ErrorCode::kUnauthorized:
+      return 401;
+    case ErrorCode::kForbidden:
+      return 403;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kMethodNotAllowed:
+      return 405;
+    case ErrorCode::kNotImplemented:
+      return 501;
+    case ErrorCode::kConflict:
+      return 409;
+    case ErrorCode::kInsufficientBalance:
+      return 409;
+    case ErrorCode::kGrantInProgress:
+      return 409;
+    case ErrorCode::kPeriodAlreadyGranted:
+      return 409;
+    case ErrorCode::kIdempotencyMismatch:
+      return 422;
+    case ErrorCode::kPayloadTooLarge:
+      return 413;
+    case ErrorCode::kUnsupportedMediaType:
+      return 415;
+    case ErrorCode::kHeadersTooLarge:
+      return 431;
+    case ErrorCode::kOverloaded:
+      return 503;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -50,8 +68,10 @@ Response ErrorResponse(const Status& status) {
   std::string request_id;
   if (r.status == 500 || !status.detail().empty()) {
     request_id = NewRequestId();
-    if (r.status == 500) log::Error("request {}: {}", request_id, status.ToString());
-    else log::Warn("request {}: {}", request_id, status.ToString());
+    if (r.status == 500)
+      log::Error("request {}: {}", request_id, status.ToString());
+    else
+      log::Warn("request {}: {}", request_id, status.ToString());
   }
   JsonWriter w(r.body);
   w.StartObject();

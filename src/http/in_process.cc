@@ -40,8 +40,7 @@ struct InProcessConnection::Impl {
   std::shared_ptr<WaitingSink> sink = std::make_shared<WaitingSink>();
 };
 
-InProcessConnection::InProcessConnection(Handler handler, ServerOptions options)
-    : impl_(std::make_unique<Impl>()) {
+InProcessConnection::InProcessConnection(Handler handler, ServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->handler = std::move(handler);
   impl_->options = std::move(options);
 }

@@ -12,12 +12,18 @@ namespace hotrow::http {
 
 std::string_view JsonKindName(JsonObject::Kind kind) {
   switch (kind) {
-    case JsonObject::Kind::kNull: return "null";
-    case JsonObject::Kind::kBool: return "a boolean";
-    case JsonObject::Kind::kNumber: return "a number";
-    case JsonObject::Kind::kString: return "a string";
-    case JsonObject::Kind::kObject: return "an object";
-    case JsonObject::Kind::kArray: return "an array";
+    case JsonObject::Kind::kNull:
+      return "null";
+    case JsonObject::Kind::kBool:
+      return "a boolean";
+    case JsonObject::Kind::kNumber:
+      return "a number";
+    case JsonObject::Kind::kString:
+      return "a string";
+    case JsonObject::Kind::kObject:
+      return "an object";
+    case JsonObject::Kind::kArray:
+      return "an array";
   }
   return "unknown";
 }
@@ -39,16 +45,16 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
     return true;
   }
   bool Null() { return Value(JsonObject::Kind::kNull); }
-  bool Bool(bool b) { return b ? Value(JsonObject::Kind::kBool, "true", 4) : Value(JsonObject::Kind::kBool, "false", 5); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
-    return Value(JsonObject::Kind::kNumber, s, n);
+  bool Bool(bool b) {
+    return b ? Value(JsonObject::Kind::kBool, "true", 4) : Value(JsonObject::Kind::kBool, "false", 5);
   }
-  bool String(const char* s, rapidjson::SizeType n, bool) {
-    return Value(JsonObject::Kind::kString, s, n);
-  }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) { return Value(JsonObject::Kind::kNumber, s, n); }
+  bool String(const char* s, rapidjson::SizeType n, bool) { return Value(JsonObject::Kind::kString, s, n); }
   bool StartObject() {
-    if (depth == 0) root_is_object = true;
-    else if (!Value(JsonObject::Kind::kObject)) return false;
+    if (depth == 0)
+      root_is_object = true;
+    else if (!Value(JsonObject::Kind::kObject))
+      return false;
     ++depth;
     return true;
   }
@@ -79,8 +85,8 @@ Result<JsonObject> JsonObject::Parse(std::string_view text) {
   rapidjson::MemoryStream stream(text.data(), text.size());
   // One reader per thread: its parse stack keeps its memory between bodies.
   thread_local rapidjson::Reader reader;
-  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
-                              rapidjson::kParseNumbersAsStringsFlag;
+  constexpr unsigned kFlags =
+      rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
   rapidjson::ParseResult ok = reader.Parse<kFlags>(stream, builder);
   if (!builder.duplicate.empty())
     return Status::InvalidField(builder.duplicate, "field '" + builder.duplicate + "' appears more than once");
@@ -98,9 +104,8 @@ Result<JsonObject> JsonObject::Parse(std::string_view text) {
       return Status::BadRequest(std::string("request body is not valid JSON: a control character (U+") + hex +
                                 ") must be escaped inside a string (at byte " + std::to_string(at) + ")");
     }
-    return Status::BadRequest(std::string("request body is not valid JSON: ") +
-                              rapidjson::GetParseError_En(ok.Code()) + " (at byte " +
-                              std::to_string(ok.Offset()) + ")");
+    return Status::BadRequest(std::string("request body is not valid JSON: ") + rapidjson::GetParseError_En(ok.Code()) +
+                              " (at byte " + std::to_string(ok.Offset()) + ")");
   }
   if (!builder.root_is_object) return Status::BadRequest("request body must be a JSON object");
   return obj;
@@ -133,8 +138,8 @@ Result<int64_t> JsonObject::Integer(std::string_view name, int64_t min, int64_t 
   const Field* f = Find(name);
   if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
   auto range = [&] {
-    return Status::InvalidField(f->name, f->name + " must be between " + std::to_string(min) + " and " +
-                                             std::to_string(max));
+    return Status::InvalidField(f->name,
+                                f->name + " must be between " + std::to_string(min) + " and " + std::to_string(max));
   };
   if (f->kind != Kind::kNumber)
     return Status::InvalidField(f->name, f->name + " must be an integer, not " + std::string(JsonKindName(f->kind)));

@@ -118,7 +118,6 @@ std::string_view JsonKindName(JsonObject::Kind kind);
 
 // The integer `field` of every object in the top-level array `array_key`
 // ({"stores":[{"storeId":1,...},...]} -> [1, ...]), for clients reading lists.
-Result<std::vector<int64_t>> ExtractIntegers(std::string_view json, std::string_view array_key,
-                                             std::string_view field);
+Result<std::vector<int64_t>> ExtractIntegers(std::string_view json, std::string_view array_key, std::string_view field);
 
 }  // namespace hotrow::http

@@ -73,8 +73,7 @@ class HandlerMemory {
         uint32_t free_bits = ~used & ((1u << kSlots) - 1);
         if (!free_bits) break;
         uint32_t bit = free_bits & (~free_bits + 1);
-        if (used_.compare_exchange_weak(used, used | bit, std::memory_order_acquire))
-          return slots_[__builtin_ctz(bit)];
+        if (used_.compare_exchange_weak(used, used | bit, std::memory_order_acquire)) return slots_[__builtin_ctz(bit)];
       }
     }
     return ::operator new(n);

@@ -26,9 +26,9 @@ inline constexpr std::string_view kJsonContentType = "application/json; charset=
 struct Request {
   Method method = Method::kGet;
   std::string_view method_name;  // as sent ("GET", "TRACE", "get")
-  std::string_view target;  // as sent: path and query
-  std::string_view path;    // target up to '?'
-  std::string_view query;   // after '?', without it; empty when absent
+  std::string_view target;       // as sent: path and query
+  std::string_view path;         // target up to '?'
+  std::string_view query;        // after '?', without it; empty when absent
   std::string_view body;
   // Header fields in arrival order; names as sent (compare case-insensitively).
   std::vector<std::pair<std::string_view, std::string_view>> headers;

@@ -45,10 +45,8 @@ Result<Query> Query::Parse(std::string_view query) {
     if (!PercentDecode(part.substr(0, eq), key, true) ||
         (eq != std::string_view::npos && !PercentDecode(part.substr(eq + 1), value, true)))
       return Status::BadRequest("malformed percent-escape in the query string");
-    if (!IsValidUtf8(key) || !IsValidUtf8(value))
-      return Status::BadRequest("query string is not valid UTF-8");
-    if (q.Get(key))
-      return Status::InvalidField(key, "query parameter '" + key + "' appears more than once");
+    if (!IsValidUtf8(key) || !IsValidUtf8(value)) return Status::BadRequest("query string is not valid UTF-8");
+    if (q.Get(key)) return Status::InvalidField(key, "query parameter '" + key + "' appears more than once");
     q.params_.emplace_back(std::move(key), std::move(value));
   }
   return q;
@@ -65,8 +63,8 @@ Result<int64_t> Query::Int(std::string_view key, int64_t fallback, int64_t min, 
   if (!raw) return fallback;
   auto v = ParseInt(*raw, min, max);
   if (!v)
-    return Status::InvalidField(std::string(key), std::string(key) + " must be an integer from " +
-                                                      std::to_string(min) + " to " + std::to_string(max));
+    return Status::InvalidField(std::string(key), std::string(key) + " must be an integer from " + std::to_string(min) +
+                                                      " to " + std::to_string(max));
   return *v;
 }
 

@@ -2,11 +2,10 @@
 // and closes it. Internal to src/http (server.cc).
 #pragma once
 
-#include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
-
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
@@ -23,9 +22,10 @@ class Rejector : public std::enable_shared_from_this<Rejector> {
       : socket_(std::move(socket)), rejecting_(rejecting) {
     rejecting_.fetch_add(1, std::memory_order_relaxed);
     Response r = ErrorResponse(Status::Overloaded("too many open connections; retry later"));
-    text_ = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
-            "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
-            std::to_string(r.body.size()) + "\r\n\r\n" + r.body;
+    text_ =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+        "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+        std::to_string(r.body.size()) + "\r\n\r\n" + r.body;
   }
   ~Rejector() { rejecting_.fetch_sub(1, std::memory_order_relaxed); }
 

@@ -127,8 +127,8 @@ const Router::Route* Router::Match(std::string_view path, ParamViews* params) co
 
 void Router::Dispatch(Request& request, Responder responder) const {
   if (request.method == Method::kOther) {
-    responder.Send(ErrorResponse({ErrorCode::kNotImplemented,
-                                  "method " + std::string(request.method_name) + " is not implemented"}));
+    responder.Send(ErrorResponse(
+        {ErrorCode::kNotImplemented, "method " + std::string(request.method_name) + " is not implemented"}));
     return;
   }
   ParamViews raw_params;
@@ -155,8 +155,8 @@ void Router::Dispatch(Request& request, Responder responder) const {
   if (mh->body == BodyPolicy::kJson) {
     std::string_view ct = request.Header("Content-Type");
     if (request.HasHeader("Content-Type") && !IsJsonContentType(ct)) {
-      responder.Send(ErrorResponse({ErrorCode::kUnsupportedMediaType,
-                                    "Content-Type must be application/json, not '" + std::string(ct) + "'"}));
+      responder.Send(ErrorResponse(
+          {ErrorCode::kUnsupportedMediaType, "Content-Type must be application/json, not '" + std::string(ct) + "'"}));
       return;
     }
   }

@@ -1,10 +1,15 @@
-#include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
-
 #include "http/server.h"
 
 #include <sys/resource.h>
 
 #include <atomic>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+#include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
+#include <vector>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,11 +20,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_set>
-#include <vector>
 
 #include "http/codec.h"
 #include "http/errors.h"
@@ -123,7 +123,6 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
 
   void Start() { ReadRequest(); }
 
-
   void Send(Response&& response) override {
     // The worker's own executor (not the stream's type-erased one), which
     // allocates the dispatch through the handler's allocator.
@@ -161,8 +160,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     const Parser& parser = codec_.parser();
     auto length = parser.content_length();
     const auto body_max = static_cast<int64_t>(server_.options.body_bytes_max);  // never more is held
-    int64_t bytes = length ? std::min<int64_t>(static_cast<int64_t>(*length), body_max)
-                           : parser.chunked() ? body_max : 0;
+    int64_t bytes = length             ? std::min<int64_t>(static_cast<int64_t>(*length), body_max)
+                    : parser.chunked() ? body_max
+                                       : 0;
     if (bytes == 0) return true;
     int64_t before = server_.body_bytes_in_flight.fetch_add(bytes, std::memory_order_relaxed);
     if (before + bytes > static_cast<int64_t>(server_.options.body_bytes_in_flight_max)) {
@@ -281,7 +281,6 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     }
     if (request.long_running) handler_deadline_ = Clock::time_point::max();
   }
-
 
   // The handler did not answer within handler_timeout: answer for it (its
   // late answer is then ignored) and close, since what it did is unknown.
@@ -431,7 +430,7 @@ void ServerState::Accept() {
 Server::Server(ServerOptions options, Handler handler)
     : impl_(std::make_unique<ServerState>(std::move(options), std::move(handler))) {
   int n = impl_->options.threads > 0 ? impl_->options.threads
-                                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<Worker>());
 }
 
@@ -453,8 +452,8 @@ Status Server::Listen() {
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(4096, ec);
   if (ec)
-    return Status::Unavailable("cannot listen on " + impl_->options.host + ":" +
-                               std::to_string(impl_->options.port) + ": " + ec.message());
+    return Status::Unavailable("cannot listen on " + impl_->options.host + ":" + std::to_string(impl_->options.port) +
+                               ": " + ec.message());
   impl_->port = acceptor.local_endpoint().port();
   return Status::Ok();
 }

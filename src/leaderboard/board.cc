@@ -1,10 +1,11 @@
 #include "leaderboard/board.h"
 
-#include <ext/pb_ds/assoc_container.hpp>
-#include <ext/pb_ds/tree_policy.hpp>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
 
 namespace hotrow::leaderboard {
 

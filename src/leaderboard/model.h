@@ -7,12 +7,12 @@
 // so the order is the same on every instance. Ranks are positions 1, 2, 3...
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>

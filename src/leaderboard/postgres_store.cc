@@ -41,8 +41,9 @@ Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open
 }
 
 Status PostgresLeaderboardStore::Load() {
-  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query("SELECT client_id, score, seq FROM leaderboard"); },
-                                  /*unbounded=*/true);
+  auto rows =
+      pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query("SELECT client_id, score, seq FROM leaderboard"); },
+                          /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   std::vector<std::pair<std::string, Stored>> players;
   players.reserve(static_cast<size_t>(rows->size()));
@@ -74,19 +75,19 @@ void PostgresLeaderboardStore::Follow(const std::string& payload) {
 
 void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
                                          std::function<void(Result<Posted>)> done) {
-  pool_.Submit([this, client_id = std::move(client_id), score, mode,
-                done = std::move(done)](Result<pg::Connection*> c) {
-    if (!c.ok()) return done(c.status());
-    // One statement decides and writes: the new score replaces the stored
-    // one (or, in best mode, only a higher one does); an equal score
-    // changes nothing, so the player keeps its sequence number.
-    // The clock's row lock is taken first and held to the commit (one
-    // statement, its own transaction): seq order is commit order.
-    auto changed = (*c)->Query(
-        // GREATEST(n + 1, nextval): the clock stays on the sequence, so an
-        // instance of v0.1.0 (which still takes nextval alone) running
-        // beside this one during an upgrade never gets a seq the clock gave.
-        R"(WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
+  pool_.Submit(
+      [this, client_id = std::move(client_id), score, mode, done = std::move(done)](Result<pg::Connection*> c) {
+        if (!c.ok()) return done(c.status());
+        // One statement decides and writes: the new score replaces the stored
+        // one (or, in best mode, only a higher one does); an equal score
+        // changes nothing, so the player keeps its sequence number.
+        // The clock's row lock is taken first and held to the commit (one
+        // statement, its own transaction): seq order is commit order.
+        auto changed = (*c)->Query(
+            // GREATEST(n + 1, nextval): the clock stays on the sequence, so an
+            // instance of v0.1.0 (which still takes nextval alone) running
+            // beside this one during an upgrade never gets a seq the clock gave.
+            R"(WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
                           RETURNING n),
            up AS (
              INSERT INTO leaderboard AS l (client_id, score, seq) SELECT $1, $2, n FROM clock
@@ -94,25 +95,25 @@ void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, S
              WHERE l.score <> excluded.score AND ($3 = 'replace' OR excluded.score > l.score)
              RETURNING score, seq, client_id)
            SELECT score, seq, pg_notify('hotrow_lb', 'set ' || score || ' ' || seq || ' ' || client_id) FROM up)",
-        {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
-    if (!changed.ok()) return done(changed.status());
-    bool was_changed = !changed->empty();
-    int64_t stored = 0, seq = 0;
-    if (was_changed) {
-      stored = changed->Int(0, 0);
-      seq = changed->Int(0, 1);
-    } else {
-      auto current = (*c)->Query("SELECT score, seq FROM leaderboard WHERE client_id = $1", {client_id});
-      if (!current.ok()) return done(current.status());
-      if (current->empty()) return done(Status::Internal("the player vanished while posting"));
-      stored = current->Int(0, 0);
-      seq = current->Int(0, 1);
-    }
-    board_.SetIfNewer(client_id, stored, seq);
-    // This request's score and its rank, even when a later post for the
-    // same player has reached the board first.
-    done(Posted{Entry{board_.RankOf(stored, seq), client_id, stored}, was_changed});
-  });
+            {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
+        if (!changed.ok()) return done(changed.status());
+        bool was_changed = !changed->empty();
+        int64_t stored = 0, seq = 0;
+        if (was_changed) {
+          stored = changed->Int(0, 0);
+          seq = changed->Int(0, 1);
+        } else {
+          auto current = (*c)->Query("SELECT score, seq FROM leaderboard WHERE client_id = $1", {client_id});
+          if (!current.ok()) return done(current.status());
+          if (current->empty()) return done(Status::Internal("the player vanished while posting"));
+          stored = current->Int(0, 0);
+          seq = current->Int(0, 1);
+        }
+        board_.SetIfNewer(client_id, stored, seq);
+        // This request's score and its rank, even when a later post for the
+        // same player has reached the board first.
+        done(Posted{Entry{board_.RankOf(stored, seq), client_id, stored}, was_changed});
+      });
 }
 
 void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
@@ -153,8 +154,8 @@ Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t s
   int64_t base = next->Int(0, 0);
   std::string data;
   for (int64_t i = 1; i <= clients; ++i)
-    data += "player-" + std::to_string(i) + "\t" + std::to_string(DemoScore(rng)) + "\t" + std::to_string(base + i) +
-            "\n";
+    data +=
+        "player-" + std::to_string(i) + "\t" + std::to_string(DemoScore(rng)) + "\t" + std::to_string(base + i) + "\n";
   if (Status s = conn.CopyIn("COPY leaderboard (client_id, score, seq) FROM STDIN", data); !s.ok()) return s;
   auto bumped = conn.Query("UPDATE leaderboard_clock SET n = $1 WHERE id = 1", {std::to_string(base + clients)});
   if (!bumped.ok()) return bumped.status();

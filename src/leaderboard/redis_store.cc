@@ -76,9 +76,7 @@ return out
 
 // Redis replies with scores as text ("666", "9007199254740991"); scores
 // are integers below 2^53, which a double holds exactly.
-int64_t ParseScore(const db::RedisReply& r) {
-  return static_cast<int64_t>(std::strtod(r.str.c_str(), nullptr));
-}
+int64_t ParseScore(const db::RedisReply& r) { return static_cast<int64_t>(std::strtod(r.str.c_str(), nullptr)); }
 
 int64_t ReplyInt(const db::RedisReply& r) {
   return r.type == db::RedisReply::Type::kInteger ? r.integer : std::strtoll(r.str.c_str(), nullptr, 10);
@@ -93,11 +91,10 @@ std::string ClientOf(const std::string& member) {
 std::vector<Entry> Entries(const std::vector<db::RedisReply>& elements, size_t first, int64_t first_rank) {
   std::vector<Entry> out;
   for (size_t i = first; i + 1 < elements.size(); i += 2)
-    out.push_back({first_rank + static_cast<int64_t>((i - first) / 2), ClientOf(elements[i].str),
-                   ParseScore(elements[i + 1])});
+    out.push_back(
+        {first_rank + static_cast<int64_t>((i - first) / 2), ClientOf(elements[i].str), ParseScore(elements[i + 1])});
   return out;
 }
-
 
 }  // namespace
 
@@ -109,8 +106,10 @@ Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const
   store->client_ = std::move(client).value();
   auto config = store->client_->CommandSync({"CONFIG", "GET", "appendfsync"});
   if (config.ok() && config->elements.size() == 2 && config->elements[1].str != "always")
-    log::Warn("Redis runs with appendfsync {}: an acknowledged score can be lost in a crash; "
-              "run it with appendonly yes and appendfsync always", config->elements[1].str);
+    log::Warn(
+        "Redis runs with appendfsync {}: an acknowledged score can be lost in a crash; "
+        "run it with appendonly yes and appendfsync always",
+        config->elements[1].str);
   auto* raw = store.get();
   auto subscriber = db::RedisSubscriber::Start(
       url, kChannel, [raw](const std::string&) { raw->Invalidate(); }, [raw] { raw->Invalidate(); });
@@ -128,26 +127,27 @@ void RedisLeaderboardStore::Stop() {
 
 void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
                                       std::function<void(Result<Posted>)> done) {
-  client_->Eval(kPostScript, {"3", kZset, kMembers, kSeq, client_id, std::to_string(score),
-                    mode == ScoreMode::kBest ? "best" : "replace", kChannel},
-                   [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
-                     if (!r.ok()) return done(r.status());
-                     const auto& e = r->elements;
-                     if (e.size() != 3) return done(Status::Internal("unexpected reply from the score script"));
-                     bool changed = ReplyInt(e[2]) == 1;
-                     if (changed) Invalidate();  // before answering: our next read must see it
-                     done(Posted{{ReplyInt(e[1]), client_id, ParseScore(e[0])}, changed});
-                   });
+  client_->Eval(kPostScript,
+                {"3", kZset, kMembers, kSeq, client_id, std::to_string(score),
+                 mode == ScoreMode::kBest ? "best" : "replace", kChannel},
+                [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
+                  if (!r.ok()) return done(r.status());
+                  const auto& e = r->elements;
+                  if (e.size() != 3) return done(Status::Internal("unexpected reply from the score script"));
+                  bool changed = ReplyInt(e[2]) == 1;
+                  if (changed) Invalidate();  // before answering: our next read must see it
+                  done(Posted{{ReplyInt(e[1]), client_id, ParseScore(e[0])}, changed});
+                });
 }
 
 void RedisLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
   client_->Eval(kRemoveScript, {"2", kZset, kMembers, client_id, kChannel},
-                   [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
-                     if (!r.ok()) return done(r.status());
-                     if (r->integer != 1) return done(NoSuchPlayer(client_id));
-                     Invalidate();
-                     done(Status::Ok());
-                   });
+                [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
+                  if (!r.ok()) return done(r.status());
+                  if (r->integer != 1) return done(NoSuchPlayer(client_id));
+                  Invalidate();
+                  done(Status::Ok());
+                });
 }
 
 namespace {
@@ -159,10 +159,10 @@ Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, 
 void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   if (offset + limit > kPageLimitMax) {
     client_->Eval(kTopScript, {"1", kZset, std::to_string(offset), std::to_string(limit)},
-                     [offset, done = std::move(done)](Result<db::RedisReply> r) {
-                       if (!r.ok()) return done(r.status());
-                       done(Page::Own(Entries(r->elements, 1, offset + 1), ReplyInt(r->elements.at(0))));
-                     });
+                  [offset, done = std::move(done)](Result<db::RedisReply> r) {
+                    if (!r.ok()) return done(r.status());
+                    done(Page::Own(Entries(r->elements, 1, offset + 1), ReplyInt(r->elements.at(0))));
+                  });
     return;
   }
   uint64_t version = version_.load(std::memory_order_acquire);
@@ -185,56 +185,57 @@ void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<P
 // that arrived after a newer change get the next fetch.
 void RedisLeaderboardStore::FetchTop(uint64_t version) {
   auto started = std::chrono::steady_clock::now();
-  client_->Eval(
-      kTopScript, {"1", kZset, "0", std::to_string(kPageLimitMax)},
-      [this, version, started](Result<db::RedisReply> r) {
-        Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
-        if (r.ok() && !r->elements.empty()) {
-          auto c = std::make_shared<Cached>();
-          c->version = version;
-          c->fetched = started;  // conservative: the data is at least this fresh
-          c->total = ReplyInt(r->elements[0]);
-          c->top = Entries(r->elements, 1, 1);
-          result = std::shared_ptr<const Cached>(std::move(c));
-        } else {
-          result = r.ok() ? Status::Internal("unexpected reply from the top script") : r.status();
-        }
-        std::vector<Waiter> answered;
-        uint64_t next_version = 0;
-        {
-          std::lock_guard lock(cache_mutex_);
-          if (result.ok()) cache_ = *result;
-          std::vector<Waiter> later;
-          for (auto& w : waiters_) {
-            if (w.version <= version) {
-              answered.push_back(std::move(w));
-            } else {
-              next_version = std::max(next_version, w.version);
-              later.push_back(std::move(w));
-            }
-          }
-          waiters_.swap(later);
-          fetching_ = !waiters_.empty();
-        }
-        for (auto& w : answered) {
-          if (result.ok()) w.done(SliceOf(*result, w.offset, w.limit));
-          else w.done(result.status());
-        }
-        if (next_version) FetchTop(next_version);
-      });
+  client_->Eval(kTopScript, {"1", kZset, "0", std::to_string(kPageLimitMax)},
+                [this, version, started](Result<db::RedisReply> r) {
+                  Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
+                  if (r.ok() && !r->elements.empty()) {
+                    auto c = std::make_shared<Cached>();
+                    c->version = version;
+                    c->fetched = started;  // conservative: the data is at least this fresh
+                    c->total = ReplyInt(r->elements[0]);
+                    c->top = Entries(r->elements, 1, 1);
+                    result = std::shared_ptr<const Cached>(std::move(c));
+                  } else {
+                    result = r.ok() ? Status::Internal("unexpected reply from the top script") : r.status();
+                  }
+                  std::vector<Waiter> answered;
+                  uint64_t next_version = 0;
+                  {
+                    std::lock_guard lock(cache_mutex_);
+                    if (result.ok()) cache_ = *result;
+                    std::vector<Waiter> later;
+                    for (auto& w : waiters_) {
+                      if (w.version <= version) {
+                        answered.push_back(std::move(w));
+                      } else {
+                        next_version = std::max(next_version, w.version);
+                        later.push_back(std::move(w));
+                      }
+                    }
+                    waiters_.swap(later);
+                    fetching_ = !waiters_.empty();
+                  }
+                  for (auto& w : answered) {
+                    if (result.ok())
+                      w.done(SliceOf(*result, w.offset, w.limit));
+                    else
+                      w.done(result.status());
+                  }
+                  if (next_version) FetchTop(next_version);
+                });
 }
 
 void RedisLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
                                    std::function<void(Result<PlayerView>)> done) {
   client_->Eval(kPlayerScript, {"2", kZset, kMembers, client_id, std::to_string(around.value_or(-1))},
-                   [client_id, around, done = std::move(done)](Result<db::RedisReply> r) {
-                     if (!r.ok()) return done(r.status());
-                     if (r->is_nil()) return done(NoSuchPlayer(client_id));
-                     const auto& e = r->elements;
-                     PlayerView view{{ReplyInt(e.at(0)), client_id, ParseScore(e.at(1))}, std::nullopt};
-                     if (around) view.around = Entries(e, 3, ReplyInt(e.at(2)));
-                     done(std::move(view));
-                   });
+                [client_id, around, done = std::move(done)](Result<db::RedisReply> r) {
+                  if (!r.ok()) return done(r.status());
+                  if (r->is_nil()) return done(NoSuchPlayer(client_id));
+                  const auto& e = r->elements;
+                  PlayerView view{{ReplyInt(e.at(0)), client_id, ParseScore(e.at(1))}, std::nullopt};
+                  if (around) view.around = Entries(e, 3, ReplyInt(e.at(2)));
+                  done(std::move(view));
+                });
 }
 
 Result<int64_t> RedisLeaderboardStore::Count() {

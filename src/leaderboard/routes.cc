@@ -131,8 +131,9 @@ void Remove(LeaderboardStore& store, const AdminAuth& admin, const Request& req,
 void AddRoutes(http::Router& router, LeaderboardStore& store, const AdminAuth& admin) {
   using http::BodyPolicy;
   using http::Method;
-  router.Add(Method::kPost, "/api/v1/score",
-             [&store](Request& req, Responder res) { PostScore(store, req, std::move(res)); }, BodyPolicy::kJson);
+  router.Add(
+      Method::kPost, "/api/v1/score", [&store](Request& req, Responder res) { PostScore(store, req, std::move(res)); },
+      BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/leaderboard",
              [&store](Request& req, Responder res) { Top(store, req, std::move(res)); });
   router.Add(Method::kGet, "/api/v1/leaderboard/{clientId}",

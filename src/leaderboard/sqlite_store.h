@@ -23,7 +23,6 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
   void Player(std::string client_id, std::optional<int64_t> around,
               std::function<void(Result<PlayerView>)> done) override;
 
-
  private:
   explicit SqliteLeaderboardStore(db::SqliteDatabase& db) : db_(db) {}
   db::SqliteDatabase& db_;

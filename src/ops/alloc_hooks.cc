@@ -3,13 +3,13 @@
 // allocator), each counting into ops/alloc_counter. Linked only into the
 // hotrow binary (non-sanitizer builds), bench/request_bench and the
 // allocation tests. Cost: one relaxed atomic add on a per-thread cache line.
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <new>
 
 #include "ops/alloc_counter.h"
-
-#include <execinfo.h>
-#include <unistd.h>
 
 namespace {
 thread_local bool in_trace = false;

@@ -13,8 +13,7 @@ bool AdminAuth::Matches(std::optional<std::string_view> bearer) const {
 }
 
 Status AdminAuth::Check(std::optional<std::string_view> bearer) const {
-  if (!enabled())
-    return Status::Forbidden("admin actions are disabled: start the server with --admin-token");
+  if (!enabled()) return Status::Forbidden("admin actions are disabled: start the server with --admin-token");
   if (!bearer) return Status::Unauthorized("this action needs 'Authorization: Bearer <admin token>'");
   if (!Matches(bearer)) return Status::Forbidden("the admin token is wrong");
   return Status::Ok();

@@ -1,11 +1,11 @@
 #include "ops/crypto.h"
 
+#include <cstdlib>
+#include <vector>
+
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
-
-#include <cstdlib>
-#include <vector>
 
 #include "ops/text.h"
 

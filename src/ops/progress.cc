@@ -18,8 +18,8 @@ void ProgressBar::Update(int64_t done) {
   int filled = static_cast<int>(done * kWidth / total_);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');
-  std::fprintf(stderr, "\r%s [%s] %3d%% %lld/%lld", label_.c_str(), bar.c_str(),
-               static_cast<int>(done * 100 / total_), static_cast<long long>(done), static_cast<long long>(total_));
+  std::fprintf(stderr, "\r%s [%s] %3d%% %lld/%lld", label_.c_str(), bar.c_str(), static_cast<int>(done * 100 / total_),
+               static_cast<long long>(done), static_cast<long long>(total_));
   std::fflush(stderr);
 }
 

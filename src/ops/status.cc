@@ -4,25 +4,44 @@ namespace hotrow {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kBadRequest: return "bad_request";
-    case ErrorCode::kInvalidField: return "invalid_field";
-    case ErrorCode::kUnauthorized: return "unauthorized";
-    case ErrorCode::kForbidden: return "forbidden";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kMethodNotAllowed: return "method_not_allowed";
-    case ErrorCode::kNotImplemented: return "not_implemented";
-    case ErrorCode::kConflict: return "conflict";
-    case ErrorCode::kInsufficientBalance: return "insufficient_balance";
-    case ErrorCode::kGrantInProgress: return "grant_in_progress";
-    case ErrorCode::kPeriodAlreadyGranted: return "period_already_granted";
-    case ErrorCode::kIdempotencyMismatch: return "idempotency_mismatch";
-    case ErrorCode::kPayloadTooLarge: return "payload_too_large";
-    case ErrorCode::kUnsupportedMediaType: return "unsupported_media_type";
-    case ErrorCode::kHeadersTooLarge: return "headers_too_large";
-    case ErrorCode::kOverloaded: return "overloaded";
-    case ErrorCode::kUnavailable: return "unavailable";
-    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kBadRequest:
+      return "bad_request";
+    case ErrorCode::kInvalidField:
+      return "invalid_field";
+    case ErrorCode::kUnauthorized:
+      return "unauthorized";
+    case ErrorCode::kForbidden:
+      return "forbidden";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kMethodNotAllowed:
+      return "method_not_allowed";
+    case ErrorCode::kNotImplemented:
+      return "not_implemented";
+    case ErrorCode::kConflict:
+      return "conflict";
+    case ErrorCode::kInsufficientBalance:
+      return "insufficient_balance";
+    case ErrorCode::kGrantInProgress:
+      return "grant_in_progress";
+    case ErrorCode::kPeriodAlreadyGranted:
+      return "period_already_granted";
+    case ErrorCode::kIdempotencyMismatch:
+      return "idempotency_mismatch";
+    case ErrorCode::kPayloadTooLarge:
+      return "payload_too_large";
+    case ErrorCode::kUnsupportedMediaType:
+      return "unsupported_media_type";
+    case ErrorCode::kHeadersTooLarge:
+      return "headers_too_large";
+    case ErrorCode::kOverloaded:
+      return "overloaded";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kInternal:
+      return "internal";
   }
   return "internal";
 }

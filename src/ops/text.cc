@@ -1,8 +1,8 @@
 #include "ops/text.h"
 
-#include <unicode/uchar.h>
-
 #include <charconv>
+
+#include <unicode/uchar.h>
 
 namespace hotrow {
 
@@ -13,10 +13,14 @@ std::optional<uint32_t> NextCodePoint(std::string_view s, size_t* i) {
   if (c < 0x80) return ++*i, c;
   size_t len;
   uint32_t cp;
-  if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-  else return std::nullopt;
+  if ((c & 0xE0) == 0xC0)
+    len = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0)
+    len = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0)
+    len = 4, cp = c & 0x07;
+  else
+    return std::nullopt;
   if (*i + len > n) return std::nullopt;
   for (size_t k = 1; k < len; ++k) {
     unsigned cc = byte(*i + k);
@@ -57,14 +61,14 @@ std::string ToValidUtf8(std::string_view s) {
 
 bool IsVisible(uint32_t cp) {
   switch (u_charType(static_cast<UChar32>(cp))) {
-    case U_CONTROL_CHAR:          // Cc
-    case U_FORMAT_CHAR:           // Cf
-    case U_SPACE_SEPARATOR:       // Zs
-    case U_LINE_SEPARATOR:        // Zl
-    case U_PARAGRAPH_SEPARATOR:   // Zp
-    case U_NON_SPACING_MARK:      // Mn
-    case U_ENCLOSING_MARK:        // Me
-    case U_UNASSIGNED:            // Cn: nothing a reader could see
+    case U_CONTROL_CHAR:         // Cc
+    case U_FORMAT_CHAR:          // Cf
+    case U_SPACE_SEPARATOR:      // Zs
+    case U_LINE_SEPARATOR:       // Zl
+    case U_PARAGRAPH_SEPARATOR:  // Zp
+    case U_NON_SPACING_MARK:     // Mn
+    case U_ENCLOSING_MARK:       // Me
+    case U_UNASSIGNED:           // Cn: nothing a reader could see
       return false;
     default:
       return true;
@@ -86,15 +90,15 @@ Status CheckUserText(std::string_view value, const TextRule& rule) {
       return Status::InvalidField(name, name + " must not contain control characters (U+0000-001F, U+007F-009F" +
                                             std::string(rule.multiline ? "; newline and tab are allowed" : "") + ")");
     if ((cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
-      return Status::InvalidField(name, name + " must not contain bidirectional overrides or isolates "
-                                               "(U+202A-202E, U+2066-2069)");
+      return Status::InvalidField(name, name +
+                                            " must not contain bidirectional overrides or isolates "
+                                            "(U+202A-202E, U+2066-2069)");
     visible = visible || IsVisible(cp);
   }
   if (count < rule.code_points_min || count > rule.code_points_max)
     return Status::InvalidField(name, name + " must be " + std::to_string(rule.code_points_min) + "-" +
                                           std::to_string(rule.code_points_max) + " characters");
-  if (count > 0 && !visible)
-    return Status::InvalidField(name, name + " must contain at least one visible character");
+  if (count > 0 && !visible) return Status::InvalidField(name, name + " must contain at least one visible character");
   if (rule.trimmed && count > 0 && (!IsVisible(first) || !IsVisible(last)))
     return Status::InvalidField(name, name + " must not begin or end with whitespace or an invisible character");
   return Status::Ok();

@@ -65,8 +65,8 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn) {
     }
     std::string who = "card " + std::to_string(card);
     if (balance != running)
-      problem("balance", who + " has BALANCE " + std::to_string(balance) + " but its history sums to " +
-                             std::to_string(running));
+      problem("balance",
+              who + " has BALANCE " + std::to_string(balance) + " but its history sums to " + std::to_string(running));
     if (balance < 0) problem("negative balance", who + " has BALANCE " + std::to_string(balance));
     if (count > 0 && last_update != last_time)
       problem("last update", who + " has LAST_UPDATE " + FormatTime(last_update) + " but its newest row is at " +

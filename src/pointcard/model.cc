@@ -1,9 +1,9 @@
 #include "pointcard/model.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <algorithm>
 #include <ctime>
 
 namespace hotrow::pointcard {
@@ -19,8 +19,8 @@ size_t FormatTimeTo(int64_t us, char* out) {
   std::time_t t = static_cast<std::time_t>(seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);
-  int n = std::snprintf(out, kTimeTextMax, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(micros));
+  int n = std::snprintf(out, kTimeTextMax, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(micros));
   return n > 0 ? std::min(static_cast<size_t>(n), kTimeTextMax - 1) : 0;
 }
 
@@ -35,8 +35,7 @@ std::optional<int64_t> ParseTime(std::string_view s) {
     return v;
   };
   // YYYY-MM-DDTHH:MM:SS
-  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' ||
-      s[16] != ':')
+  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' || s[16] != ':')
     return std::nullopt;
   auto year = digits(0, 4), month = digits(5, 2), day = digits(8, 2), hour = digits(11, 2), minute = digits(14, 2),
        second = digits(17, 2);
@@ -95,11 +94,11 @@ Status ValidateIdempotencyKey(std::string_view key) {
 
 const std::vector<Region>& Prefectures() {
   static const std::vector<Region> kRegions = [] {
-    const char* names[] = {"北海道", "青森県", "岩手県", "宮城県", "秋田県", "山形県", "福島県", "茨城県",
+    const char* names[] = {"北海道", "青森県", "岩手県", "宮城県", "秋田県", "山形県",   "福島県", "茨城県",
                            "栃木県", "群馬県", "埼玉県", "千葉県", "東京都", "神奈川県", "新潟県", "富山県",
-                           "石川県", "福井県", "山梨県", "長野県", "岐阜県", "静岡県", "愛知県", "三重県",
+                           "石川県", "福井県", "山梨県", "長野県", "岐阜県", "静岡県",   "愛知県", "三重県",
                            "滋賀県", "京都府", "大阪府", "兵庫県", "奈良県", "和歌山県", "鳥取県", "島根県",
-                           "岡山県", "広島県", "山口県", "徳島県", "香川県", "愛媛県", "高知県", "福岡県",
+                           "岡山県", "広島県", "山口県", "徳島県", "香川県", "愛媛県",   "高知県", "福岡県",
                            "佐賀県", "長崎県", "熊本県", "大分県", "宮崎県", "鹿児島県", "沖縄県"};
     std::vector<Region> out;
     for (int i = 0; i < 47; ++i) out.push_back({i + 1, names[i]});
@@ -110,10 +109,10 @@ const std::vector<Region>& Prefectures() {
 
 Status PeriodAlreadyGranted(int64_t grant_id, int64_t from_us, int64_t to_us) {
   char from[kTimeTextMax], to[kTimeTextMax];
-  return {ErrorCode::kPeriodAlreadyGranted,
-          "the period overlaps grant " + std::to_string(grant_id) + " of [" +
-              std::string(from, FormatTimeTo(from_us, from)) + ", " + std::string(to, FormatTimeTo(to_us, to)) +
-              "); send \"allowOverlap\": true to grant it again"};
+  return {ErrorCode::kPeriodAlreadyGranted, "the period overlaps grant " + std::to_string(grant_id) + " of [" +
+                                                std::string(from, FormatTimeTo(from_us, from)) + ", " +
+                                                std::string(to, FormatTimeTo(to_us, to)) +
+                                                "); send \"allowOverlap\": true to grant it again"};
 }
 
 Status PeriodNotEnded() {

@@ -39,8 +39,8 @@ class CopySink final : public PointCardSink {
     return Status::Ok();
   }
   Status AddCard(const Card& c) override {
-    cards_ += std::to_string(c.card_id) + "\t" + std::to_string(c.balance) + "\t" + std::to_string(c.region_id) +
-              "\t" + Timestamp(c.last_update_us) + "\n";
+    cards_ += std::to_string(c.card_id) + "\t" + std::to_string(c.balance) + "\t" + std::to_string(c.region_id) + "\t" +
+              Timestamp(c.last_update_us) + "\n";
     return cards_.size() > kChunk ? Flush(cards_, kCards) : Status::Ok();
   }
   Status AddHistory(const HistoryRow& r) override {
@@ -53,8 +53,9 @@ class CopySink final : public PointCardSink {
   }
   Status Finish() override {
     if (Status s = Flush(regions_, "COPY M_REGION (REGION_ID, REGION_NAME) FROM STDIN"); !s.ok()) return s;
-    if (Status s = Flush(stores_, "COPY M_STORE (STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, "
-                                  "S_LATITUDE, S_LONGITUDE) FROM STDIN");
+    if (Status s = Flush(stores_,
+                         "COPY M_STORE (STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, "
+                         "S_LATITUDE, S_LONGITUDE) FROM STDIN");
         !s.ok())
       return s;
     if (Status s = Flush(cards_, kCards); !s.ok()) return s;
@@ -144,8 +145,8 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn) {
       (void)conn.Exec("ROLLBACK");
       return rows.status();
     }
-    for (int i = 0; i < rows->size(); ++i) add(p.kind, "card " + std::string(rows->Text(i, 0)) + " " +
-                                                           std::string(rows->Text(i, 1)));
+    for (int i = 0; i < rows->size(); ++i)
+      add(p.kind, "card " + std::string(rows->Text(i, 0)) + " " + std::string(rows->Text(i, 1)));
   }
   auto counts = conn.Query("SELECT (SELECT COUNT(*) FROM S_ACCOUNT), (SELECT COUNT(*) FROM H_TRANSACTION)");
   (void)conn.Exec("COMMIT");

@@ -256,8 +256,10 @@ void PostgresPointCardStore::PurgeLoop() {
     pool_.Submit([](Result<pg::Connection*> c) {
       if (!c.ok()) return log::Warn("idempotency purge skipped: {}", c.status().ToString());
       // Maintenance, not a request: without the request statement_timeout.
-      Status s = (*c)->Exec("BEGIN; SET LOCAL statement_timeout = 0; DELETE FROM P_IDEMPOTENCY WHERE CREATED < "
-                            "hotrow_ts(" + std::to_string(NowUs() - kIdempotencyRetentionUs) + "); COMMIT");
+      Status s = (*c)->Exec(
+          "BEGIN; SET LOCAL statement_timeout = 0; DELETE FROM P_IDEMPOTENCY WHERE CREATED < "
+          "hotrow_ts(" +
+          std::to_string(NowUs() - kIdempotencyRetentionUs) + "); COMMIT");
       if (!s.ok()) {
         (void)(*c)->Exec("ROLLBACK");
         log::Warn("idempotency purge failed: {}", s.ToString());
@@ -278,11 +280,13 @@ Status PostgresPointCardStore::LoadRegions(std::vector<Region>* out) {
 }
 
 Status PostgresPointCardStore::LoadStores(std::vector<StoreInfo>* out) {
-  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) {
-    return c.Query(
-        "SELECT STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, S_LATITUDE, S_LONGITUDE "
-        "FROM M_STORE ORDER BY STORE_ID");
-  }, /*unbounded=*/true);
+  auto rows = pool_.Run<pg::Rows>(
+      [](pg::Connection& c) {
+        return c.Query(
+            "SELECT STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, S_LATITUDE, S_LONGITUDE "
+            "FROM M_STORE ORDER BY STORE_ID");
+      },
+      /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i)
     out->push_back({rows->Int(i, 0), std::string(rows->Text(i, 1)), std::string(rows->Text(i, 2)),
@@ -377,8 +381,7 @@ Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const char*
 
 }  // namespace
 
-void PostgresPointCardStore::Pay(Payment p, std::string fingerprint,
-                                 StoreCallback<Result<PaymentOutcome>> done) {
+void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) {
   pool_.Submit([p = std::move(p), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     std::vector<pg::Param> params = {std::to_string(p.card_id), std::to_string(p.store_id), std::to_string(p.amount),
@@ -416,8 +419,7 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
                                    std::function<void(Result<GrantOutcome>)> done) {
   {
     std::lock_guard lock(grant_mutex_);
-    if (grants_stopped_)
-      return done(Status::Unavailable("the server is shutting down"));
+    if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));
     if (grant_running_)
       return done(Status(ErrorCode::kGrantInProgress, "a point grant is already running; retry when it has finished"));
     grant_running_ = true;
@@ -432,9 +434,11 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
   };
   pool_.Submit([r = std::move(r), fp = std::move(fingerprint), finish = std::move(finish)](Result<pg::Connection*> c) {
     if (!c.ok()) return finish(c.status());
-    std::vector<pg::Param> params = {std::to_string(r.from_us), std::to_string(r.to_us),
+    std::vector<pg::Param> params = {std::to_string(r.from_us),
+                                     std::to_string(r.to_us),
                                      std::to_string(r.rate_percent),
-                                     r.idempotency_key ? pg::Param(*r.idempotency_key) : pg::Param(), fp,
+                                     r.idempotency_key ? pg::Param(*r.idempotency_key) : pg::Param(),
+                                     fp,
                                      r.allow_overlap ? "true" : "false"};
     Result<GrantOutcome> outcome = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
@@ -449,8 +453,10 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
                                      {"SELECT * FROM hotrow_grant($1, $2, $3, $4, $5, $6)", params}});
       Status s = results.status();
       auto commit_start = std::chrono::steady_clock::now();
-      if (s.ok()) s = (*c)->Exec("COMMIT");
-      else (void)(*c)->Exec("ROLLBACK");
+      if (s.ok())
+        s = (*c)->Exec("COMMIT");
+      else
+        (void)(*c)->Exec("ROLLBACK");
       double commit_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - commit_start).count();
       if (!s.ok()) {
@@ -473,8 +479,9 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
                          "Idempotency-Key");
         break;
       }
-      GrantOutcome g{rows.Int(0, 1), rows.Int(0, 2), rows.Int(0, 3), rows.Double(0, 4), rows.Double(0, 5),
-                     what == "replayed" ? rows.Double(0, 6) : commit_ms, what == "replayed"};
+      GrantOutcome g{rows.Int(0, 1),    rows.Int(0, 2),    rows.Int(0, 3),
+                     rows.Double(0, 4), rows.Double(0, 5), what == "replayed" ? rows.Double(0, 6) : commit_ms,
+                     what == "replayed"};
       if (!g.replayed)
         (void)(*c)->Query("UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2",
                           {std::to_string(commit_ms), std::to_string(g.grant_id)});
@@ -486,4 +493,3 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
 }
 
 }  // namespace hotrow::pointcard
-

@@ -62,8 +62,7 @@ class PostgresPointCardStore final : public PointCardStore {
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
-  void Grant(GrantRequest request, std::string fingerprint,
-             std::function<void(Result<GrantOutcome>)> done) override;
+  void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:
   explicit PostgresPointCardStore(db::pg::Pool& pool) : pool_(pool) {}
@@ -72,7 +71,7 @@ class PostgresPointCardStore final : public PointCardStore {
   db::pg::Pool& pool_;
   std::mutex grant_mutex_;
   bool grant_running_ = false;
-  bool grants_stopped_ = false;  // Stop() was called: no new grant
+  bool grants_stopped_ = false;             // Stop() was called: no new grant
   std::condition_variable grant_finished_;  // the destructor waits for a running grant
   std::mutex purge_mutex_;
   std::condition_variable purge_wake_;

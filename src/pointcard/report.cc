@@ -19,9 +19,7 @@ std::string Fmt(const char* format, double v) {
 double OkPerSecond(const RunResult& r) { return r.seconds > 0 ? static_cast<double>(r.ok) / r.seconds : 0; }
 
 // The throughput bound of the aim: P / (0.1 s + one iteration without its wait).
-double Bound(const RunResult& r, double think_ms) {
-  return r.parallel / ((think_ms + r.iteration_mean_ms) / 1000.0);
-}
+double Bound(const RunResult& r, double think_ms) { return r.parallel / ((think_ms + r.iteration_mean_ms) / 1000.0); }
 
 std::string LatencyRow(const char* label, const RunResult& r, const LatencyStats& s) {
   char buf[256];
@@ -116,8 +114,8 @@ std::string ReportText(const SimulationResult& res) {
     char buf[512];
     std::snprintf(buf, sizeof buf, "%9d %12llu %13llu %16.1f %24.1f  %s\n", r.parallel,
                   static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.wal_restarts),
-                  static_cast<double>(r.wal_bytes_largest) / 1048576.0,
-                  static_cast<double>(r.db_bytes_end) / 1048576.0, r.invariants_report.c_str());
+                  static_cast<double>(r.wal_bytes_largest) / 1048576.0, static_cast<double>(r.db_bytes_end) / 1048576.0,
+                  r.invariants_report.c_str());
     t += buf;
   }
   return t;
@@ -190,7 +188,8 @@ std::string ReportSvg(const SimulationResult& res) {
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Fmt("%.0f", width) + "\" height=\"" +
                   Fmt("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s += "<text x=\"" + Fmt("%.0f", width / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
+  s += "<text x=\"" + Fmt("%.0f", width / 2) +
+       "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
        "hotrow point use: OK/s against parallelism</text>\n";
   s += "<line x1=\"" + Fmt("%.0f", left) + "\" y1=\"" + Fmt("%.0f", py(0)) + "\" x2=\"" + Fmt("%.0f", width - right) +
        "\" y2=\"" + Fmt("%.0f", py(0)) + "\" stroke=\"black\"/>\n";
@@ -226,10 +225,14 @@ std::string ReportHtml(const SimulationResult& res) {
   auto escape = [](const std::string& in) {
     std::string out;
     for (char c : in) {
-      if (c == '<') out += "&lt;";
-      else if (c == '>') out += "&gt;";
-      else if (c == '&') out += "&amp;";
-      else out += c;
+      if (c == '<')
+        out += "&lt;";
+      else if (c == '>')
+        out += "&gt;";
+      else if (c == '&')
+        out += "&amp;";
+      else
+        out += c;
     }
     return out;
   };

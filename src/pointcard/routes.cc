@@ -102,7 +102,8 @@ void History(PointCardService& service, const Request& req, Responder responder)
   std::optional<int64_t> before;
   if (auto cursor = query->Get("before")) {
     auto v = ParsePositiveId(*cursor);
-    if (!v) return responder.Send(Error(Status::InvalidField("before", "before must be a cursor from a previous page")));
+    if (!v)
+      return responder.Send(Error(Status::InvalidField("before", "before must be a cursor from a previous page")));
     before = *v;
   }
   service.History(*card, *limit, before, [responder](Result<HistoryPage> r) mutable {
@@ -115,8 +116,10 @@ void History(PointCardService& service, const Request& req, Responder responder)
     for (const auto& row : r->rows) WriteRow(w, row);
     w.EndArray();
     w.Key("next");
-    if (r->next_before_us) w.String(std::to_string(*r->next_before_us));
-    else w.Null();
+    if (r->next_before_us)
+      w.String(std::to_string(*r->next_before_us));
+    else
+      w.Null();
     w.EndObject();
     responder.Send(std::move(res));
   });
@@ -171,7 +174,8 @@ Result<int64_t> TimeField(const http::JsonObject& body, const char* name) {
   auto text = body.String(name);
   if (!text.ok()) return text.status();
   auto t = ParseTime(*text);
-  if (!t) return Status::InvalidField(name, std::string(name) + " must be an RFC 3339 time such as 2026-01-01T00:00:00Z");
+  if (!t)
+    return Status::InvalidField(name, std::string(name) + " must be an RFC 3339 time such as 2026-01-01T00:00:00Z");
   return *t;
 }
 
@@ -226,9 +230,10 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
   router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
   router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
-  router.Add(Method::kPost, "/api/v1/grants",
-             [&service, &admin](Request& req, Responder res) { Grant(service, admin, req, std::move(res)); },
-             BodyPolicy::kJson);
+  router.Add(
+      Method::kPost, "/api/v1/grants",
+      [&service, &admin](Request& req, Responder res) { Grant(service, admin, req, std::move(res)); },
+      BodyPolicy::kJson);
 }
 
 }  // namespace hotrow::pointcard

@@ -35,7 +35,8 @@ void PointCardService::GetCard(int64_t card_id, Callback<Result<Card>> done) {
 void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                                std::function<void(Result<HistoryPage>)> done) {
   if (limit < 1 || limit > kHistoryLimitMax)
-    return done(Status::InvalidField("limit", "limit must be an integer from 1 to " + std::to_string(kHistoryLimitMax)));
+    return done(
+        Status::InvalidField("limit", "limit must be an integer from 1 to " + std::to_string(kHistoryLimitMax)));
   if (before_us && *before_us > kHistoryCursorMaxUs) before_us = kHistoryCursorMaxUs;
   store_.History(card_id, limit, before_us, std::move(done));
 }
@@ -71,8 +72,7 @@ void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutc
     if (Status s = ValidateIdempotencyKey(*r.idempotency_key); !s.ok()) return done(s);
   }
   std::string fingerprint = "grant from=" + std::to_string(r.from_us) + " to=" + std::to_string(r.to_us) +
-                            " rate=" + std::to_string(r.rate_percent) +
-                            (r.allow_overlap ? " overlap=allowed" : "");
+                            " rate=" + std::to_string(r.rate_percent) + (r.allow_overlap ? " overlap=allowed" : "");
   store_.Grant(std::move(r), std::move(fingerprint), std::move(done));
 }
 

@@ -35,7 +35,6 @@ class PointCardService {
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
 
-
  private:
   PointCardStore& store_;
   std::vector<Region> regions_;

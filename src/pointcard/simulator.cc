@@ -10,14 +10,14 @@
 #include <random>
 #include <thread>
 
+#include "db/postgres.h"
 #include "db/sqlite_database.h"
 #include "http/client.h"
 #include "http/json.h"
 #include "ops/log.h"
 #include "pointcard/check.h"
-#include "pointcard/service.h"
-#include "db/postgres.h"
 #include "pointcard/postgres_store.h"
+#include "pointcard/service.h"
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::pointcard {
@@ -73,7 +73,9 @@ Result<T> Wait(Call call) {
 class InProcessClient final : public SimClient {
  public:
   explicit InProcessClient(PointCardService& s) : s_(s) {}
-  Result<Card> GetCard(int64_t id) override { return Wait<Card>([&](auto done) { s_.GetCard(id, done); }); }
+  Result<Card> GetCard(int64_t id) override {
+    return Wait<Card>([&](auto done) { s_.GetCard(id, done); });
+  }
   Result<std::vector<int64_t>> Stores(int64_t region) override {
     auto stores = s_.StoresOf(region);
     if (!stores.ok()) return stores.status();
@@ -215,7 +217,9 @@ void Worker(SimClient& client, const SimulationOptions& o, int64_t cards, uint64
     }
     auto t2 = Clock::now();
     sample.ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
-    (sample.outcome == Sample::kOk ? shared.ok : sample.outcome == Sample::kRefused ? shared.refused : shared.ng)
+    (sample.outcome == Sample::kOk        ? shared.ok
+     : sample.outcome == Sample::kRefused ? shared.refused
+                                          : shared.ng)
         .fetch_add(1, std::memory_order_relaxed);
     samples.push_back(sample);
     iterations.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
@@ -306,9 +310,9 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
     if (progress_line) {
       auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
       progress_line("parallel " + std::to_string(parallel) + ": " + std::to_string(elapsed) + "/" +
-                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.duration).count()) +
-                    " s  OK " + std::to_string(shared.ok.load()) + "  REFUSED " + std::to_string(shared.refused.load()) +
-                    "  NG " + std::to_string(shared.ng.load()) + "  grants " + std::to_string(shared.grants.load()));
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.duration).count()) + " s  OK " +
+                    std::to_string(shared.ok.load()) + "  REFUSED " + std::to_string(shared.refused.load()) + "  NG " +
+                    std::to_string(shared.ng.load()) + "  grants " + std::to_string(shared.grants.load()));
     }
   }
   shared.stop = true;
@@ -332,9 +336,12 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
   }
   for (const Sample& s : shared.samples) {
     if (s.start >= end) continue;
-    if (s.outcome == Sample::kOk) ++result.ok;
-    else if (s.outcome == Sample::kRefused) ++result.refused;
-    else ++result.ng;
+    if (s.outcome == Sample::kOk)
+      ++result.ok;
+    else if (s.outcome == Sample::kRefused)
+      ++result.refused;
+    else
+      ++result.ng;
   }
   result.retries = shared.retries;
   result.success_all = Summarize(all);
@@ -369,14 +376,17 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
         progress_line("generating data: " + std::to_string(done * 100 / std::max<int64_t>(total, 1)) + "%");
     });
     if (!s.ok()) return s;
-    log::Info("generated the template database in {:.1f} s", std::chrono::duration<double>(Clock::now() - start).count());
+    log::Info("generated the template database in {:.1f} s",
+              std::chrono::duration<double>(Clock::now() - start).count());
     auto p = (*conn)->Query("SELECT hotrow_us(MIN(PAYMENT_TIME)), hotrow_us(MAX(PAYMENT_TIME)) + 1 FROM H_TRANSACTION");
     if (!p.ok()) return p.status();
     period = {p->Int(0, 0), p->Int(0, 1)};
   }
-  out.data_note = "PostgreSQL: every parallelism starts from a fresh CREATE DATABASE ... TEMPLATE copy of the generated "
-                  "data (" + std::to_string(o.data.cards) + " cards), " + std::to_string(o.db_pool) +
-                  " pooled connections; grants cover the whole initial history period";
+  out.data_note =
+      "PostgreSQL: every parallelism starts from a fresh CREATE DATABASE ... TEMPLATE copy of the generated "
+      "data (" +
+      std::to_string(o.data.cards) + " cards), " + std::to_string(o.db_pool) +
+      " pooled connections; grants cover the whole initial history period";
   for (int p : o.parallel) {
     (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + run_db);
     if (Status s = (*admin)->Exec("CREATE DATABASE " + run_db + " TEMPLATE " + template_db); !s.ok()) return s;
@@ -394,7 +404,8 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       if (!store.ok()) return store.status();
       PointCardService service(**store);
       if (Status s = service.Load(); !s.ok()) return s;
-      Drive(o, p, o.data.cards, period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line);
+      Drive(
+          o, p, o.data.cards, period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line);
     }
     auto conn = db::pg::Connection::Connect(url);
     if (conn.ok()) {
@@ -431,8 +442,9 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
     for (int p : o.parallel) {
       RunResult r;
       r.parallel = p;
-      Drive(o, p, o.data.cards, period,
-            [&] { return std::make_unique<HttpSimClient>(host, port, o.admin_token); }, r, progress_line);
+      Drive(
+          o, p, o.data.cards, period, [&] { return std::make_unique<HttpSimClient>(host, port, o.admin_token); }, r,
+          progress_line);
       out.runs.push_back(r);
     }
     return out;
@@ -475,7 +487,8 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
       (*db)->writer().Start();
       PointCardService service(**store);
       if (Status s = service.Load(); !s.ok()) return s;
-      Drive(o, p, cards, *period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line);
+      Drive(
+          o, p, cards, *period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line);
       auto stats = (*db)->checkpoint_stats();
       r.checkpoints = stats.checkpoints;
       r.wal_restarts = stats.restarts;
@@ -484,9 +497,9 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
       if (reader.ok()) {
         auto report = CheckInvariants(**reader);
         r.invariants_ok = report.ok() && report->ok();
-        r.invariants_report = !report.ok()             ? report.status().ToString()
-                              : report->ok()           ? "OK: " + std::to_string(report->rows) + " history rows"
-                                                       : report->examples.front();
+        r.invariants_report = !report.ok()   ? report.status().ToString()
+                              : report->ok() ? "OK: " + std::to_string(report->rows) + " history rows"
+                                             : report->examples.front();
       }
     }
     r.db_bytes_end = static_cast<int64_t>(fs::file_size(run_path, ec)) +

@@ -33,17 +33,17 @@ namespace hotrow::pointcard {
 struct SimulationOptions {
   std::vector<int> parallel = {1, 32, 64, 128, 192};
   std::chrono::milliseconds duration{180000};
-  SeedOptions data;               // generated when no template is given
-  std::string template_db;        // an existing database to start from (copied)
-  std::string postgres_url;       // run on PostgreSQL: its data lives in databases next to this one
-  int db_pool = 16;               // PostgreSQL connections
-  std::string work_dir;           // where run databases live
+  SeedOptions data;          // generated when no template is given
+  std::string template_db;   // an existing database to start from (copied)
+  std::string postgres_url;  // run on PostgreSQL: its data lives in databases next to this one
+  int db_pool = 16;          // PostgreSQL connections
+  std::string work_dir;      // where run databases live
   std::chrono::milliseconds think{100};
   std::chrono::milliseconds grant_interval{10000};
   int64_t grant_rate_percent = 1;
   int tries = 3;
-  std::string url;                // drive a running server instead
-  std::string admin_token;        // for grants over HTTP
+  std::string url;          // drive a running server instead
+  std::string admin_token;  // for grants over HTTP
   bool progress = true;
 };
 
@@ -70,7 +70,7 @@ struct RunResult {
   double iteration_mean_ms = 0;         // one iteration without its 100 ms wait
   std::vector<GrantRun> grants;         // completed within the run
   int64_t grants_failed = 0;
-  int64_t grants_cut_off = 0;           // still running at the end: not counted
+  int64_t grants_cut_off = 0;  // still running at the end: not counted
   // Storage, in-process only.
   uint64_t checkpoints = 0;
   uint64_t wal_restarts = 0;

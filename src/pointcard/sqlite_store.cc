@@ -17,7 +17,6 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-
 }  // namespace
 
 Status CreatePointCardSchema(sqlite::Connection& conn) {
@@ -261,8 +260,10 @@ class PayOp final : public db::WriteOp {
     return result_.status();
   }
   void Finish(const Status& status) override {
-    if (status.ok() && result_.ok()) done_(std::move(result_));
-    else done_(status.ok() ? result_.status() : status);
+    if (status.ok() && result_.ok())
+      done_(std::move(result_));
+    else
+      done_(status.ok() ? result_.status() : status);
   }
 
  private:
@@ -300,8 +301,12 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
     auto insert = c.Prepare(
         "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, ?3, ?4, ?5)");
     if (!insert.ok()) return insert.status();
-    if (Status s = insert->Bind(1, now).Bind(2, p.card_id).Bind(3, p.store_id).Bind(4, p.amount)
-                       .Bind(5, out.row.balance).Run();
+    if (Status s = insert->Bind(1, now)
+                       .Bind(2, p.card_id)
+                       .Bind(3, p.store_id)
+                       .Bind(4, p.amount)
+                       .Bind(5, out.row.balance)
+                       .Run();
         !s.ok())
       return s;
   }
@@ -311,8 +316,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   return out;
 }
 
-void SqlitePointCardStore::Pay(Payment payment, std::string fingerprint,
-                               StoreCallback<Result<PaymentOutcome>> done) {
+void SqlitePointCardStore::Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) {
   db_.writer().Submit(PayOp::Make(this, std::move(payment), std::move(fingerprint), std::move(done)));
 }
 
@@ -350,16 +354,16 @@ class GrantOp final : public db::WriteOp {
       if (!row.ok()) return row.status();
       if (*row) {
         if (q->Text(6) != fingerprint_)
-          return {ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant",
-                  "Idempotency-Key"};
+          return {ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant", "Idempotency-Key"};
         outcome_ = {q->Int(0), q->Int(1), q->Int(2), q->Double(3), q->Double(4), q->Double(5), true};
         return Status::Ok();
       }
     }
     int64_t now = clock_();
     if (!request_.allow_overlap) {  // on the writer thread: no other grant can pass in between
-      auto q = c.Prepare("SELECT GRANT_ID, FROM_TIME, TO_TIME FROM P_GRANT WHERE FROM_TIME < ?1 AND TO_TIME > ?2 "
-                         "ORDER BY GRANT_ID LIMIT 1");
+      auto q = c.Prepare(
+          "SELECT GRANT_ID, FROM_TIME, TO_TIME FROM P_GRANT WHERE FROM_TIME < ?1 AND TO_TIME > ?2 "
+          "ORDER BY GRANT_ID LIMIT 1");
       if (!q.ok()) return q.status();
       auto row = q->Bind(1, request_.to_us).Bind(2, request_.from_us).Step();
       if (!row.ok()) return row.status();
@@ -398,8 +402,10 @@ class GrantOp final : public db::WriteOp {
     record->Bind(1, now).Bind(2, request_.from_us).Bind(3, request_.to_us).Bind(4, request_.rate_percent);
     record->Bind(5, cards).Bind(6, points);
     record->BindDouble(7, query_ms_).BindDouble(8, update_ms);
-    if (request_.idempotency_key) record->Bind(9, *request_.idempotency_key).Bind(10, fingerprint_);
-    else record->BindNull(9).BindNull(10);
+    if (request_.idempotency_key)
+      record->Bind(9, *request_.idempotency_key).Bind(10, fingerprint_);
+    else
+      record->BindNull(9).BindNull(10);
     if (Status s = record->Run(); !s.ok()) return s;
     outcome_ = {c.LastInsertRowid(), cards, points, query_ms_, update_ms, 0, false};
     return Status::Ok();
@@ -408,8 +414,7 @@ class GrantOp final : public db::WriteOp {
   void Finish(const Status& status) override {
     if (!status.ok()) return done_(status);
     failpoint::MaybeCrash("grant.commit");
-    if (!outcome_.replayed)
-      outcome_.commit_ms = static_cast<double>(commit_duration().count()) / 1000.0;
+    if (!outcome_.replayed) outcome_.commit_ms = static_cast<double>(commit_duration().count()) / 1000.0;
     done_(outcome_);
   }
 
@@ -436,24 +441,23 @@ Result<T> OnWriter(db::Writer& writer, Apply apply) {
 void SqlitePointCardStore::Grant(GrantRequest request, std::string fingerprint,
                                  std::function<void(Result<GrantOutcome>)> done) {
   std::lock_guard lock(grant_mutex_);
-  if (grants_stopped_)
-    return done(Status::Unavailable("the server is shutting down"));
+  if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));
   if (grant_running_)
     return done(Status(ErrorCode::kGrantInProgress, "a point grant is already running; retry when it has finished"));
   if (grant_thread_.joinable()) grant_thread_.join();  // the previous one, finished
   grant_running_ = true;
   // The query phase takes a while: it runs on its own thread, never on an
   // event loop.
-  grant_thread_ = std::thread([this, r = std::move(request), fp = std::move(fingerprint),
-                               done = std::move(done)]() mutable {
-    RunGrant(std::move(r), std::move(fp), [this, done = std::move(done)](Result<GrantOutcome> outcome) {
-      {
-        std::lock_guard lock(grant_mutex_);
-        grant_running_ = false;
-      }
-      done(std::move(outcome));
-    });
-  });
+  grant_thread_ =
+      std::thread([this, r = std::move(request), fp = std::move(fingerprint), done = std::move(done)]() mutable {
+        RunGrant(std::move(r), std::move(fp), [this, done = std::move(done)](Result<GrantOutcome> outcome) {
+          {
+            std::lock_guard lock(grant_mutex_);
+            grant_running_ = false;
+          }
+          done(std::move(outcome));
+        });
+      });
 }
 
 void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprint,
@@ -500,9 +504,8 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
 
   // 3. Write phase.
   std::promise<Result<GrantOutcome>> p;
-  db_.writer().Submit(db::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint,
-                                                std::move(bonuses), query_ms,
-                                                [&p](Result<GrantOutcome> r) { p.set_value(std::move(r)); }));
+  db_.writer().Submit(db::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint, std::move(bonuses),
+                                          query_ms, [&p](Result<GrantOutcome> r) { p.set_value(std::move(r)); }));
   auto outcome = p.get_future().get();
   if (outcome.ok() && !outcome->replayed) {
     // Keep the commit time with the grant, so a replay answers the same.

@@ -69,8 +69,7 @@ class SqlitePointCardStore final : public PointCardStore {
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
   // The point use inside the writer's transaction (PayOp runs it).
   Result<PaymentOutcome> ApplyPayment(db::sqlite::Connection& c, const Payment& p, const std::string& fingerprint);
-  void Grant(GrantRequest request, std::string fingerprint,
-             std::function<void(Result<GrantOutcome>)> done) override;
+  void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:
   explicit SqlitePointCardStore(db::SqliteDatabase& db) : db_(db) {}

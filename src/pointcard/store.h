@@ -46,8 +46,7 @@ class PointCardStore {
   // stores > 0 in [from, to) * rate / 100) more points and one history row
   // with STORE_ID 0. Atomic, and serializable with the online point uses
   // that run meanwhile; it never fails because of them.
-  virtual void Grant(GrantRequest request, std::string fingerprint,
-                     std::function<void(Result<GrantOutcome>)> done) = 0;
+  virtual void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) = 0;
 
   // Waits for a running grant to answer and stops the background work;
   // later grants answer unavailable. Called at shutdown while the writer or

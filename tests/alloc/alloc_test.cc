@@ -3,8 +3,6 @@
 // an InProcessConnection) after a warm-up. Counts are deterministic there;
 // no test here looks at a time. SQLite's own allocations are counted apart
 // and left out: the ceilings are about hotrow's code.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,6 +10,8 @@
 
 #include <cstdlib>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "http/server.h"
 #include "ops/alloc_counter.h"
@@ -54,20 +54,18 @@ TEST_F(Allocations, LeaderboardTopMakesNone) {
 }
 
 TEST_F(Allocations, EchoMakesNone) {
-  EXPECT_EQ(PerRequest(bench::PostRequest("/api/v1/echo", R"({"name":"test","id":"id1","country":"testCountry","age":10})"),
-                       200),
-            0.0);
+  EXPECT_EQ(
+      PerRequest(bench::PostRequest("/api/v1/echo", R"({"name":"test","id":"id1","country":"testCountry","age":10})"),
+                 200),
+      0.0);
 }
 
 TEST_F(Allocations, CardMakesNone) { EXPECT_EQ(PerRequest(bench::GetRequest("/api/v1/cards/1"), 200), 0.0); }
 
-TEST_F(Allocations, LikeMakesAtMostOne) {
-  EXPECT_LE(PerRequest(bench::PostRequest("/datePlan/1/like", ""), 200), 1.0);
-}
+TEST_F(Allocations, LikeMakesAtMostOne) { EXPECT_LE(PerRequest(bench::PostRequest("/datePlan/1/like", ""), 200), 1.0); }
 
 TEST_F(Allocations, PointUseMakesAtMostOne) {
-  EXPECT_LE(PerRequest(bench::PostRequest("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":100})"), 201),
-            1.0);
+  EXPECT_LE(PerRequest(bench::PostRequest("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":100})"), 201), 1.0);
 }
 
 // Over a real socket: the server (one event loop) on a loopback port, one

@@ -1,10 +1,10 @@
 #include "contract/dateplan_contract.h"
 
-#include "contract/wait.h"
-
 #include <future>
 #include <set>
 #include <thread>
+
+#include "contract/wait.h"
 
 namespace hotrow::testing {
 

@@ -6,11 +6,11 @@
 //                            ::testing::Values(DatePlanBackend{"sqlite", MakeSqliteBackend}));
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <memory>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "dateplan/service.h"
 #include "dateplan/store.h"

@@ -1,12 +1,12 @@
 #include "contract/leaderboard_contract.h"
 
-#include "contract/wait.h"
-
 #include <algorithm>
 #include <future>
 #include <map>
 #include <random>
 #include <thread>
+
+#include "contract/wait.h"
 
 namespace hotrow::testing {
 
@@ -213,7 +213,8 @@ TEST_P(LeaderboardContract, RanksAreExactAfterConcurrentWritesAndReads) {
       std::mt19937_64 rng(1000 + r);
       while (!stop) {
         auto page = Top(store(), 0, 10);
-        if (!page.ok()) ++read_errors;
+        if (!page.ok())
+          ++read_errors;
         else if (!std::is_sorted(page->entries.begin(), page->entries.end(),
                                  [](const Entry& a, const Entry& b) { return a.score > b.score; }))
           ++read_errors;  // a page must always be in rank order
@@ -240,8 +241,8 @@ TEST_P(LeaderboardContract, RanksAreExactAfterConcurrentWritesAndReads) {
     if (i > 0) {
       EXPECT_GE(all->entries[i - 1].score, e.score);
     }
-    int64_t higher = std::count_if(all->entries.begin(), all->entries.end(),
-                                   [&](const Entry& o) { return o.score > e.score; });
+    int64_t higher =
+        std::count_if(all->entries.begin(), all->entries.end(), [&](const Entry& o) { return o.score > e.score; });
     EXPECT_GT(e.rank, higher) << e.client_id;
     auto mine = Player(store(), e.client_id);
     ASSERT_TRUE(mine.ok());

@@ -3,11 +3,11 @@
 // LeaderboardContract with a factory.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <memory>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "leaderboard/store.h"
 

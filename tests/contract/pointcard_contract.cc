@@ -1,13 +1,13 @@
 #include "contract/pointcard_contract.h"
 
-#include "contract/wait.h"
-
 #include <atomic>
 #include <future>
 #include <map>
 #include <random>
 #include <set>
 #include <thread>
+
+#include "contract/wait.h"
 
 namespace hotrow::testing {
 
@@ -35,8 +35,9 @@ Result<HistoryPage> History(pointcard::PointCardService& s, int64_t card, int64_
 // experiment; OverlappingPeriods checks the refusal.
 Result<GrantOutcome> Grant(pointcard::PointCardService& s, int64_t from, int64_t to, int64_t rate,
                            std::optional<std::string> key = std::nullopt, bool allow_overlap = true) {
-  return Wait<Result<GrantOutcome>>(
-      [&](auto done) { s.Grant(GrantRequest{from, to, rate, key, allow_overlap}, done); });
+  return Wait<Result<GrantOutcome>>([&](auto done) {
+    s.Grant(GrantRequest{from, to, rate, key, allow_overlap}, done);
+  });
 }
 
 // Every row of a card, oldest first.
@@ -170,7 +171,8 @@ TEST_P(PointCardContract, AHugeCursorIsTheFirstPage) {
   auto huge = History(*service, 9, 3, INT64_MAX);
   ASSERT_TRUE(huge.ok()) << huge.status().ToString();
   ASSERT_EQ(huge->rows.size(), first->rows.size());
-  for (size_t i = 0; i < huge->rows.size(); ++i) EXPECT_EQ(huge->rows[i].payment_time_us, first->rows[i].payment_time_us);
+  for (size_t i = 0; i < huge->rows.size(); ++i)
+    EXPECT_EQ(huge->rows[i].payment_time_us, first->rows[i].payment_time_us);
 }
 
 TEST_P(PointCardContract, IdempotencyKeysReplayTheFirstAnswer) {

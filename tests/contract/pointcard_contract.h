@@ -5,11 +5,11 @@
 // PointCardContract with a factory.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <memory>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "pointcard/check.h"
 #include "pointcard/service.h"

@@ -37,7 +37,6 @@ bool RawConnection::Send(std::string_view bytes) {
   return true;
 }
 
-
 std::string RawConnection::ReadUntilClose(std::chrono::milliseconds timeout) {
   std::string out;
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -76,9 +76,9 @@ std::unique_ptr<PostgresProcess> PostgresProcess::Start() {
   }
   chmod(p->dir_.path().c_str(), 0777);
   p->data_ = p->dir_.File("data");
-  int rc = RunAs({Bin("initdb"), "-D", p->data_, "-A", "trust", "-U", "hotrow", "-E", "UTF8", "--no-sync",
-                  "--no-instructions"},
-                 p->dir_.File("initdb.log"), false, nullptr);
+  int rc = RunAs(
+      {Bin("initdb"), "-D", p->data_, "-A", "trust", "-U", "hotrow", "-E", "UTF8", "--no-sync", "--no-instructions"},
+      p->dir_.File("initdb.log"), false, nullptr);
   if (rc != 0) {
     std::ifstream in(p->dir_.File("initdb.log"));
     std::stringstream ss;
@@ -95,10 +95,10 @@ std::unique_ptr<PostgresProcess> PostgresProcess::Start() {
 }
 
 bool PostgresProcess::Launch() {
-  RunAs({Bin("postgres"), "-D", data_, "-p", std::to_string(port_), "-k", dir_.path(), "-c",
-         "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=128MB",
-         "-c", "track_commit_timestamp=on"},
-        dir_.File("postgres.log"), true, &pid_);
+  RunAs(
+      {Bin("postgres"), "-D", data_, "-p", std::to_string(port_), "-k", dir_.path(), "-c", "listen_addresses=127.0.0.1",
+       "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "track_commit_timestamp=on"},
+      dir_.File("postgres.log"), true, &pid_);
   for (int i = 0; i < 600; ++i) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {

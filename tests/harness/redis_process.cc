@@ -50,8 +50,8 @@ bool RedisProcess::Launch() {
       dup2(fd, 2);
       close(fd);
     }
-    execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--dir",
-           dir_.path().c_str(), "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+    execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--dir", dir_.path().c_str(),
+           "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
            // DEBUG SLEEP stalls the server on purpose in fault tests.
            "--enable-debug-command", "local", static_cast<char*>(nullptr));
     _exit(127);

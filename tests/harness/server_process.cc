@@ -196,8 +196,8 @@ TestServer::TestServer(TestServerOptions options)
     }
   }
   if (options_.seed_pointcard) {
-    auto r = RunHotrow({"seed", "pointcard", "--cards", "200", "--stores", "20", "--history", "1000", "--seed", "7",
-                        "--db", db_url_});
+    auto r = RunHotrow(
+        {"seed", "pointcard", "--cards", "200", "--stores", "20", "--history", "1000", "--seed", "7", "--db", db_url_});
     if (r.exit_code != 0) {
       ADD_FAILURE() << "seed failed: " << r.output;
       return;

@@ -36,8 +36,7 @@ struct CommandResult {
   int exit_code;
   std::string output;  // stdout and stderr
 };
-CommandResult RunHotrow(const std::vector<std::string>& args,
-                        std::chrono::seconds timeout = std::chrono::seconds(300));
+CommandResult RunHotrow(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(300));
 
 class ServerProcess {
  public:
@@ -78,8 +77,8 @@ namespace hotrow::testing {
 inline constexpr const char* kTestAdminToken = "test-admin-token";
 
 struct TestServerOptions {
-  int seed_plans = 0;            // date plans 1..N
-  bool seed_pointcard = false;   // 200 cards, 20 stores, 1,000 history rows (seed 7)
+  int seed_plans = 0;           // date plans 1..N
+  bool seed_pointcard = false;  // 200 cards, 20 stores, 1,000 history rows (seed 7)
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;
   std::string db_url = {};  // empty: SQLite in the server's temporary directory

@@ -17,11 +17,11 @@
 // a real redis-server and --redis); the default is sqlite alone. A line
 // "#! seed: pointcard" adds the small point-card data set (200 cards, 20
 // stores, 1,000 history rows, seed 7) to the 20 date plans.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "harness/http_client.h"
 #include "harness/redis_process.h"
@@ -79,9 +79,12 @@ std::vector<Case> ParseCases(const std::string& path) {
         break;
       }
       case kHeaders:
-        if (line == "---") state = kExpectStatus;
-        else if (line.empty()) state = kBody;
-        else c.headers.push_back(split_header(line));
+        if (line == "---")
+          state = kExpectStatus;
+        else if (line.empty())
+          state = kBody;
+        else
+          c.headers.push_back(split_header(line));
         break;
       case kBody:
         if (line == "---") {
@@ -98,11 +101,15 @@ std::vector<Case> ParseCases(const std::string& path) {
         break;
       case kExpect:
         if (line.empty()) continue;
-        if (line.rfind("header ", 0) == 0) c.expect_headers.push_back(split_header(line.substr(7)));
-        else if (line.rfind("contains ", 0) == 0) c.contains.push_back(line.substr(9));
-        else c.exact_body = c.exact_body ? *c.exact_body + "\n" + line : line;
+        if (line.rfind("header ", 0) == 0)
+          c.expect_headers.push_back(split_header(line.substr(7)));
+        else if (line.rfind("contains ", 0) == 0)
+          c.contains.push_back(line.substr(9));
+        else
+          c.exact_body = c.exact_body ? *c.exact_body + "\n" + line : line;
         break;
-      case kNone: break;
+      case kNone:
+        break;
     }
   }
   return cases;

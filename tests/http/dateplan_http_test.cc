@@ -1,9 +1,9 @@
 // Date-plan scenarios that need more than a request and an answer: tokens
 // carried between requests, concurrency, restarts.
-#include <gtest/gtest.h>
-
 #include <set>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "harness/http_client.h"
 #include "harness/server_process.h"
@@ -76,8 +76,10 @@ TEST(DatePlanHttp, AThousandLikesFromAHundredClientsAreExactAndSurviveARestart) 
         HttpClient c(server.port());
         for (int i = 0; i < per_client; ++i) {
           auto r = c.Post("/datePlan/1/like");
-          if (r.status == 200) counts[t].push_back(JsonInt(r.body, "like"));
-          else ++failures[t];
+          if (r.status == 200)
+            counts[t].push_back(JsonInt(r.body, "like"));
+          else
+            ++failures[t];
         }
       });
     for (auto& th : threads) th.join();

@@ -1,15 +1,16 @@
 // Durable before acknowledged: what a 2xx promised survives kill -9, and a
 // graceful stop loses nothing in flight.
-#include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
-#include <signal.h>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "db/sqlite.h"
-#include "pointcard/model.h"
 #include "harness/http_client.h"
 #include "harness/server_process.h"
+#include "pointcard/model.h"
 
 namespace hotrow::testing {
 namespace {
@@ -143,9 +144,9 @@ TEST(Cli, UrlPasswordsAreNeverPrinted) {
   EXPECT_EQ(bad.output.find("topsecret"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("mysql://u:***@h/db"), std::string::npos) << bad.output;
   TempDir dir;
-  auto serve = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--redis",
-                          "redis://:topsecret@127.0.0.1:1"},
-                         std::chrono::seconds(30));
+  auto serve = RunHotrow(
+      {"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--redis", "redis://:topsecret@127.0.0.1:1"},
+      std::chrono::seconds(30));
   EXPECT_NE(serve.exit_code, 0);
   EXPECT_EQ(serve.output.find("topsecret"), std::string::npos) << serve.output;
 }
@@ -173,7 +174,8 @@ void CrashInsideAGrant(const std::string& failpoint, bool expect_present) {
     ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":500})").status, 201);
     try {
       std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
-      c.Post("/api/v1/grants", R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1,"allowOverlap":true})",
+      c.Post("/api/v1/grants",
+             R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1,"allowOverlap":true})",
              {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
     } catch (const std::exception&) {
       // the server died mid-request, as arranged

@@ -2,9 +2,9 @@
 // Host, HEAD and OPTIONS, unknown methods, the connection limit under a
 // burst, and every byte hotrow emits being valid UTF-8 JSON. Each test here
 // failed on the code before its fix (issue 9, items 14-16, 18, 20, 21).
-#include <gtest/gtest.h>
-
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "harness/http_client.h"
 #include "harness/server_process.h"
@@ -50,8 +50,8 @@ TEST_F(Framing, NonChunkedTransferEncodingIs400AndItsBodyNeverRuns) {
   const std::string smuggled = "POST /datePlan/2/like HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n";
   for (std::string coding : {"gzip", "chunked, gzip", "identity", "xchunked"}) {
     int64_t before = Likes(2);
-    std::string raw = Exchange("POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: " + coding +
-                               "\r\n\r\n" + smuggled);
+    std::string raw =
+        Exchange("POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + smuggled);
     EXPECT_EQ(StatusOf(raw), 400) << coding << ": " << raw;
     EXPECT_EQ(Count(raw, "HTTP/1.1 "), 1u) << coding << ": one response, then close: " << raw;
     EXPECT_NE(raw.find("Connection: close"), std::string::npos) << raw;
@@ -64,8 +64,9 @@ TEST_F(Framing, NonChunkedTransferEncodingIs400AndItsBodyNeverRuns) {
 // the body as a request.
 TEST_F(Framing, AMalformedChunkedBodyIs400AndNothingInItRuns) {
   int64_t before = Likes(2);
-  std::string raw = Exchange("POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-                             "5\r\nhello\r\nPOST /datePlan/2/like HTTP/1.1\r\nHost: t\r\n\r\n");
+  std::string raw = Exchange(
+      "POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\nPOST /datePlan/2/like HTTP/1.1\r\nHost: t\r\n\r\n");
   EXPECT_EQ(StatusOf(raw), 400) << raw;
   EXPECT_EQ(Count(raw, "HTTP/1.1 "), 1u) << raw;
   EXPECT_EQ(Likes(2), before) << "the like inside the body ran";
@@ -74,9 +75,10 @@ TEST_F(Framing, AMalformedChunkedBodyIs400AndNothingInItRuns) {
 // Trailer fields are not headers (RFC 9110 §6.5.1): an Authorization or a
 // ClientId sent as a trailer must not count.
 TEST_F(Framing, TrailersAreNotHeaders) {
-  std::string raw = Exchange("DELETE /datePlan/3 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-                             "Connection: close\r\n\r\n0\r\nAuthorization: Bearer " +
-                             std::string(kTestAdminToken) + "\r\n\r\n");
+  std::string raw = Exchange(
+      "DELETE /datePlan/3 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+      "Connection: close\r\n\r\n0\r\nAuthorization: Bearer " +
+      std::string(kTestAdminToken) + "\r\n\r\n");
   EXPECT_EQ(StatusOf(raw), 401) << raw;
   HttpClient c(port());
   EXPECT_EQ(c.Get("/datePlan/3").status, 200) << "deleted on a trailer's credentials";
@@ -84,8 +86,9 @@ TEST_F(Framing, TrailersAreNotHeaders) {
 
 TEST_F(Framing, AnyConnectionCloseLineCloses) {
   RawConnection conn(port());
-  conn.Send("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"
-            "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+  conn.Send(
+      "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"
+      "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
   std::string raw = conn.ReadUntilClose(milliseconds(2000));
   EXPECT_EQ(Count(raw, "HTTP/1.1 200"), 1u) << raw;
   EXPECT_NE(raw.find("Connection: close"), std::string::npos) << raw;
@@ -102,8 +105,9 @@ TEST_F(Framing, AnEmptyTransferEncodingIs400) {
 }
 
 TEST_F(Framing, Http10WithTransferEncodingCloses) {
-  std::string raw = Exchange("POST /api/v1/echo HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
-                             "Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\nGET /healthz HTTP/1.0\r\n\r\n");
+  std::string raw = Exchange(
+      "POST /api/v1/echo HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
+      "Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\nGET /healthz HTTP/1.0\r\n\r\n");
   EXPECT_EQ(Count(raw, "HTTP/1.1 "), 1u) << raw;
   EXPECT_NE(raw.find("Connection: close"), std::string::npos) << raw;
 }
@@ -115,15 +119,17 @@ TEST_F(Framing, ARefusedHeadHasNoBody) {
 }
 
 TEST_F(Framing, ChunkedAfterAnotherCodingIs501) {
-  std::string raw = Exchange("POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
-                             "0\r\n\r\n");
+  std::string raw = Exchange(
+      "POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+      "0\r\n\r\n");
   EXPECT_EQ(StatusOf(raw), 501) << raw;
   EXPECT_NE(raw.find("\"code\":\"not_implemented\""), std::string::npos) << raw;
 }
 
 TEST_F(Framing, TransferEncodingWithContentLengthIs400) {
-  std::string raw = Exchange("POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
-                             "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  std::string raw = Exchange(
+      "POST /datePlan/1/like HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
   EXPECT_EQ(StatusOf(raw), 400) << raw;
 }
 
@@ -131,9 +137,10 @@ TEST_F(Framing, PlainChunkedStillWorks) {
   std::string body = R"({"score":5})";
   char size[16];
   snprintf(size, sizeof size, "%zx", body.size());
-  std::string raw = Exchange("POST /api/v1/score HTTP/1.1\r\nHost: t\r\nClientId: chunky\r\nConnection: close\r\n"
-                             "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                             std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
+  std::string raw = Exchange(
+      "POST /api/v1/score HTTP/1.1\r\nHost: t\r\nClientId: chunky\r\nConnection: close\r\n"
+      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
   EXPECT_EQ(StatusOf(raw), 200) << raw;
 }
 
@@ -141,7 +148,8 @@ TEST_F(Framing, PlainChunkedStillWorks) {
 // stays usable: the next response follows at once.
 TEST_F(Framing, HeadHasTheGetHeadersAndNoBody) {
   RawConnection conn(port());
-  conn.Send("HEAD /datePlan/1 HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  conn.Send(
+      "HEAD /datePlan/1 HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   std::string raw = conn.ReadUntilClose(milliseconds(2000));
   ASSERT_EQ(StatusOf(raw), 200) << raw;
   size_t head_end = raw.find("\r\n\r\n");
@@ -158,7 +166,8 @@ TEST_F(Framing, HeadHasTheGetHeadersAndNoBody) {
 
 TEST_F(Framing, HeadOfAMissingPlanIs404WithoutABody) {
   RawConnection conn(port());
-  conn.Send("HEAD /datePlan/999 HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  conn.Send(
+      "HEAD /datePlan/999 HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   std::string raw = conn.ReadUntilClose(milliseconds(2000));
   EXPECT_EQ(StatusOf(raw), 404) << raw;
   std::string rest = raw.substr(raw.find("\r\n\r\n") + 4);
@@ -266,9 +275,10 @@ TEST_F(Framing, RepeatedQueryParameterIs400NamingIt) {
 
 TEST_F(Framing, RepeatedClientIdIs400) {
   std::string body = R"({"score":1})";
-  std::string raw = Exchange("POST /api/v1/score HTTP/1.1\r\nHost: t\r\nClientId: a\r\nClientId: b\r\n"
-                             "Content-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                             std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::string raw = Exchange(
+      "POST /api/v1/score HTTP/1.1\r\nHost: t\r\nClientId: a\r\nClientId: b\r\n"
+      "Content-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body);
   EXPECT_EQ(StatusOf(raw), 400) << raw;
   EXPECT_NE(raw.find("ClientId"), std::string::npos) << raw;
 }

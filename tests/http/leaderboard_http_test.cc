@@ -1,9 +1,9 @@
 // Leaderboard scenarios across processes: several instances on one Redis,
 // restarts, and the admin switch.
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "harness/http_client.h"
 #include "harness/redis_process.h"
@@ -23,9 +23,8 @@ TEST(LeaderboardHttp, ASecondInstanceSeesAScorePostedOnTheFirst) {
   ASSERT_EQ(cb.Get("/api/v1/leaderboard").status, 200);
   auto posted = ca.Post("/api/v1/score", R"({"score":12345})", {{"ClientId", "from-a"}});
   ASSERT_EQ(posted.status, 200) << posted.body;
-  bool seen = Eventually(
-      [&] { return cb.Get("/api/v1/leaderboard?limit=1").body.find("from-a") != std::string::npos; },
-      std::chrono::seconds(2));
+  bool seen = Eventually([&] { return cb.Get("/api/v1/leaderboard?limit=1").body.find("from-a") != std::string::npos; },
+                         std::chrono::seconds(2));
   EXPECT_TRUE(seen) << "instance b did not rank a score posted on instance a within 2 s";
   auto mine = cb.Get("/api/v1/leaderboard/from-a");
   EXPECT_EQ(mine.status, 200);

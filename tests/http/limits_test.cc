@@ -1,8 +1,8 @@
 // The HTTP layer's limits and its behaviour with bad, slow and vanishing
 // clients. Each error must reach the client as a complete response.
-#include <gtest/gtest.h>
-
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "harness/http_client.h"
 #include "harness/server_process.h"
@@ -130,8 +130,10 @@ TEST_F(Limits, VanishingClientsDoNotHurtTheServer) {
 TEST_F(Limits, ExpectContinueIsAnswered) {
   RawConnection conn(port());
   std::string body = R"({"title":"t","content":"","category":"c"})";
-  conn.Send("POST /datePlan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
-            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  conn.Send(
+      "POST /datePlan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n");
   std::string interim = conn.ReadUntilClose(milliseconds(500));
   EXPECT_EQ(StatusOf(interim), 100) << interim;
   conn.Send(body);
@@ -141,8 +143,9 @@ TEST_F(Limits, ExpectContinueIsAnswered) {
 
 TEST_F(Limits, PipelinedRequestsAreAnsweredInOrder) {
   RawConnection conn(port());
-  conn.Send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: t\r\n\r\n"
-            "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  conn.Send(
+      "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: t\r\n\r\n"
+      "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   std::string raw = conn.ReadUntilClose(milliseconds(5000));
   size_t first = raw.find("HTTP/1.1 200"), second = raw.find("HTTP/1.1 404"), third = raw.rfind("HTTP/1.1 200");
   ASSERT_NE(first, std::string::npos) << raw;
@@ -182,8 +185,10 @@ TEST(BodyBudget, PartlySentBodiesPastTheBudgetGet503) {
   TestServer server(1, {"--body-memory-mb", "1"});
   ASSERT_TRUE(server.ok());
   std::vector<std::unique_ptr<RawConnection>> held;
-  std::string head = "POST /datePlan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                     "Content-Length: 60000\r\n\r\n" + std::string(10000, ' ');
+  std::string head =
+      "POST /datePlan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Content-Length: 60000\r\n\r\n" +
+      std::string(10000, ' ');
   for (int i = 0; i < 30; ++i) {
     held.push_back(std::make_unique<RawConnection>(server.port()));
     held.back()->Send(head);
@@ -202,8 +207,8 @@ TEST(BodyBudget, PartlySentBodiesPastTheBudgetGet503) {
   EXPECT_TRUE(Eventually(
       [&] {
         HttpClient c(server.port());
-        return c.Post("/datePlan", R"({"title":"t","content":")" + std::string(50000, 'c') +
-                                       R"(","category":"c"})").status != 503;
+        return c.Post("/datePlan", R"({"title":"t","content":")" + std::string(50000, 'c') + R"(","category":"c"})")
+                   .status != 503;
       },
       std::chrono::seconds(10)))
       << "the budget must come back when the senders go";

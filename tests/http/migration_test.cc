@@ -1,9 +1,9 @@
 // Schema migrations: a database made by the release before (the fixture,
 // tests/fixtures/make-fixture.sh with v0.1.0) opens, migrates and serves
 // everything it held; a database from a newer release is refused.
-#include <gtest/gtest.h>
-
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "db/sqlite.h"
 #include "harness/http_client.h"
@@ -41,8 +41,8 @@ TEST_F(FromV010, ADatabaseTheReleaseMadeIsMigratedAndServed) {
   EXPECT_EQ(c.Get("/datePlan/3").status, 404) << "deleted under v0.1.0";
   EXPECT_EQ(c.Get("/datePlan/20").status, 200);
   EXPECT_EQ(c.Get("/api/v1/leaderboard/fixture-player").status, 200);
-  auto replay = c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})",
-                       {{"Idempotency-Key", "fixture-1"}});
+  auto replay =
+      c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})", {{"Idempotency-Key", "fixture-1"}});
   EXPECT_EQ(replay.status, 201) << replay.body;
   EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true") << "v0.1.0's key is still known";
   // The migrated column works: an edit bumps the version.

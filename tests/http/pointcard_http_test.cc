@@ -1,10 +1,10 @@
 // Point-card scenarios across processes: the command-line tools (grant,
 // simulate, check) against real servers and databases.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "harness/http_client.h"
 #include "harness/server_process.h"

@@ -2,11 +2,11 @@
 // calls (issue 9, items 6 and 7). Under the ASan build (make test runs these
 // against the sanitized binary) a use-after-free aborts the server, so the
 // exit status tells.
-#include <gtest/gtest.h>
-
 #include <csignal>
 #include <future>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "db/redis.h"
 #include "harness/http_client.h"
@@ -26,7 +26,8 @@ namespace {
 // answer with only the writer stopped in before_stop; under ASan on the
 // code before this change, a heap-use-after-free).
 TEST(Shutdown, AGrantThatOutlivesTheGracePeriodStillAnswersAndTheServerExitsCleanly) {
-  TestServer server(TestServerOptions{0, true, {"--shutdown-grace-ms", "200"}, {{"HOTROW_FAILPOINT", "grant.slow:5000"}}});
+  TestServer server(
+      TestServerOptions{0, true, {"--shutdown-grace-ms", "200"}, {{"HOTROW_FAILPOINT", "grant.slow:5000"}}});
   ASSERT_TRUE(server.ok());
   std::promise<int> answered;
   std::thread client([&] {
@@ -62,8 +63,10 @@ TEST(Shutdown, SigtermUnderLoadExitsCleanly) {
         try {
           HttpClient c(server.port(), std::chrono::seconds(10));
           while (!stop) {
-            if (i % 2) c.Post("/datePlan/" + std::to_string(1 + i) + "/like");
-            else c.Post("/api/v1/cards/" + std::to_string(1 + i) + "/transactions", R"({"storeId":1,"amount":5})");
+            if (i % 2)
+              c.Post("/datePlan/" + std::to_string(1 + i) + "/like");
+            else
+              c.Post("/api/v1/cards/" + std::to_string(1 + i) + "/transactions", R"({"storeId":1,"amount":5})");
           }
         } catch (const std::exception&) {
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -112,8 +115,8 @@ TEST(HandlerTimeout, AStalledStoreIsAnsweredWithinTheBound) {
 TEST(Shutdown, SigtermWhileRedisStallsEndsInBoundedTime) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  TestServer server(
-      TestServerOptions{0, false, {"--redis", redis->url(), "--shutdown-grace-ms", "500", "--handler-timeout-ms", "1000"}, {}});
+  TestServer server(TestServerOptions{
+      0, false, {"--redis", redis->url(), "--shutdown-grace-ms", "500", "--handler-timeout-ms", "1000"}, {}});
   ASSERT_TRUE(server.ok());
   redis->Pause();
   struct Resume {

@@ -1,8 +1,8 @@
 // The three store contracts, unchanged, on PostgreSQL: a throwaway cluster
 // (one per test binary), a fresh database per test.
-#include <gtest/gtest.h>
-
 #include <future>
+
+#include <gtest/gtest.h>
 
 #include "contract/dateplan_contract.h"
 #include "contract/leaderboard_contract.h"
@@ -209,7 +209,8 @@ TEST(PostgresPool, AFullQueueAnswersOverloaded) {
   EXPECT_TRUE(done[1].get_future().get().ok());
   EXPECT_TRUE(done[2].get_future().get().ok());
   auto connections = (*pool)->Run<db::pg::Rows>([](db::pg::Connection& c) {
-    return c.Query("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = '' AND datname = current_database()");
+    return c.Query(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = '' AND datname = current_database()");
   });
   ASSERT_TRUE(connections.ok());
   EXPECT_EQ(connections->Int(0, 0), 1);
@@ -232,8 +233,10 @@ TEST(PostgresChecker, FindsCorruption) {
   o.stores = 5;
   o.history = 200;
   ASSERT_TRUE(pointcard::SeedPostgresPointCard(**conn, o, nullptr).ok());
-  ASSERT_TRUE((*conn)->Exec("UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1 WHERE CARD_ID = "
-                            "(SELECT MIN(CARD_ID) FROM H_TRANSACTION)").ok());
+  ASSERT_TRUE((*conn)
+                  ->Exec("UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1 WHERE CARD_ID = "
+                         "(SELECT MIN(CARD_ID) FROM H_TRANSACTION)")
+                  .ok());
   ASSERT_TRUE((*conn)->Exec("INSERT INTO H_TRANSACTION VALUES ('2020-01-01', 999, 1, 5, 5)").ok());
   auto report = pointcard::CheckPostgresInvariants(**conn);
   ASSERT_TRUE(report.ok());

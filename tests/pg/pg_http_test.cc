@@ -1,12 +1,12 @@
 // Several hotrow instances on one PostgreSQL, behind nginx: counts stay
 // exact across instances, and each instance's read models follow the
 // others'.
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <csignal>
 #include <set>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "db/postgres.h"
 #include "harness/http_client.h"
@@ -47,8 +47,10 @@ TEST_F(TwoInstances, TwoThousandLikesThroughNginxAreExactlyTwoThousand) {
       HttpClient c(nginx->port());
       for (int i = 0; i < per_client; ++i) {
         auto r = c.Post("/datePlan/1/like");
-        if (r.status == 200) seen[t].push_back(LikeOf(r.body));
-        else ++failures;
+        if (r.status == 200)
+          seen[t].push_back(LikeOf(r.body));
+        else
+          ++failures;
       }
     });
   for (auto& th : threads) th.join();
@@ -60,8 +62,8 @@ TEST_F(TwoInstances, TwoThousandLikesThroughNginxAreExactlyTwoThousand) {
   // Both instances' read models reach the exact count.
   for (TestServer* s : {a.get(), b.get()}) {
     HttpClient c(s->port());
-    EXPECT_TRUE(Eventually([&] { return LikeOf(c.Get("/datePlan/1").body) == clients * per_client; },
-                           std::chrono::seconds(2)))
+    EXPECT_TRUE(
+        Eventually([&] { return LikeOf(c.Get("/datePlan/1").body) == clients * per_client; }, std::chrono::seconds(2)))
         << c.Get("/datePlan/1").body;
   }
 }
@@ -86,8 +88,8 @@ TEST_F(TwoInstances, PlansMadeOnOneAppearOnTheOther) {
   HttpClient ca(a->port()), cb(b->port());
   auto created = ca.Post("/datePlan", R"({"title":"shared","content":"","category":"Everywhere"})");
   ASSERT_EQ(created.status, 201) << created.body;
-  EXPECT_TRUE(Eventually([&] { return cb.Get("/datePlan?category=Everywhere").status == 200; },
-                         std::chrono::seconds(2)));
+  EXPECT_TRUE(
+      Eventually([&] { return cb.Get("/datePlan?category=Everywhere").status == 200; }, std::chrono::seconds(2)));
   ASSERT_EQ(cb.Delete("/datePlan/1", {{"Authorization", std::string("Bearer ") + kTestAdminToken}}).status, 204);
   EXPECT_TRUE(Eventually([&] { return ca.Get("/datePlan/1").status == 404; }, std::chrono::seconds(2)));
 }
@@ -96,9 +98,8 @@ TEST(PostgresServer, ARestartKeepsEverything) {
   PostgresProcess* pg = PostgresProcess::Shared();
   ASSERT_TRUE(pg);
   std::string url = pg->CreateDatabase();
-  ASSERT_EQ(RunHotrow({"seed", "pointcard", "--cards", "50", "--stores", "5", "--history", "100", "--db", url})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunHotrow({"seed", "pointcard", "--cards", "50", "--stores", "5", "--history", "100", "--db", url}).exit_code, 0);
   TestServer s(TestServerOptions{0, false, {"--db-pool", "1"}, {}, url});
   ASSERT_TRUE(s.ok());
   {
@@ -148,9 +149,11 @@ TEST_F(TwoInstances, ConcurrentScoresLeaveEveryBoardEqualToTheTableInCommitOrder
   expected += R"(],"total":33})";
   for (TestServer* s : {a.get(), b.get()}) {
     HttpClient c(s->port());
-    EXPECT_TRUE(Eventually([&] { return c.Get("/api/v1/leaderboard?limit=100").body == expected; },
-                           std::chrono::seconds(5)))
-        << "board:\n" << c.Get("/api/v1/leaderboard?limit=100").body << "\ntable:\n" << expected;
+    EXPECT_TRUE(
+        Eventually([&] { return c.Get("/api/v1/leaderboard?limit=100").body == expected; }, std::chrono::seconds(5)))
+        << "board:\n"
+        << c.Get("/api/v1/leaderboard?limit=100").body << "\ntable:\n"
+        << expected;
   }
   auto order = (*conn)->Query(
       "SELECT COUNT(*) FROM (SELECT pg_xact_commit_timestamp(xmin) AS t, "
@@ -159,12 +162,13 @@ TEST_F(TwoInstances, ConcurrentScoresLeaveEveryBoardEqualToTheTableInCommitOrder
   EXPECT_EQ(order->Int(0, 0), 0) << "a row with a higher seq committed before one with a lower seq";
 }
 
-std::string TitleOf(HttpClient& c, int id) { return JsonString(c.Get("/datePlan/" + std::to_string(id)).body, "title"); }
+std::string TitleOf(HttpClient& c, int id) {
+  return JsonString(c.Get("/datePlan/" + std::to_string(id)).body, "title");
+}
 
 void EditTitle(TestServer& s, int id, const std::string& title) {
   HttpClient c(s.port());
-  auto r = c.Put("/datePlan/" + std::to_string(id),
-                 R"({"title":")" + title + R"(","content":"c","category":"Indoor"})",
+  auto r = c.Put("/datePlan/" + std::to_string(id), R"({"title":")" + title + R"(","content":"c","category":"Indoor"})",
                  {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
   ASSERT_EQ(r.status, 200) << r.body;
 }
@@ -270,8 +274,8 @@ TEST_F(TwoInstances, AReadOnlyDatabaseAnswersWritesWith503) {
   ASSERT_TRUE((*conn)->Exec("ALTER DATABASE \"" + db + "\" SET default_transaction_read_only = on").ok());
   // New sessions are read-only: end the pools' sessions, as a failover
   // would; the pools reconnect on their next use.
-  ASSERT_TRUE((*conn)->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'hotrow'")
-                  .ok());
+  ASSERT_TRUE(
+      (*conn)->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'hotrow'").ok());
   // Until the backends are gone, a request may still reach one as it dies:
   // that answer is "connection lost" (indeterminate), a different case.
   ASSERT_TRUE(Eventually(
@@ -282,8 +286,7 @@ TEST_F(TwoInstances, AReadOnlyDatabaseAnswersWritesWith503) {
       std::chrono::seconds(10)));
   HttpClient client(a->port());
   EXPECT_EQ(client.Get("/datePlan/1").status, 200) << "reads still work";
-  for (auto r : {client.Post("/datePlan/1/like"),
-                 client.Post("/api/v1/score", R"({"score":5})", {{"ClientId", "ro"}}),
+  for (auto r : {client.Post("/datePlan/1/like"), client.Post("/api/v1/score", R"({"score":5})", {{"ClientId", "ro"}}),
                  client.Put("/datePlan/1", R"({"title":"ro","content":"c","category":"Indoor"})",
                             {{"Authorization", std::string("Bearer ") + kTestAdminToken}})}) {
     EXPECT_EQ(r.status, 503) << r.body;

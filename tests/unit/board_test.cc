@@ -1,10 +1,10 @@
 #include "leaderboard/board.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <map>
 #include <random>
+
+#include <gtest/gtest.h>
 
 namespace hotrow::leaderboard {
 namespace {

@@ -49,9 +49,7 @@ class RedisBoard : public LeaderboardBackendInstance {
   }
 
  private:
-  void Open() {
-    store_ = OrThrow(leaderboard::RedisLeaderboardStore::Open(redis_->url()));
-  }
+  void Open() { store_ = OrThrow(leaderboard::RedisLeaderboardStore::Open(redis_->url())); }
   std::unique_ptr<RedisProcess> redis_;
   std::unique_ptr<leaderboard::RedisLeaderboardStore> store_;
 };

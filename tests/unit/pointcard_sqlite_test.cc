@@ -76,10 +76,11 @@ class Checker : public ::testing::Test {
   }
   // A card that has history, and its newest row's time.
   std::pair<int64_t, int64_t> CardWithHistory() {
-    auto card = db::sqlite::QueryInt(*conn_, "SELECT CARD_ID FROM H_TRANSACTION GROUP BY CARD_ID HAVING COUNT(*) >= 2 "
-                                             "ORDER BY CARD_ID LIMIT 1");
-    auto time = db::sqlite::QueryInt(*conn_, "SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION WHERE CARD_ID = " +
-                                                 std::to_string(*card));
+    auto card = db::sqlite::QueryInt(*conn_,
+                                     "SELECT CARD_ID FROM H_TRANSACTION GROUP BY CARD_ID HAVING COUNT(*) >= 2 "
+                                     "ORDER BY CARD_ID LIMIT 1");
+    auto time = db::sqlite::QueryInt(
+        *conn_, "SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION WHERE CARD_ID = " + std::to_string(*card));
     return {*card, *time};
   }
   TempDir dir;
@@ -133,8 +134,9 @@ TEST_F(Checker, TheCommandExitsOneWithAReport) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("FAILED"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("card " + std::to_string(card) + " has BALANCE 7"), std::string::npos) << r.output;
-  ASSERT_TRUE(conn_->Exec("UPDATE S_ACCOUNT SET BALANCE = (SELECT SUM(AMOUNT) FROM H_TRANSACTION WHERE CARD_ID = " +
-                          std::to_string(card) + ") WHERE CARD_ID = " + std::to_string(card))
+  ASSERT_TRUE(conn_
+                  ->Exec("UPDATE S_ACCOUNT SET BALANCE = (SELECT SUM(AMOUNT) FROM H_TRANSACTION WHERE CARD_ID = " +
+                         std::to_string(card) + ") WHERE CARD_ID = " + std::to_string(card))
                   .ok());
   auto fixed = RunHotrow({"check", "pointcard", "--db", "sqlite:" + dir.File("c.db")});
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;

@@ -1,11 +1,11 @@
 #include "dateplan/random_set.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <map>
 #include <random>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "dateplan/catalog.h"
 
@@ -101,8 +101,7 @@ TEST(RandomSet, ChiSquareRejectsTheNextIdTrick) {
 
 TEST(Catalog, RandomWithinCategoryIsUniformAndStaysInside) {
   Catalog c;
-  for (int64_t id = 1; id <= 3000; ++id)
-    c.Put(Plan{id, "t", "", id % 3 == 0 ? "Indoor" : "Outdoor", 0, ""});
+  for (int64_t id = 1; id <= 3000; ++id) c.Put(Plan{id, "t", "", id % 3 == 0 ? "Indoor" : "Outdoor", 0, ""});
   for (int64_t id = 1; id <= 3000; id += 7) c.Erase(id);
   std::mt19937_64 rng(99);
   std::map<int64_t, int64_t> counts;

@@ -36,10 +36,10 @@ TEST(Text, UserTextRules) {
   EXPECT_TRUE(CheckUserText("line one\nline two\tend", content).ok());
   EXPECT_TRUE(CheckUserText("", content).ok());
   EXPECT_TRUE(CheckUserText("e\u0301", title).ok()) << "a combining mark after a letter";
-  for (std::string bad : {std::string("a\x01"), std::string("a\nb"), std::string("\x7f"), std::string("a\u0085b"),
-                          std::string("   "), std::string("\ufeff"), std::string("\u200b\u200b"),
-                          std::string("\u0301"), std::string("abc\u202Edef"), std::string("x\u2066y"),
-                          std::string("a\0b", 3), std::string("\xff")}) {
+  for (std::string bad :
+       {std::string("a\x01"), std::string("a\nb"), std::string("\x7f"), std::string("a\u0085b"), std::string("   "),
+        std::string("\ufeff"), std::string("\u200b\u200b"), std::string("\u0301"), std::string("abc\u202Edef"),
+        std::string("x\u2066y"), std::string("a\0b", 3), std::string("\xff")}) {
     Status s = CheckUserText(bad, title);
     EXPECT_FALSE(s.ok()) << "accepted: " << bad;
     EXPECT_EQ(s.field(), "title");
@@ -55,7 +55,10 @@ TEST(Text, UserTextRules) {
 
 TEST(Text, InvalidUtf8IsReplacedForOutput) {
   EXPECT_EQ(ToValidUtf8("ok"), "ok");
-  EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\uFFFD" "b");
+  EXPECT_EQ(ToValidUtf8("a\xff"
+                        "b"),
+            "a\uFFFD"
+            "b");
   EXPECT_EQ(ToValidUtf8("\xE3\x81"), "\uFFFD\uFFFD");
   EXPECT_TRUE(IsValidUtf8(ToValidUtf8("\xC0\xAF/\xED\xA0\x80")));
 }

@@ -1,9 +1,9 @@
 #include "db/writer.h"
 
-#include <gtest/gtest.h>
-
 #include <future>
 #include <latch>
+
+#include <gtest/gtest.h>
 
 #include "db/sqlite_database.h"
 #include "harness/server_process.h"
@@ -122,9 +122,7 @@ TEST_F(WriterTest, AFailingOpIsRolledBackAloneAndFinishRunsAfterCommit) {
   int64_t visible_at_finish = -1;
   database->writer().Submit(MakeOp<InsertOp>(1, &a));
   database->writer().Submit(MakeOp<InsertOp>(-1, &b));
-  database->writer().Submit(MakeOp<InsertOp>(3, &c, [&] {
-    visible_at_finish = Count("SELECT COUNT(*) FROM t");
-  }));
+  database->writer().Submit(MakeOp<InsertOp>(3, &c, [&] { visible_at_finish = Count("SELECT COUNT(*) FROM t"); }));
   release.count_down();
   EXPECT_TRUE(a.get_future().get().ok());
   Status sb = b.get_future().get();
@@ -177,8 +175,7 @@ TEST_F(WriterTest, OpsWithEqualKeysCoalesceIntoOneApply) {
   entered.wait();
   std::atomic<int> applies{0};
   std::vector<std::promise<Status>> done(30);
-  for (int i = 0; i < 30; ++i)
-    database->writer().Submit(MakeOp<AddOp>(i % 3 == 0 ? 2 : 1, &applies, &done[i]));
+  for (int i = 0; i < 30; ++i) database->writer().Submit(MakeOp<AddOp>(i % 3 == 0 ? 2 : 1, &applies, &done[i]));
   release.count_down();
   for (auto& d : done) EXPECT_TRUE(d.get_future().get().ok());
   EXPECT_EQ(applies.load(), 2);
