@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <random>
 
+#include "base/auth.h"
 #include "dateplan/routes.h"
 #include "dateplan/seed.h"
 #include "dateplan/service.h"
@@ -12,7 +13,6 @@
 #include "http/router.h"
 #include "leaderboard/routes.h"
 #include "leaderboard/sqlite_store.h"
-#include "ops/auth.h"
 #include "pointcard/routes.h"
 #include "pointcard/seed.h"
 #include "pointcard/service.h"
@@ -23,7 +23,7 @@ namespace hotrow::bench {
 struct RequestApp::Impl {
   std::string dir;
   AdminAuth admin{"bench"};
-  std::unique_ptr<db::SqliteDatabase> db;
+  std::unique_ptr<db::sqlite::Database> db;
   std::unique_ptr<dateplan::SqliteDatePlanStore> plan_store;
   std::unique_ptr<leaderboard::SqliteLeaderboardStore> board;
   std::unique_ptr<pointcard::SqlitePointCardStore> card_store;
@@ -37,7 +37,7 @@ RequestApp::RequestApp(AppOptions o) : impl_(std::make_unique<Impl>()) {
   auto& i = *impl_;
   char tmpl[] = "/tmp/hotrow-bench-app-XXXXXX";
   i.dir = mkdtemp(tmpl);
-  auto db = db::SqliteDatabase::Open(i.dir + "/app.db");
+  auto db = db::sqlite::Database::Open(i.dir + "/app.db");
   if (!db.ok()) throw std::runtime_error(db.status().ToString());
   i.db = std::move(db).value();
   auto& conn = i.db->writer().connection();

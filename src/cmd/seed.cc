@@ -84,7 +84,7 @@ struct SqliteDataset {
       generate;
 };
 
-int SeedSqlite(const SeedFlags& f, db::SqliteDatabase& database, int64_t count, const SqliteDataset& d) {
+int SeedSqlite(const SeedFlags& f, db::sqlite::Database& database, int64_t count, const SqliteDataset& d) {
   auto& conn = database.writer().connection();
   auto fail = [](const Status& s) {
     log::Error("{}", s.ToString());
@@ -129,7 +129,7 @@ Status DeletePointCardData(db::sqlite::Connection& conn) {
       "DELETE FROM P_IDEMPOTENCY; DELETE FROM P_GRANT;");
 }
 
-int SeedPointCards(const SeedFlags& f, db::SqliteDatabase& database) {
+int SeedPointCards(const SeedFlags& f, db::sqlite::Database& database) {
   auto& conn = database.writer().connection();
   if (Status s = pointcard::CreatePointCardSchema(conn); !s.ok()) {
     log::Error("{}", s.ToString());
@@ -286,7 +286,7 @@ int RunSeed(const SeedFlags& f) {
     return 2;
   }
   if (url->kind == db::StoreUrl::Kind::kPostgres) return SeedPostgres(f, url->postgres_url);
-  auto database = db::SqliteDatabase::Open(url->sqlite_path);
+  auto database = db::sqlite::Database::Open(url->sqlite_path);
   if (!database.ok()) {
     log::Error("cannot seed: {}", database.status().message());
     return 1;

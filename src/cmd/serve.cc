@@ -5,6 +5,7 @@
 #include <memory>
 #include <sstream>
 
+#include "base/auth.h"
 #include "cmd/commands.h"
 #include "dateplan/postgres_store.h"
 #include "dateplan/routes.h"
@@ -22,7 +23,6 @@
 #include "leaderboard/routes.h"
 #include "leaderboard/sqlite_store.h"
 #include "ops/alloc_counter.h"
-#include "ops/auth.h"
 #include "ops/failpoint.h"
 #include "ops/log.h"
 #include "pointcard/postgres_store.h"
@@ -140,7 +140,7 @@ namespace {
 //      destroyed (bottom-up); nothing calls into a destroyed object because
 //      every thread that could was stopped in step 2.
 struct Backends {
-  std::unique_ptr<db::SqliteDatabase> sqlite;
+  std::unique_ptr<db::sqlite::Database> sqlite;
   std::unique_ptr<db::pg::Pool> pool;
   std::unique_ptr<dateplan::DatePlanStore> plans;
   dateplan::PostgresDatePlanStore* pg_plans = nullptr;
@@ -189,13 +189,13 @@ bool Take(Result<std::unique_ptr<T>> r, std::unique_ptr<T>* out, const char* wha
 
 // The embedded store: one SQLite file.
 bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
-  db::DatabaseOptions options;
+  db::sqlite::DatabaseOptions options;
   // Every allowed connection may have one write waiting, plus headroom.
   options.writer.queue_ops_max = static_cast<size_t>(f.max_connections) + 1024;
   // Half the handler bound in the queue at most: a batch takes milliseconds,
   // so the answer (written, or definitely not) comes well inside it.
   options.writer.op_wait_max = std::chrono::milliseconds(f.handler_timeout_ms / 2);
-  if (!Take(db::SqliteDatabase::Open(path, options), &b.sqlite, "database")) return false;
+  if (!Take(db::sqlite::Database::Open(path, options), &b.sqlite, "database")) return false;
   std::unique_ptr<dateplan::SqliteDatePlanStore> plans;
   std::unique_ptr<pointcard::SqlitePointCardStore> cards;
   if (!Take(dateplan::SqliteDatePlanStore::Open(*b.sqlite), &plans, "date plans")) return false;
@@ -246,7 +246,7 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
 }
 
 bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
-  db::RedisOptions options;
+  db::redis::Options options;
   options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
   std::unique_ptr<leaderboard::RedisLeaderboardStore> store;
   if (!Take(leaderboard::RedisLeaderboardStore::Open(f.redis, options), &store, "leaderboard")) return false;

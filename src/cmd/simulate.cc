@@ -1,5 +1,5 @@
 // hotrow simulate pointcard: the Tsurugi-vs-PostgreSQL experiment against
-// hotrow (see src/pointcard/simulator.h).
+// hotrow (see src/tools/simulator.h).
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,8 +11,8 @@
 #include "cmd/commands.h"
 #include "db/store_url.h"
 #include "ops/log.h"
-#include "pointcard/report.h"
-#include "pointcard/simulator.h"
+#include "tools/report.h"
+#include "tools/simulator.h"
 
 namespace hotrow::cmd {
 
@@ -74,7 +74,7 @@ CLI::App* AddSimulate(CLI::App& app, SimulateFlags& f) {
 }
 
 int RunSimulate(const SimulateFlags& f) {
-  pointcard::SimulationOptions o;
+  tools::SimulationOptions o;
   std::string parallel = f.parallel, duration = f.duration, interval = f.grant_interval;
   o.data.cards = f.cards;
   o.data.stores = f.stores;
@@ -131,20 +131,20 @@ int RunSimulate(const SimulateFlags& f) {
       std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
   };
-  auto result = pointcard::Simulate(o, progress);
+  auto result = tools::Simulate(o, progress);
   if (tty) std::fprintf(stderr, "\n");
   if (!result.ok()) {
     log::Error("simulation failed: {}", result.status().ToString());
     return 1;
   }
   result->machine = Machine();
-  std::string text = pointcard::ReportText(*result);
+  std::string text = tools::ReportText(*result);
   std::fputs(text.c_str(), stdout);
   std::error_code ec;
   std::filesystem::create_directories(f.out, ec);
-  std::ofstream(f.out + "/simulation.json") << pointcard::ReportJson(*result);
-  std::ofstream(f.out + "/simulation.svg") << pointcard::ReportSvg(*result);
-  std::ofstream(f.out + "/simulation.html") << pointcard::ReportHtml(*result);
+  std::ofstream(f.out + "/simulation.json") << tools::ReportJson(*result);
+  std::ofstream(f.out + "/simulation.svg") << tools::ReportSvg(*result);
+  std::ofstream(f.out + "/simulation.html") << tools::ReportHtml(*result);
   std::ofstream(f.out + "/simulation.txt") << text;
   log::Info("wrote {}/simulation.json, .svg, .html and .txt", f.out);
   bool all_ok = true;

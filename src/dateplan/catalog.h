@@ -41,9 +41,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/rw_lock.h"
 #include "dateplan/plan.h"
 #include "dateplan/random_set.h"
-#include "ops/rw_lock.h"
 
 namespace hotrow::dateplan {
 

@@ -1,6 +1,6 @@
 #include "dateplan/plan.h"
 
-#include "ops/text.h"
+#include "base/text.h"
 
 namespace hotrow::dateplan {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/status.h"
+#include "base/status.h"
 
 namespace hotrow::dateplan {
 

@@ -4,8 +4,8 @@
 #include <numeric>
 #include <random>
 
+#include "base/text.h"
 #include "dateplan/seed.h"
-#include "ops/text.h"
 
 namespace hotrow::dateplan {
 

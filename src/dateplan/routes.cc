@@ -2,11 +2,11 @@
 
 #include <random>
 
+#include "base/text.h"
 #include "dateplan/plan_json.h"
 #include "http/errors.h"
 #include "http/json.h"
 #include "http/query.h"
-#include "ops/text.h"
 
 namespace hotrow::dateplan {
 

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "ops/crypto.h"
+#include "base/crypto.h"
 #include "ops/log.h"
 
 namespace hotrow::dateplan {

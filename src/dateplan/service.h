@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
+#include "base/auth.h"
 #include "dateplan/catalog.h"
 #include "dateplan/store.h"
-#include "ops/auth.h"
 
 namespace hotrow::dateplan {
 

@@ -30,7 +30,7 @@ Status CreateDatePlanSchema(sqlite::Connection& conn) {
                                });
 }
 
-Result<std::unique_ptr<SqliteDatePlanStore>> SqliteDatePlanStore::Open(db::SqliteDatabase& db) {
+Result<std::unique_ptr<SqliteDatePlanStore>> SqliteDatePlanStore::Open(db::sqlite::Database& db) {
   if (Status s = CreateDatePlanSchema(db.writer().connection()); !s.ok()) return s;
   return std::unique_ptr<SqliteDatePlanStore>(new SqliteDatePlanStore(db));
 }
@@ -64,7 +64,7 @@ void SqliteDatePlanStore::Insert(PlanFields fields, std::string edit_token_hash,
     if (Status s = q->Run(); !s.ok()) return s;
     return Plan{c.LastInsertRowid(), f.title, f.content, f.category, 0, hash};
   };
-  db::SubmitCall<Plan>(db_.writer(), std::move(apply), std::move(done));
+  db::sqlite::SubmitCall<Plan>(db_.writer(), std::move(apply), std::move(done));
 }
 
 void SqliteDatePlanStore::Update(int64_t id, PlanFields fields, std::function<void(Result<Plan>)> done) {
@@ -80,19 +80,19 @@ void SqliteDatePlanStore::Update(int64_t id, PlanFields fields, std::function<vo
     if (Status s = q->Run(); !s.ok()) return s;
     return p;
   };
-  db::SubmitCall<Plan>(db_.writer(), std::move(apply), std::move(done));
+  db::sqlite::SubmitCall<Plan>(db_.writer(), std::move(apply), std::move(done));
 }
 
 void SqliteDatePlanStore::Delete(int64_t id, std::function<void(Status)> done) {
-  auto apply = [id](sqlite::Connection& c) -> Result<db::Unit> {
+  auto apply = [id](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
     auto q = c.Prepare("DELETE FROM datePlans WHERE id = ?1");
     if (!q.ok()) return q.status();
     if (Status s = q->Bind(1, id).Run(); !s.ok()) return s;
     if (c.Changes() == 0) return NoSuchPlan(id);
-    return db::Unit{};
+    return db::sqlite::Unit{};
   };
-  db::SubmitCall<db::Unit>(db_.writer(), std::move(apply),
-                           [done = std::move(done)](Result<db::Unit> r) { done(r.status()); });
+  db::sqlite::SubmitCall<db::sqlite::Unit>(db_.writer(), std::move(apply),
+                                           [done = std::move(done)](Result<db::sqlite::Unit> r) { done(r.status()); });
 }
 
 namespace {
@@ -104,11 +104,11 @@ namespace {
 //
 // A like is one small op, allocated and freed per like: a bounded pool of
 // them was measured and bought nothing (docs/design.md#allocation-free-requests).
-class LikeOp final : public db::WriteOp {
+class LikeOp final : public db::sqlite::WriteOp {
  public:
   LikeOp(int64_t id, StoreCallback<Result<LikeOutcome>> done) : id_(id), done_(std::move(done)) {}
-  static db::OpPtr Make(int64_t id, StoreCallback<Result<LikeOutcome>> done) {
-    return db::MakeOp<LikeOp>(id, std::move(done));
+  static db::sqlite::OpPtr Make(int64_t id, StoreCallback<Result<LikeOutcome>> done) {
+    return db::sqlite::MakeOp<LikeOp>(id, std::move(done));
   }
 
   CoalesceKey coalesce_key() const override { return {&kKind, id_}; }

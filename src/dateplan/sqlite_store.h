@@ -1,5 +1,5 @@
 // The date-plan store on the embedded SQLite database: every write goes
-// through the group-commit writer (db/writer.h); likes to one plan within a
+// through the group-commit writer (db/sqlite_writer.h); likes to one plan within a
 // batch coalesce into one UPDATE.
 #pragma once
 
@@ -11,7 +11,7 @@ namespace hotrow::dateplan {
 class SqliteDatePlanStore final : public DatePlanStore {
  public:
   // Creates the schema if needed. Must run before db.writer().Start().
-  static Result<std::unique_ptr<SqliteDatePlanStore>> Open(db::SqliteDatabase& db);
+  static Result<std::unique_ptr<SqliteDatePlanStore>> Open(db::sqlite::Database& db);
 
   Status LoadAll(const std::function<void(Plan&&)>& sink) override;
   void Insert(PlanFields fields, std::string edit_token_hash, std::function<void(Result<Plan>)> done) override;
@@ -20,8 +20,8 @@ class SqliteDatePlanStore final : public DatePlanStore {
   void Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) override;
 
  private:
-  explicit SqliteDatePlanStore(db::SqliteDatabase& db) : db_(db) {}
-  db::SqliteDatabase& db_;
+  explicit SqliteDatePlanStore(db::sqlite::Database& db) : db_(db) {}
+  db::sqlite::Database& db_;
 };
 
 // Creates the date-plan tables on `conn` if they do not exist.

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <functional>
 
+#include "base/inline_function.h"
+#include "base/status.h"
 #include "dateplan/plan.h"
-#include "ops/inline_function.h"
-#include "ops/status.h"
 
 namespace hotrow::dateplan {
 

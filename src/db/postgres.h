@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "ops/inline_function.h"
-#include "ops/status.h"
+#include "base/inline_function.h"
+#include "base/status.h"
 
 struct pg_conn;
 struct pg_result;

@@ -8,17 +8,17 @@
 
 #include <hiredis/hiredis.h>
 
+#include "base/crypto.h"
 #include "db/store_url.h"
-#include "ops/crypto.h"
 #include "ops/log.h"
 
-namespace hotrow::db {
+namespace hotrow::db::redis {
 
-Result<RedisUrl> ParseRedisUrl(const std::string& url) {
+Result<Url> ParseUrl(const std::string& url) {
   constexpr std::string_view kScheme = "redis://";
   if (url.rfind(kScheme, 0) != 0)
     return Status::InvalidField("redis", "--redis must look like redis://host:port, not '" + RedactUrl(url) + "'");
-  RedisUrl out;
+  Url out;
   std::string rest = url.substr(kScheme.size());
   if (auto at = rest.rfind('@'); at != std::string::npos) {
     std::string auth = rest.substr(0, at);
@@ -50,41 +50,41 @@ Result<RedisUrl> ParseRedisUrl(const std::string& url) {
 
 namespace {
 
-RedisReply Convert(const redisReply* r) {
-  RedisReply out;
+Reply Convert(const redisReply* r) {
+  Reply out;
   switch (r->type) {
     case REDIS_REPLY_INTEGER:
-      out.type = RedisReply::Type::kInteger;
+      out.type = Reply::Type::kInteger;
       out.integer = r->integer;
       break;
     case REDIS_REPLY_STRING:
-      out.type = RedisReply::Type::kString;
+      out.type = Reply::Type::kString;
       out.str.assign(r->str, r->len);
       break;
     case REDIS_REPLY_STATUS:
-      out.type = RedisReply::Type::kStatus;
+      out.type = Reply::Type::kStatus;
       out.str.assign(r->str, r->len);
       break;
     case REDIS_REPLY_ERROR:
-      out.type = RedisReply::Type::kError;
+      out.type = Reply::Type::kError;
       out.str.assign(r->str, r->len);
       break;
     case REDIS_REPLY_ARRAY:
-      out.type = RedisReply::Type::kArray;
+      out.type = Reply::Type::kArray;
       out.elements.reserve(r->elements);
       for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Convert(r->element[i]));
       break;
     default:
-      out.type = RedisReply::Type::kNil;
+      out.type = Reply::Type::kNil;
   }
   return out;
 }
 
-Result<RedisReply> ToResult(redisReply* r) {
+Result<Reply> ToResult(redisReply* r) {
   if (!r) return Status::Unavailable("no reply from Redis");
-  RedisReply out = Convert(r);
+  Reply out = Convert(r);
   freeReplyObject(r);
-  if (out.type == RedisReply::Type::kError) return Status::Internal("Redis: " + out.str);
+  if (out.type == Reply::Type::kError) return Status::Internal("Redis: " + out.str);
   return out;
 }
 
@@ -99,7 +99,7 @@ redisReply* Call(redisContext* ctx, const std::vector<std::string>& argv) {
 }
 
 // Connects, authenticates and selects the database; nullptr on failure.
-redisContext* Open(const RedisUrl& url, int timeout_ms, std::string* error) {
+redisContext* Open(const Url& url, int timeout_ms, std::string* error) {
   // hiredis writes with write(2), not send(MSG_NOSIGNAL): when Redis closes
   // or restarts under a pipeline, the second write would raise SIGPIPE and
   // kill the whole server. Ignored, it is the EPIPE the reconnect handles.
@@ -128,10 +128,10 @@ redisContext* Open(const RedisUrl& url, int timeout_ms, std::string* error) {
 
 }  // namespace
 
-Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const std::string& url_text, RedisOptions options) {
-  auto url = ParseRedisUrl(url_text);
+Result<std::unique_ptr<Client>> Client::Connect(const std::string& url_text, Options options) {
+  auto url = ParseUrl(url_text);
   if (!url.ok()) return url.status();
-  std::unique_ptr<RedisClient> client(new RedisClient(*url, options));
+  std::unique_ptr<Client> client(new Client(*url, options));
   std::string error;
   client->ctx_ = Open(*url, options.timeout_ms, &error);
   if (!client->ctx_) return Status::Unavailable("cannot connect to Redis at " + RedactUrl(url_text) + ": " + error);
@@ -139,12 +139,12 @@ Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const std::string& url
   return client;
 }
 
-RedisClient::~RedisClient() {
+Client::~Client() {
   Stop();
   if (ctx_) redisFree(ctx_);
 }
 
-void RedisClient::Stop() {
+void Client::Stop() {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
@@ -154,16 +154,16 @@ void RedisClient::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-RedisScript::RedisScript(std::string body) : body_(std::move(body)), sha_(Sha1Hex(body_)) {}
+Script::Script(std::string body) : body_(std::move(body)), sha_(Sha1Hex(body_)) {}
 
-void RedisClient::Command(std::vector<std::string> argv, Callback done) { Enqueue({std::move(argv), std::move(done)}); }
+void Client::Command(std::vector<std::string> argv, Callback done) { Enqueue({std::move(argv), std::move(done)}); }
 
-void RedisClient::Eval(const RedisScript& script, std::vector<std::string> numkeys_keys_args, Callback done) {
+void Client::Eval(const Script& script, std::vector<std::string> numkeys_keys_args, Callback done) {
   numkeys_keys_args.insert(numkeys_keys_args.begin(), {"EVALSHA", script.sha()});
   Enqueue({std::move(numkeys_keys_args), std::move(done), &script});
 }
 
-void RedisClient::Enqueue(Pending p) {
+void Client::Enqueue(Pending p) {
   {
     std::unique_lock lock(mutex_);
     if (stopping_) {
@@ -183,13 +183,13 @@ void RedisClient::Enqueue(Pending p) {
   wake_.notify_one();
 }
 
-Result<RedisReply> RedisClient::CommandSync(std::vector<std::string> argv) {
-  std::promise<Result<RedisReply>> p;
-  Command(std::move(argv), [&p](Result<RedisReply> r) { p.set_value(std::move(r)); });
+Result<Reply> Client::CommandSync(std::vector<std::string> argv) {
+  std::promise<Result<Reply>> p;
+  Command(std::move(argv), [&p](Result<Reply> r) { p.set_value(std::move(r)); });
   return p.get_future().get();
 }
 
-void RedisClient::Loop() {
+void Client::Loop() {
   std::vector<Pending> batch;
   auto backoff = std::chrono::milliseconds(50);
   while (true) {
@@ -226,7 +226,7 @@ void RedisClient::Loop() {
   }
 }
 
-void RedisClient::RunPipeline(std::vector<Pending>& batch) {
+void Client::RunPipeline(std::vector<Pending>& batch) {
   std::vector<const char*> args;
   std::vector<size_t> lengths;
   for (auto& p : batch) {
@@ -282,11 +282,11 @@ void RedisClient::RunPipeline(std::vector<Pending>& batch) {
   }
 }
 
-Result<std::unique_ptr<RedisSubscriber>> RedisSubscriber::Start(const std::string& url_text, std::string channel,
-                                                                OnMessage on_message, OnConnect on_connect) {
-  auto url = ParseRedisUrl(url_text);
+Result<std::unique_ptr<Subscriber>> Subscriber::Start(const std::string& url_text, std::string channel,
+                                                      OnMessage on_message, OnConnect on_connect) {
+  auto url = ParseUrl(url_text);
   if (!url.ok()) return url.status();
-  std::unique_ptr<RedisSubscriber> s(new RedisSubscriber());
+  std::unique_ptr<Subscriber> s(new Subscriber());
   s->url_ = *url;
   s->channel_ = std::move(channel);
   s->on_message_ = std::move(on_message);
@@ -295,7 +295,7 @@ Result<std::unique_ptr<RedisSubscriber>> RedisSubscriber::Start(const std::strin
   return s;
 }
 
-RedisSubscriber::~RedisSubscriber() {
+Subscriber::~Subscriber() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -305,7 +305,7 @@ RedisSubscriber::~RedisSubscriber() {
   if (thread_.joinable()) thread_.join();
 }
 
-void RedisSubscriber::Loop() {
+void Subscriber::Loop() {
   auto backoff = std::chrono::milliseconds(50);
   while (true) {
     std::string error;
@@ -344,4 +344,4 @@ void RedisSubscriber::Loop() {
   }
 }
 
-}  // namespace hotrow::db
+}  // namespace hotrow::db::redis

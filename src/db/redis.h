@@ -1,6 +1,6 @@
 // Redis through hiredis, without blocking event-loop threads.
 //
-// RedisClient owns one connection and one thread. Commands queue up (bounded;
+// Client owns one connection and one thread. Commands queue up (bounded;
 // a full queue answers overloaded); the thread takes everything waiting,
 // writes it as one pipeline, reads the replies in order and runs each
 // command's callback on its own thread. Pipelining is Redis's group commit:
@@ -9,7 +9,7 @@
 // the commands in flight fail with unavailable (they may or may not have
 // run), new ones fail fast while the thread reconnects with backoff.
 //
-// RedisSubscriber owns a second connection in SUBSCRIBE mode and calls back
+// Subscriber owns a second connection in SUBSCRIBE mode and calls back
 // for every message on one channel (cache invalidation between instances),
 // plus once after every (re)connect, since messages may have been missed.
 //
@@ -26,14 +26,14 @@
 #include <thread>
 #include <vector>
 
-#include "ops/inline_function.h"
-#include "ops/status.h"
+#include "base/inline_function.h"
+#include "base/status.h"
 
 struct redisContext;
 
-namespace hotrow::db {
+namespace hotrow::db::redis {
 
-struct RedisUrl {
+struct Url {
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string password;
@@ -41,19 +41,19 @@ struct RedisUrl {
 };
 
 // "redis://[:password@]host[:port][/db]".
-Result<RedisUrl> ParseRedisUrl(const std::string& url);
+Result<Url> ParseUrl(const std::string& url);
 
-struct RedisReply {
+struct Reply {
   enum class Type { kNil, kInteger, kString, kArray, kStatus, kError };
   Type type = Type::kNil;
   int64_t integer = 0;
   std::string str;  // kString, kStatus, kError
-  std::vector<RedisReply> elements;
+  std::vector<Reply> elements;
 
   bool is_nil() const { return type == Type::kNil; }
 };
 
-struct RedisOptions {
+struct Options {
   size_t queue_commands_max = 11024;
   size_t pipeline_commands_max = 1024;
   int timeout_ms = 5000;
@@ -61,9 +61,9 @@ struct RedisOptions {
 
 // A Lua script, sent by its SHA-1 (EVALSHA) so that a request carries 40
 // bytes instead of the body and Redis does not hash the body per call.
-class RedisScript {
+class Script {
  public:
-  explicit RedisScript(std::string body);
+  explicit Script(std::string body);
   const std::string& body() const { return body_; }
   const std::string& sha() const { return sha_; }
 
@@ -71,40 +71,40 @@ class RedisScript {
   std::string body_, sha_;
 };
 
-class RedisClient {
+class Client {
  public:
   // Connects once up front (so a wrong URL fails at start-up) and starts
   // the thread.
-  static Result<std::unique_ptr<RedisClient>> Connect(const std::string& url, RedisOptions options = {});
-  ~RedisClient();
+  static Result<std::unique_ptr<Client>> Connect(const std::string& url, Options options = {});
+  ~Client();
 
-  using Callback = InlineFunction<void(Result<RedisReply>), 384>;
+  using Callback = InlineFunction<void(Result<Reply>), 384>;
   // Queues a command given as its arguments. `done` runs on the client
   // thread with the reply; an error reply becomes an internal Status.
   void Command(std::vector<std::string> argv, Callback done);
   // Blocks for the reply; for start-up, seeding and tests.
-  Result<RedisReply> CommandSync(std::vector<std::string> argv);
+  Result<Reply> CommandSync(std::vector<std::string> argv);
   // Runs `script` with `numkeys_keys_args` ("2", key, key, arg, ...) as
   // EVALSHA. Redis forgets its scripts when it restarts (and on SCRIPT
   // FLUSH): a NOSCRIPT answer is resent once as EVAL, which caches the
   // script again. `script` must outlive the call.
-  void Eval(const RedisScript& script, std::vector<std::string> numkeys_keys_args, Callback done);
+  void Eval(const Script& script, std::vector<std::string> numkeys_keys_args, Callback done);
 
   void Stop();
 
  private:
-  RedisClient(RedisUrl url, RedisOptions options) : url_(std::move(url)), options_(options) {}
+  Client(Url url, Options options) : url_(std::move(url)), options_(options) {}
   void Loop();
   struct Pending {
     std::vector<std::string> argv;
     Callback done;
-    const RedisScript* script = nullptr;  // EVALSHA of this script, until resent as EVAL
+    const Script* script = nullptr;  // EVALSHA of this script, until resent as EVAL
   };
   void Enqueue(Pending p);
   void RunPipeline(std::vector<Pending>& batch);
 
-  RedisUrl url_;
-  RedisOptions options_;
+  Url url_;
+  Options options_;
   redisContext* ctx_ = nullptr;  // only the client thread touches it after Connect
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -114,18 +114,18 @@ class RedisClient {
   std::thread thread_;
 };
 
-class RedisSubscriber {
+class Subscriber {
  public:
   using OnMessage = std::function<void(const std::string& payload)>;
   using OnConnect = std::function<void()>;
-  static Result<std::unique_ptr<RedisSubscriber>> Start(const std::string& url, std::string channel,
-                                                        OnMessage on_message, OnConnect on_connect);
-  ~RedisSubscriber();
+  static Result<std::unique_ptr<Subscriber>> Start(const std::string& url, std::string channel, OnMessage on_message,
+                                                   OnConnect on_connect);
+  ~Subscriber();
 
  private:
-  RedisSubscriber() = default;
+  Subscriber() = default;
   void Loop();
-  RedisUrl url_;
+  Url url_;
   std::string channel_;
   OnMessage on_message_;
   OnConnect on_connect_;
@@ -135,4 +135,4 @@ class RedisSubscriber {
   std::thread thread_;
 };
 
-}  // namespace hotrow::db
+}  // namespace hotrow::db::redis

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/status.h"
+#include "base/status.h"
 
 struct sqlite3;
 struct sqlite3_stmt;

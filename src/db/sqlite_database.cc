@@ -14,7 +14,7 @@
 
 #include "ops/log.h"
 
-namespace hotrow::db {
+namespace hotrow::db::sqlite {
 
 namespace {
 int64_t FileBytes(const std::string& path) {
@@ -23,8 +23,8 @@ int64_t FileBytes(const std::string& path) {
 }
 }  // namespace
 
-Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& path, DatabaseOptions options) {
-  std::unique_ptr<SqliteDatabase> db(new SqliteDatabase());
+Result<std::unique_ptr<Database>> Database::Open(const std::string& path, DatabaseOptions options) {
+  std::unique_ptr<Database> db(new Database());
   db->path_ = path;
   db->options_ = options;
   std::error_code ec;
@@ -54,12 +54,12 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& 
                            "; PRAGMA mmap_size=" + std::to_string(options.mmap_bytes) +
                            "; PRAGMA journal_size_limit=" + std::to_string(options.checkpoint_wal_bytes) + ";");
   if (!s.ok()) return s;
-  db->writer_ = std::make_unique<Writer>(std::move(conn).value(), options.writer);
+  db->writer_ = std::make_unique<GroupWriter>(std::move(conn).value(), options.writer);
   if (options.checkpointer) db->checkpointer_ = std::thread([p = db.get()] { p->CheckpointLoop(); });
   return db;
 }
 
-SqliteDatabase::~SqliteDatabase() {
+Database::~Database() {
   writer_.reset();  // stops the writer and closes the connection first
   {
     std::lock_guard lock(checkpoint_mutex_);
@@ -71,14 +71,14 @@ SqliteDatabase::~SqliteDatabase() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-Result<std::unique_ptr<sqlite::Connection>> SqliteDatabase::OpenReader() const {
+Result<std::unique_ptr<sqlite::Connection>> Database::OpenReader() const {
   auto conn = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadOnly);
   if (!conn.ok()) return conn.status();
   if (Status s = (*conn)->Exec("PRAGMA mmap_size=" + std::to_string(options_.mmap_bytes) + ";"); !s.ok()) return s;
   return conn;
 }
 
-Result<SqliteDatabase::ReaderLease> SqliteDatabase::Reader() {
+Result<Database::ReaderLease> Database::Reader() {
   std::unique_lock lock(readers_mutex_);
   while (idle_readers_.empty() && readers_open_ >= options_.readers_max) reader_returned_.wait(lock);
   if (!idle_readers_.empty()) {
@@ -98,7 +98,7 @@ Result<SqliteDatabase::ReaderLease> SqliteDatabase::Reader() {
   return ReaderLease(this, std::move(conn).value());
 }
 
-SqliteDatabase::ReaderLease::~ReaderLease() {
+Database::ReaderLease::~ReaderLease() {
   if (!conn_) return;
   if (conn_->InTransaction()) (void)conn_->Exec("ROLLBACK");
   {
@@ -108,14 +108,14 @@ SqliteDatabase::ReaderLease::~ReaderLease() {
   db_->reader_returned_.notify_one();
 }
 
-CheckpointStats SqliteDatabase::checkpoint_stats() const {
+CheckpointStats Database::checkpoint_stats() const {
   std::lock_guard lock(checkpoint_mutex_);
   auto stats = checkpoint_stats_;
   stats.wal_bytes_now = FileBytes(path_ + "-wal");
   return stats;
 }
 
-void SqliteDatabase::CheckpointLoop() {
+void Database::CheckpointLoop() {
   // Opened up front, so that the first checkpoint (under load) does not
   // allocate a connection in the middle of the requests it serves.
   std::unique_ptr<sqlite::Connection> conn;
@@ -167,4 +167,4 @@ void SqliteDatabase::CheckpointLoop() {
   }
 }
 
-}  // namespace hotrow::db
+}  // namespace hotrow::db::sqlite

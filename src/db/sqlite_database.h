@@ -30,14 +30,14 @@
 #include <thread>
 #include <vector>
 
+#include "base/status.h"
 #include "db/sqlite.h"
-#include "db/writer.h"
-#include "ops/status.h"
+#include "db/sqlite_writer.h"
 
-namespace hotrow::db {
+namespace hotrow::db::sqlite {
 
 struct DatabaseOptions {
-  WriterOptions writer;
+  GroupWriterOptions writer;
   size_t readers_max = 64;
   int64_t writer_cache_bytes = 256ll << 20;
   int64_t mmap_bytes = 4ll << 30;
@@ -56,26 +56,26 @@ struct CheckpointStats {
   double checkpoint_seconds = 0;
 };
 
-class SqliteDatabase {
+class Database {
  public:
   // Creates the parent directory if needed, takes the lock, opens the file.
-  static Result<std::unique_ptr<SqliteDatabase>> Open(const std::string& path, DatabaseOptions options = {});
-  ~SqliteDatabase();
+  static Result<std::unique_ptr<Database>> Open(const std::string& path, DatabaseOptions options = {});
+  ~Database();
 
   const std::string& path() const { return path_; }
-  Writer& writer() { return *writer_; }
+  GroupWriter& writer() { return *writer_; }
 
   // A read-only connection from the pool, returned when the lease ends.
   class ReaderLease {
    public:
-    ReaderLease(SqliteDatabase* db, std::unique_ptr<sqlite::Connection> conn) : db_(db), conn_(std::move(conn)) {}
+    ReaderLease(Database* db, std::unique_ptr<sqlite::Connection> conn) : db_(db), conn_(std::move(conn)) {}
     ReaderLease(ReaderLease&&) = default;
     ~ReaderLease();
     sqlite::Connection& operator*() { return *conn_; }
     sqlite::Connection* operator->() { return conn_.get(); }
 
    private:
-    SqliteDatabase* db_;
+    Database* db_;
     std::unique_ptr<sqlite::Connection> conn_;
   };
   Result<ReaderLease> Reader();
@@ -85,13 +85,13 @@ class SqliteDatabase {
   CheckpointStats checkpoint_stats() const;
 
  private:
-  SqliteDatabase() = default;
+  Database() = default;
   void CheckpointLoop();
 
   std::string path_;
   DatabaseOptions options_;
   int lock_fd_ = -1;
-  std::unique_ptr<Writer> writer_;
+  std::unique_ptr<GroupWriter> writer_;
 
   std::mutex readers_mutex_;
   std::condition_variable reader_returned_;
@@ -105,4 +105,4 @@ class SqliteDatabase {
   std::thread checkpointer_;
 };
 
-}  // namespace hotrow::db
+}  // namespace hotrow::db::sqlite

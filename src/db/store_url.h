@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/status.h"
+#include "base/status.h"
 
 namespace hotrow::db {
 

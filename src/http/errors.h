@@ -2,8 +2,8 @@
 // shape: {"error":{"code":"invalid_field","message":"...","field":"title"}}.
 #pragma once
 
+#include "base/status.h"
 #include "http/message.h"
-#include "ops/status.h"
 
 namespace hotrow::http {
 

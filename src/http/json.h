@@ -22,8 +22,8 @@
 #include <rapidjson/allocators.h>
 #include <rapidjson/writer.h>
 
-#include "ops/status.h"
-#include "ops/text.h"
+#include "base/status.h"
+#include "base/text.h"
 
 namespace hotrow::http {
 

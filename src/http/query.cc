@@ -1,6 +1,6 @@
 #include "http/query.h"
 
-#include "ops/text.h"
+#include "base/text.h"
 
 namespace hotrow::http {
 

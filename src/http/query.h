@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/status.h"
+#include "base/status.h"
 
 namespace hotrow::http {
 

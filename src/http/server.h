@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "http/router.h"
-#include "ops/status.h"
 
 namespace hotrow::http {
 

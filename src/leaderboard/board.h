@@ -13,7 +13,7 @@
 //   set / erase a player:         O(log N)
 //
 // Consistency: written only after the commit that made the change durable
-// (see db/writer.h), so reads never see uncommitted scores.
+// (see db/sqlite_writer.h), so reads never see uncommitted scores.
 //
 // Thread safety: a writer-preferring RwLock for player lookups. The hot read
 // -- a page within the top 100, the reference's "top 10" -- takes no lock at
@@ -32,8 +32,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/rw_lock.h"
 #include "leaderboard/model.h"
-#include "ops/rw_lock.h"
 
 namespace hotrow::leaderboard {
 

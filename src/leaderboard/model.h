@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/status.h"
+#include "base/status.h"
 
 namespace hotrow::leaderboard {
 

@@ -16,7 +16,7 @@ constexpr size_t kSeqDigits = 16;  // width of the inverted sequence prefix
 
 // KEYS: zset, members, seq. ARGV: client, score, mode, channel.
 // Returns {score, rank, changed}.
-const db::RedisScript kPostScript{R"lua(
+const db::redis::Script kPostScript{R"lua(
 local old = redis.call('HGET', KEYS[2], ARGV[1])
 if old then
   local oldscore = redis.call('ZSCORE', KEYS[1], old)
@@ -35,7 +35,7 @@ return {ARGV[2], redis.call('ZREVRANK', KEYS[1], member) + 1, 1}
 )lua"};
 
 // KEYS: zset, members. ARGV: client, channel. Returns 1 if removed.
-const db::RedisScript kRemoveScript{R"lua(
+const db::redis::Script kRemoveScript{R"lua(
 local old = redis.call('HGET', KEYS[2], ARGV[1])
 if not old then return 0 end
 redis.call('ZREM', KEYS[1], old)
@@ -45,7 +45,7 @@ return 1
 )lua"};
 
 // KEYS: zset. ARGV: offset, limit. Returns {total, member, score, ...}.
-const db::RedisScript kTopScript{R"lua(
+const db::redis::Script kTopScript{R"lua(
 local total = redis.call('ZCARD', KEYS[1])
 local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {total}
@@ -58,7 +58,7 @@ return out
 
 // KEYS: zset, members. ARGV: client, around (-1: none).
 // Returns nil, or {rank, score, first_rank, member, score, ...}.
-const db::RedisScript kPlayerScript{R"lua(
+const db::redis::Script kPlayerScript{R"lua(
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return nil end
 local rank = redis.call('ZREVRANK', KEYS[1], member)
@@ -76,10 +76,10 @@ return out
 
 // Redis replies with scores as text ("666", "9007199254740991"); scores
 // are integers below 2^53, which a double holds exactly.
-int64_t ParseScore(const db::RedisReply& r) { return static_cast<int64_t>(std::strtod(r.str.c_str(), nullptr)); }
+int64_t ParseScore(const db::redis::Reply& r) { return static_cast<int64_t>(std::strtod(r.str.c_str(), nullptr)); }
 
-int64_t ReplyInt(const db::RedisReply& r) {
-  return r.type == db::RedisReply::Type::kInteger ? r.integer : std::strtoll(r.str.c_str(), nullptr, 10);
+int64_t ReplyInt(const db::redis::Reply& r) {
+  return r.type == db::redis::Reply::Type::kInteger ? r.integer : std::strtoll(r.str.c_str(), nullptr, 10);
 }
 
 std::string ClientOf(const std::string& member) {
@@ -88,7 +88,7 @@ std::string ClientOf(const std::string& member) {
 
 // Entries from a flat [member, score, member, score, ...] list starting at
 // elements[first], ranked from first_rank.
-std::vector<Entry> Entries(const std::vector<db::RedisReply>& elements, size_t first, int64_t first_rank) {
+std::vector<Entry> Entries(const std::vector<db::redis::Reply>& elements, size_t first, int64_t first_rank) {
   std::vector<Entry> out;
   for (size_t i = first; i + 1 < elements.size(); i += 2)
     out.push_back(
@@ -99,8 +99,8 @@ std::vector<Entry> Entries(const std::vector<db::RedisReply>& elements, size_t f
 }  // namespace
 
 Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const std::string& url,
-                                                                           db::RedisOptions options) {
-  auto client = db::RedisClient::Connect(url, options);
+                                                                           db::redis::Options options) {
+  auto client = db::redis::Client::Connect(url, options);
   if (!client.ok()) return client.status();
   std::unique_ptr<RedisLeaderboardStore> store(new RedisLeaderboardStore());
   store->client_ = std::move(client).value();
@@ -111,7 +111,7 @@ Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const
         "run it with appendonly yes and appendfsync always",
         config->elements[1].str);
   auto* raw = store.get();
-  auto subscriber = db::RedisSubscriber::Start(
+  auto subscriber = db::redis::Subscriber::Start(
       url, kChannel, [raw](const std::string&) { raw->Invalidate(); }, [raw] { raw->Invalidate(); });
   if (!subscriber.ok()) return subscriber.status();
   store->subscriber_ = std::move(subscriber).value();
@@ -130,7 +130,7 @@ void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, Scor
   client_->Eval(kPostScript,
                 {"3", kZset, kMembers, kSeq, client_id, std::to_string(score),
                  mode == ScoreMode::kBest ? "best" : "replace", kChannel},
-                [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
+                [this, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   const auto& e = r->elements;
                   if (e.size() != 3) return done(Status::Internal("unexpected reply from the score script"));
@@ -142,7 +142,7 @@ void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, Scor
 
 void RedisLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
   client_->Eval(kRemoveScript, {"2", kZset, kMembers, client_id, kChannel},
-                [this, client_id, done = std::move(done)](Result<db::RedisReply> r) {
+                [this, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   if (r->integer != 1) return done(NoSuchPlayer(client_id));
                   Invalidate();
@@ -159,7 +159,7 @@ Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, 
 void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   if (offset + limit > kPageLimitMax) {
     client_->Eval(kTopScript, {"1", kZset, std::to_string(offset), std::to_string(limit)},
-                  [offset, done = std::move(done)](Result<db::RedisReply> r) {
+                  [offset, done = std::move(done)](Result<db::redis::Reply> r) {
                     if (!r.ok()) return done(r.status());
                     done(Page::Own(Entries(r->elements, 1, offset + 1), ReplyInt(r->elements.at(0))));
                   });
@@ -186,7 +186,7 @@ void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<P
 void RedisLeaderboardStore::FetchTop(uint64_t version) {
   auto started = std::chrono::steady_clock::now();
   client_->Eval(kTopScript, {"1", kZset, "0", std::to_string(kPageLimitMax)},
-                [this, version, started](Result<db::RedisReply> r) {
+                [this, version, started](Result<db::redis::Reply> r) {
                   Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
                   if (r.ok() && !r->elements.empty()) {
                     auto c = std::make_shared<Cached>();
@@ -228,7 +228,7 @@ void RedisLeaderboardStore::FetchTop(uint64_t version) {
 void RedisLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
                                    std::function<void(Result<PlayerView>)> done) {
   client_->Eval(kPlayerScript, {"2", kZset, kMembers, client_id, std::to_string(around.value_or(-1))},
-                [client_id, around, done = std::move(done)](Result<db::RedisReply> r) {
+                [client_id, around, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   if (r->is_nil()) return done(NoSuchPlayer(client_id));
                   const auto& e = r->elements;

@@ -41,7 +41,7 @@ inline constexpr int64_t kCacheAgeMaxMs = 100;
 
 class RedisLeaderboardStore final : public LeaderboardStore {
  public:
-  static Result<std::unique_ptr<RedisLeaderboardStore>> Open(const std::string& url, db::RedisOptions options = {});
+  static Result<std::unique_ptr<RedisLeaderboardStore>> Open(const std::string& url, db::redis::Options options = {});
   ~RedisLeaderboardStore() override;
   void Stop() override;
 
@@ -79,8 +79,8 @@ class RedisLeaderboardStore final : public LeaderboardStore {
     Callback<Result<Page>> done;
   };
 
-  std::unique_ptr<db::RedisClient> client_;
-  std::unique_ptr<db::RedisSubscriber> subscriber_;
+  std::unique_ptr<db::redis::Client> client_;
+  std::unique_ptr<db::redis::Subscriber> subscriber_;
   std::atomic<uint64_t> version_{1};
   std::mutex cache_mutex_;
   std::shared_ptr<const Cached> cache_;

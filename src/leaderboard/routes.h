@@ -5,9 +5,9 @@
 //   DELETE /api/v1/leaderboard/{clientId} admin token
 #pragma once
 
+#include "base/auth.h"
 #include "http/router.h"
 #include "leaderboard/store.h"
-#include "ops/auth.h"
 
 namespace hotrow::leaderboard {
 

@@ -26,7 +26,7 @@ Status CreateLeaderboardSchema(sqlite::Connection& conn) {
   )sql");
 }
 
-Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db::SqliteDatabase& db) {
+Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db::sqlite::Database& db) {
   if (Status s = CreateLeaderboardSchema(db.writer().connection()); !s.ok()) return s;
   return std::unique_ptr<SqliteLeaderboardStore>(new SqliteLeaderboardStore(db));
 }
@@ -96,22 +96,22 @@ void SqliteLeaderboardStore::PostScore(std::string client_id, int64_t score, Sco
     if (!view) return done(Status::Internal("player vanished from the board"));
     done(Posted{view->entry, r->changed});
   };
-  db::SubmitCall<Applied>(db_.writer(), std::move(apply), std::move(finish));
+  db::sqlite::SubmitCall<Applied>(db_.writer(), std::move(apply), std::move(finish));
 }
 
 void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
-  auto apply = [client_id](sqlite::Connection& c) -> Result<db::Unit> {
+  auto apply = [client_id](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
     auto q = c.Prepare("DELETE FROM leaderboard WHERE client_id = ?1");
     if (!q.ok()) return q.status();
     if (Status s = q->Bind(1, client_id).Run(); !s.ok()) return s;
     if (c.Changes() == 0) return NoSuchPlayer(client_id);
-    return db::Unit{};
+    return db::sqlite::Unit{};
   };
-  auto finish = [this, client_id, done = std::move(done)](Result<db::Unit> r) {
+  auto finish = [this, client_id, done = std::move(done)](Result<db::sqlite::Unit> r) {
     if (r.ok()) board_.Erase(client_id);
     done(r.status());
   };
-  db::SubmitCall<db::Unit>(db_.writer(), std::move(apply), std::move(finish));
+  db::sqlite::SubmitCall<db::sqlite::Unit>(db_.writer(), std::move(apply), std::move(finish));
 }
 
 void SqliteLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {

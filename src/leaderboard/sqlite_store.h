@@ -12,7 +12,7 @@ namespace hotrow::leaderboard {
 class SqliteLeaderboardStore final : public LeaderboardStore {
  public:
   // Creates the schema if needed (before db.writer().Start()).
-  static Result<std::unique_ptr<SqliteLeaderboardStore>> Open(db::SqliteDatabase& db);
+  static Result<std::unique_ptr<SqliteLeaderboardStore>> Open(db::sqlite::Database& db);
   // Rebuilds the Board from the table (after the writer started).
   Status Load();
 
@@ -24,8 +24,8 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
               std::function<void(Result<PlayerView>)> done) override;
 
  private:
-  explicit SqliteLeaderboardStore(db::SqliteDatabase& db) : db_(db) {}
-  db::SqliteDatabase& db_;
+  explicit SqliteLeaderboardStore(db::sqlite::Database& db) : db_(db) {}
+  db::sqlite::Database& db_;
   Board board_;
 };
 

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "base/inline_function.h"
 #include "leaderboard/model.h"
-#include "ops/inline_function.h"
 
 namespace hotrow::leaderboard {
 

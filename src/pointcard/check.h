@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "db/sqlite.h"
-#include "ops/status.h"
 
 namespace hotrow::pointcard {
 

@@ -2,10 +2,10 @@
 
 #include <cmath>
 
+#include "base/text.h"
 #include "http/errors.h"
 #include "http/json.h"
 #include "http/query.h"
-#include "ops/text.h"
 
 namespace hotrow::pointcard {
 

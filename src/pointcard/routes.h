@@ -7,8 +7,8 @@
 //   POST /api/v1/grants                        admin; Idempotency-Key optional
 #pragma once
 
+#include "base/auth.h"
 #include "http/router.h"
-#include "ops/auth.h"
 #include "pointcard/service.h"
 
 namespace hotrow::pointcard {

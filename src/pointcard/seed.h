@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "base/status.h"
 #include "db/sqlite.h"
-#include "ops/status.h"
 #include "pointcard/model.h"
 
 namespace hotrow::pointcard {

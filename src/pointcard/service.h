@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/auth.h"
+#include "base/auth.h"
 #include "pointcard/store.h"
 
 namespace hotrow::pointcard {

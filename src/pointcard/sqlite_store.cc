@@ -89,7 +89,7 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
   )sql");
 }
 
-Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::SqliteDatabase& db) {
+Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sqlite::Database& db) {
   auto& conn = db.writer().connection();
   if (Status s = CreatePointCardSchema(conn); !s.ok()) return s;
   std::unique_ptr<SqlitePointCardStore> store(new SqlitePointCardStore(db));
@@ -246,13 +246,13 @@ Status RememberKey(sqlite::Connection& c, const Payment& p, const std::string& f
 
 // The point use as a WriteOp (one allocation per payment; pooling it was
 // measured and bought nothing, docs/design.md#allocation-free-requests).
-class PayOp final : public db::WriteOp {
+class PayOp final : public db::sqlite::WriteOp {
  public:
   PayOp(SqlitePointCardStore* store, Payment p, std::string fp, StoreCallback<Result<PaymentOutcome>> done)
       : store_(store), payment_(std::move(p)), fingerprint_(std::move(fp)), done_(std::move(done)) {}
-  static db::OpPtr Make(SqlitePointCardStore* store, Payment p, std::string fp,
-                        StoreCallback<Result<PaymentOutcome>> done) {
-    return db::MakeOp<PayOp>(store, std::move(p), std::move(fp), std::move(done));
+  static db::sqlite::OpPtr Make(SqlitePointCardStore* store, Payment p, std::string fp,
+                                StoreCallback<Result<PaymentOutcome>> done) {
+    return db::sqlite::MakeOp<PayOp>(store, std::move(p), std::move(fp), std::move(done));
   }
 
   Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
@@ -332,7 +332,7 @@ struct Bonus {
 };
 
 // Step 3: every bonus in one WriteOp, so in one transaction.
-class GrantOp final : public db::WriteOp {
+class GrantOp final : public db::sqlite::WriteOp {
  public:
   GrantOp(std::function<int64_t()> clock, GrantRequest request, std::string fingerprint, std::vector<Bonus> bonuses,
           double query_ms, std::function<void(Result<GrantOutcome>)> done)
@@ -430,9 +430,9 @@ class GrantOp final : public db::WriteOp {
 
 // Runs `apply` on the writer and waits for its commit.
 template <typename T, typename Apply>
-Result<T> OnWriter(db::Writer& writer, Apply apply) {
+Result<T> OnWriter(db::sqlite::GroupWriter& writer, Apply apply) {
   std::promise<Result<T>> p;
-  db::SubmitCall<T>(writer, std::move(apply), [&p](Result<T> r) { p.set_value(std::move(r)); });
+  db::sqlite::SubmitCall<T>(writer, std::move(apply), [&p](Result<T> r) { p.set_value(std::move(r)); });
   return p.get_future().get();
 }
 
@@ -504,23 +504,24 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
 
   // 3. Write phase.
   std::promise<Result<GrantOutcome>> p;
-  db_.writer().Submit(db::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint, std::move(bonuses),
-                                          query_ms, [&p](Result<GrantOutcome> r) { p.set_value(std::move(r)); }));
+  db_.writer().Submit(db::sqlite::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint,
+                                                  std::move(bonuses), query_ms,
+                                                  [&p](Result<GrantOutcome> r) { p.set_value(std::move(r)); }));
   auto outcome = p.get_future().get();
   if (outcome.ok() && !outcome->replayed) {
     // Keep the commit time with the grant, so a replay answers the same.
     double commit_ms = outcome->commit_ms;
     int64_t id = outcome->grant_id;
-    db::SubmitCall<db::Unit>(
+    db::sqlite::SubmitCall<db::sqlite::Unit>(
         db_.writer(),
-        [id, commit_ms](sqlite::Connection& c) -> Result<db::Unit> {
+        [id, commit_ms](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
           auto q = c.Prepare("UPDATE P_GRANT SET COMMIT_MS = ?1 WHERE GRANT_ID = ?2");
           if (!q.ok()) return q.status();
           q->BindDouble(1, commit_ms).Bind(2, id);
           if (Status s = q->Run(); !s.ok()) return s;
-          return db::Unit{};
+          return db::sqlite::Unit{};
         },
-        [](Result<db::Unit>) {});
+        [](Result<db::sqlite::Unit>) {});
     log::Info("grant {}: {} card(s), {} point(s); query {:.0f} ms, update {:.0f} ms, commit {:.0f} ms",
               outcome->grant_id, outcome->cards, outcome->points, outcome->query_ms, outcome->update_ms,
               outcome->commit_ms);
@@ -535,15 +536,15 @@ void SqlitePointCardStore::PurgeLoop() {
   while (!stopping_) {
     lock.unlock();
     int64_t cutoff = NowUs() - kIdempotencyRetentionUs;
-    db::SubmitCall<db::Unit>(
+    db::sqlite::SubmitCall<db::sqlite::Unit>(
         db_.writer(),
-        [cutoff](sqlite::Connection& c) -> Result<db::Unit> {
+        [cutoff](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
           auto q = c.Prepare("DELETE FROM P_IDEMPOTENCY WHERE CREATED < ?1");
           if (!q.ok()) return q.status();
           if (Status s = q->Bind(1, cutoff).Run(); !s.ok()) return s;
-          return db::Unit{};
+          return db::sqlite::Unit{};
         },
-        [](Result<db::Unit>) {});
+        [](Result<db::sqlite::Unit>) {});
     lock.lock();
     purge_wake_.wait_for(lock, std::chrono::hours(1), [this] { return stopping_; });
   }

@@ -57,7 +57,7 @@ class SqlitePointCardStore final : public PointCardStore {
  public:
   // Creates the schema if needed and reads the clock's starting point. Must
   // run before db.writer().Start().
-  static Result<std::unique_ptr<SqlitePointCardStore>> Open(db::SqliteDatabase& db);
+  static Result<std::unique_ptr<SqlitePointCardStore>> Open(db::sqlite::Database& db);
   ~SqlitePointCardStore() override;
   void Stop() override;
 
@@ -72,13 +72,13 @@ class SqlitePointCardStore final : public PointCardStore {
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:
-  explicit SqlitePointCardStore(db::SqliteDatabase& db) : db_(db) {}
+  explicit SqlitePointCardStore(db::sqlite::Database& db) : db_(db) {}
   // The writer's clock; only the writer thread calls it.
   int64_t NextTime();
   void RunGrant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done);
   void PurgeLoop();
 
-  db::SqliteDatabase& db_;
+  db::sqlite::Database& db_;
   int64_t clock_last_us_ = 0;
 
   std::mutex grant_mutex_;

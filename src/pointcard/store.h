@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/inline_function.h"
+#include "base/inline_function.h"
 #include "pointcard/model.h"
 
 namespace hotrow::pointcard {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "ops/status.h"
+#include "base/status.h"
 
 namespace hotrow::testing {
 

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "base/text.h"
 #include "harness/http_client.h"
 #include "harness/server_process.h"
-#include "ops/text.h"
 
 namespace hotrow::testing {
 namespace {

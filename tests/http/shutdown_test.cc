@@ -93,7 +93,7 @@ TEST(HandlerTimeout, AStalledStoreIsAnsweredWithinTheBound) {
   ASSERT_TRUE(server.ok());
   HttpClient c(server.port());
   ASSERT_EQ(c.Post("/api/v1/score", R"({"score":1})", {{"ClientId", "before"}}).status, 200);
-  auto admin = db::RedisClient::Connect(redis->url(), {});
+  auto admin = db::redis::Client::Connect(redis->url(), {});
   ASSERT_TRUE(admin.ok()) << admin.status().ToString();
   std::thread sleeper([&] { (void)(*admin)->CommandSync({"DEBUG", "SLEEP", "4"}); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -30,6 +30,18 @@ class TwoInstances : public ::testing::Test {
     a = std::make_unique<TestServer>(TestServerOptions{0, false, {"--db-pool", "4"}, {}, url});
     b = std::make_unique<TestServer>(TestServerOptions{0, false, {"--db-pool", "4"}, {}, url});
     ASSERT_TRUE(a->ok() && b->ok());
+    // An instance serves before its listener has connected (serve.cc
+    // follows last): the tests that kill or stop listeners need both.
+    auto conn = db::pg::Connection::Connect(url);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto n = (*conn)->Query(
+              "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'hotrow-listener' "
+              "AND datname = current_database()");
+          return n.ok() && n->Int(0, 0) == 2;
+        },
+        std::chrono::seconds(10)));
   }
   std::string url;
   std::unique_ptr<TestServer> a, b;
@@ -194,7 +206,7 @@ TEST_F(TwoInstances, AKilledListenerReconnectsAndCatchesUp) {
   ASSERT_TRUE(conn.ok());
   auto killed = (*conn)->Query(
       "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-      "WHERE application_name = 'hotrow-listener') k");
+      "WHERE application_name = 'hotrow-listener' AND datname = current_database()) k");
   ASSERT_TRUE(killed.ok()) << killed.status().ToString();
   EXPECT_EQ(killed->Int(0, 0), 2) << "one listener per instance";
   EditTitle(*a, 3, "while-b-was-away");
@@ -213,7 +225,8 @@ TEST_F(TwoInstances, AKilledListenerReconnectsAndCatchesUp) {
 TEST_F(TwoInstances, ASilentListenerConnectionIsFoundByTheHeartbeat) {
   auto conn = db::pg::Connection::Connect(url);
   ASSERT_TRUE(conn.ok());
-  auto pids = (*conn)->Query("SELECT pid FROM pg_stat_activity WHERE application_name = 'hotrow-listener'");
+  auto pids = (*conn)->Query(
+      "SELECT pid FROM pg_stat_activity WHERE application_name = 'hotrow-listener' AND datname = current_database()");
   ASSERT_TRUE(pids.ok()) << pids.status().ToString();
   ASSERT_EQ(pids->size(), 2);
   std::vector<pid_t> stopped;

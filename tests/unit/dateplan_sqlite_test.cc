@@ -20,12 +20,12 @@ class SqliteBackend : public DatePlanBackendInstance {
 
  private:
   void Open() {
-    db_ = OrThrow(db::SqliteDatabase::Open(dir_.File("plans.db")));
+    db_ = OrThrow(db::sqlite::Database::Open(dir_.File("plans.db")));
     store_ = OrThrow(dateplan::SqliteDatePlanStore::Open(*db_));
     db_->writer().Start();
   }
   TempDir dir_;
-  std::unique_ptr<db::SqliteDatabase> db_;
+  std::unique_ptr<db::sqlite::Database> db_;
   std::unique_ptr<dateplan::SqliteDatePlanStore> store_;
 };
 

@@ -22,13 +22,13 @@ class SqliteBoard : public LeaderboardBackendInstance {
 
  private:
   void Open() {
-    db_ = OrThrow(db::SqliteDatabase::Open(dir_.File("lb.db")));
+    db_ = OrThrow(db::sqlite::Database::Open(dir_.File("lb.db")));
     store_ = OrThrow(leaderboard::SqliteLeaderboardStore::Open(*db_));
     db_->writer().Start();
     OrThrow(store_->Load());
   }
   TempDir dir_;
-  std::unique_ptr<db::SqliteDatabase> db_;
+  std::unique_ptr<db::sqlite::Database> db_;
   std::unique_ptr<leaderboard::SqliteLeaderboardStore> store_;
 };
 

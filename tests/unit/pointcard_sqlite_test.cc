@@ -38,13 +38,13 @@ class SqliteCards : public PointCardBackendInstance {
 
  private:
   void Open(bool seed) {
-    db_ = OrThrow(db::SqliteDatabase::Open(dir_.File("cards.db")));
+    db_ = OrThrow(db::sqlite::Database::Open(dir_.File("cards.db")));
     if (seed) OrThrow(SeedSmall(db_->writer().connection()));
     store_ = OrThrow(pointcard::SqlitePointCardStore::Open(*db_));
     db_->writer().Start();
   }
   TempDir dir_;
-  std::unique_ptr<db::SqliteDatabase> db_;
+  std::unique_ptr<db::sqlite::Database> db_;
   std::unique_ptr<pointcard::SqlitePointCardStore> store_;
 };
 

@@ -51,9 +51,9 @@ class ClosingPeer {
 TEST(RedisClient, APeerThatClosesTheConnectionFailsCommandsInsteadOfKillingTheProcess) {
   ClosingPeer peer;
   // Commands that reach the reconnected (never answered) peer time out fast.
-  db::RedisOptions options;
+  db::redis::Options options;
   options.timeout_ms = 500;
-  auto client = db::RedisClient::Connect("redis://127.0.0.1:" + std::to_string(peer.port()), options);
+  auto client = db::redis::Client::Connect("redis://127.0.0.1:" + std::to_string(peer.port()), options);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   peer.AcceptAndClose();
   // A pipeline of large commands: the first write lands in the closed
@@ -63,7 +63,7 @@ TEST(RedisClient, APeerThatClosesTheConnectionFailsCommandsInsteadOfKillingThePr
   for (int i = 0; i < 4; ++i) {
     auto done = std::make_shared<std::promise<Status>>();
     answers.push_back(done->get_future());
-    (*client)->Command({"SET", "k", big}, [done](Result<db::RedisReply> r) { done->set_value(r.status()); });
+    (*client)->Command({"SET", "k", big}, [done](Result<db::redis::Reply> r) { done->set_value(r.status()); });
   }
   for (auto& a : answers) {
     ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
@@ -74,12 +74,12 @@ TEST(RedisClient, APeerThatClosesTheConnectionFailsCommandsInsteadOfKillingThePr
 TEST(RedisClient, AScriptRedisForgotIsResentAndRuns) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  auto client = db::RedisClient::Connect(redis->url());
+  auto client = db::redis::Client::Connect(redis->url());
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  static const db::RedisScript kIncrBy{"return redis.call('INCRBY', KEYS[1], ARGV[1])"};
+  static const db::redis::Script kIncrBy{"return redis.call('INCRBY', KEYS[1], ARGV[1])"};
   auto eval = [&](int64_t by) {
-    std::promise<Result<db::RedisReply>> p;
-    (*client)->Eval(kIncrBy, {"1", "n", std::to_string(by)}, [&p](Result<db::RedisReply> r) { p.set_value(r); });
+    std::promise<Result<db::redis::Reply>> p;
+    (*client)->Eval(kIncrBy, {"1", "n", std::to_string(by)}, [&p](Result<db::redis::Reply> r) { p.set_value(r); });
     return p.get_future().get();
   };
   // Redis has never seen the script: EVALSHA fails, EVAL runs it once.

@@ -1,4 +1,4 @@
-#include "ops/text.h"
+#include "base/text.h"
 
 #include <gtest/gtest.h>
 

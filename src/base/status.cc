@@ -1,4 +1,4 @@
-#include "ops/status.h"
+#include "base/status.h"
 
 namespace hotrow {
 

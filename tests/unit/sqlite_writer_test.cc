@@ -1,4 +1,4 @@
-#include "db/writer.h"
+#include "db/sqlite_writer.h"
 
 #include <future>
 #include <latch>
@@ -8,7 +8,7 @@
 #include "db/sqlite_database.h"
 #include "harness/server_process.h"
 
-namespace hotrow::db {
+namespace hotrow::db::sqlite {
 namespace {
 
 using testing::TempDir;
@@ -91,10 +91,10 @@ class GateOp : public WriteOp {
 
 class WriterTest : public ::testing::Test {
  protected:
-  void Open(WriterOptions writer_options = {}) {
+  void Open(GroupWriterOptions writer_options = {}) {
     DatabaseOptions options;
     options.writer = writer_options;
-    auto db = SqliteDatabase::Open(dir.File("w.db"), options);
+    auto db = Database::Open(dir.File("w.db"), options);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     database = std::move(db).value();
     ASSERT_TRUE(database->writer()
@@ -110,7 +110,7 @@ class WriterTest : public ::testing::Test {
   }
 
   TempDir dir;
-  std::unique_ptr<SqliteDatabase> database;
+  std::unique_ptr<Database> database;
 };
 
 TEST_F(WriterTest, AFailingOpIsRolledBackAloneAndFinishRunsAfterCommit) {
@@ -185,7 +185,7 @@ TEST_F(WriterTest, OpsWithEqualKeysCoalesceIntoOneApply) {
 }
 
 TEST_F(WriterTest, AFullQueueAnswersOverloadedAtOnce) {
-  WriterOptions options;
+  GroupWriterOptions options;
   options.queue_ops_max = 5;
   Open(options);
   std::latch entered(1), release(1);
@@ -204,7 +204,7 @@ TEST_F(WriterTest, AFullQueueAnswersOverloadedAtOnce) {
 // runs: the answer is definite, and it comes before the client's deadline
 // (issue 9, item 8).
 TEST_F(WriterTest, OpsThatWaitedTooLongFailUnrun) {
-  WriterOptions options;
+  GroupWriterOptions options;
   options.op_wait_max = std::chrono::milliseconds(100);
   Open(options);
   std::latch entered(1), release(1);
@@ -241,17 +241,17 @@ TEST_F(WriterTest, StopAppliesEverythingQueuedThenRefuses) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 50);
 }
 
-TEST(SqliteDatabase, ASecondOpenOfTheSameFileIsRefused) {
+TEST(Database, ASecondOpenOfTheSameFileIsRefused) {
   TempDir dir;
-  auto first = SqliteDatabase::Open(dir.File("x.db"));
+  auto first = Database::Open(dir.File("x.db"));
   ASSERT_TRUE(first.ok());
-  auto second = SqliteDatabase::Open(dir.File("x.db"));
+  auto second = Database::Open(dir.File("x.db"));
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("in use by a running hotrow server"), std::string::npos)
       << second.status().message();
   first.value().reset();
-  EXPECT_TRUE(SqliteDatabase::Open(dir.File("x.db")).ok());
+  EXPECT_TRUE(Database::Open(dir.File("x.db")).ok());
 }
 
 }  // namespace
-}  // namespace hotrow::db
+}  // namespace hotrow::db::sqlite

@@ -5,13 +5,13 @@
 
 #include <string>
 
-#include "pointcard/simulator.h"
+#include "tools/simulator.h"
 
-namespace hotrow::pointcard {
+namespace hotrow::tools {
 
 std::string ReportText(const SimulationResult& result);
 std::string ReportJson(const SimulationResult& result);
 std::string ReportSvg(const SimulationResult& result);
 std::string ReportHtml(const SimulationResult& result);
 
-}  // namespace hotrow::pointcard
+}  // namespace hotrow::tools

@@ -1,4 +1,4 @@
-#include "ops/crypto.h"
+#include "base/crypto.h"
 
 #include <cstdlib>
 #include <vector>
@@ -7,7 +7,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include "ops/text.h"
+#include "base/text.h"
 
 namespace hotrow {
 

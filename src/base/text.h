@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/status.h"
+#include "base/status.h"
 
 namespace hotrow {
 

@@ -1,4 +1,4 @@
-#include "pointcard/simulator.h"
+#include "tools/simulator.h"
 
 #include <algorithm>
 #include <atomic>
@@ -20,7 +20,10 @@
 #include "pointcard/service.h"
 #include "pointcard/sqlite_store.h"
 
-namespace hotrow::pointcard {
+namespace hotrow::tools {
+
+// The simulator drives the point-card domain from outside, as a client would.
+using namespace hotrow::pointcard;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -249,9 +252,9 @@ Status MakeTemplate(const SimulationOptions& o, const std::string& path,
                     const std::function<void(const std::string&)>& progress_line) {
   std::error_code ec;
   fs::remove(path, ec);
-  db::DatabaseOptions db_options;
+  db::sqlite::DatabaseOptions db_options;
   db_options.checkpointer = false;
-  auto db = db::SqliteDatabase::Open(path, db_options);
+  auto db = db::sqlite::Database::Open(path, db_options);
   if (!db.ok()) return db.status();
   auto start = Clock::now();
   Status s = SeedPointCard((*db)->writer().connection(), o.data, [&](int64_t done, int64_t total) {
@@ -478,9 +481,9 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
     RunResult r;
     r.parallel = p;
     {
-      db::DatabaseOptions db_options;
+      db::sqlite::DatabaseOptions db_options;
       db_options.writer.queue_ops_max = static_cast<size_t>(p) + 1024;
-      auto db = db::SqliteDatabase::Open(run_path, db_options);
+      auto db = db::sqlite::Database::Open(run_path, db_options);
       if (!db.ok()) return db.status();
       auto store = SqlitePointCardStore::Open(**db);
       if (!store.ok()) return store.status();
@@ -510,4 +513,4 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
   return out;
 }
 
-}  // namespace hotrow::pointcard
+}  // namespace hotrow::tools

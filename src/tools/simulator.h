@@ -28,16 +28,16 @@
 
 #include "pointcard/seed.h"
 
-namespace hotrow::pointcard {
+namespace hotrow::tools {
 
 struct SimulationOptions {
   std::vector<int> parallel = {1, 32, 64, 128, 192};
   std::chrono::milliseconds duration{180000};
-  SeedOptions data;          // generated when no template is given
-  std::string template_db;   // an existing database to start from (copied)
-  std::string postgres_url;  // run on PostgreSQL: its data lives in databases next to this one
-  int db_pool = 16;          // PostgreSQL connections
-  std::string work_dir;      // where run databases live
+  pointcard::SeedOptions data;  // generated when no template is given
+  std::string template_db;      // an existing database to start from (copied)
+  std::string postgres_url;     // run on PostgreSQL: its data lives in databases next to this one
+  int db_pool = 16;             // PostgreSQL connections
+  std::string work_dir;         // where run databases live
   std::chrono::milliseconds think{100};
   std::chrono::milliseconds grant_interval{10000};
   int64_t grant_rate_percent = 1;
@@ -92,4 +92,4 @@ struct SimulationResult {
 Result<SimulationResult> Simulate(const SimulationOptions& options,
                                   const std::function<void(const std::string&)>& progress_line);
 
-}  // namespace hotrow::pointcard
+}  // namespace hotrow::tools

@@ -1,6 +1,6 @@
-#include "ops/auth.h"
+#include "base/auth.h"
 
-#include "ops/crypto.h"
+#include "base/crypto.h"
 
 namespace hotrow {
 

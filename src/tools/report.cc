@@ -1,4 +1,4 @@
-#include "pointcard/report.h"
+#include "tools/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "http/json.h"
 
-namespace hotrow::pointcard {
+namespace hotrow::tools {
 
 namespace {
 
@@ -243,4 +243,4 @@ std::string ReportHtml(const SimulationResult& res) {
          "</pre>\n</body></html>\n";
 }
 
-}  // namespace hotrow::pointcard
+}  // namespace hotrow::tools

@@ -1,13 +1,13 @@
-#include "db/writer.h"
+#include "db/sqlite_writer.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "ops/log.h"
 
-namespace hotrow::db {
+namespace hotrow::db::sqlite {
 
-Writer::Writer(std::unique_ptr<sqlite::Connection> conn, WriterOptions options)
+GroupWriter::GroupWriter(std::unique_ptr<sqlite::Connection> conn, GroupWriterOptions options)
     : conn_(std::move(conn)), options_(options) {
   ring_.resize(options_.queue_ops_max);
   groups_.reserve(options_.batch_ops_max);
@@ -17,16 +17,16 @@ Writer::Writer(std::unique_ptr<sqlite::Connection> conn, WriterOptions options)
   group_table_.resize(table);
 }
 
-Writer::~Writer() { Stop(); }
+GroupWriter::~GroupWriter() { Stop(); }
 
-void Writer::Start() {
+void GroupWriter::Start() {
   std::lock_guard lock(mutex_);
   if (started_) return;
   started_ = true;
   thread_ = std::thread([this] { Loop(); });
 }
 
-void Writer::Submit(OpPtr op) {
+void GroupWriter::Submit(OpPtr op) {
   {
     std::unique_lock lock(mutex_);
     if (stopping_ || !started_) {
@@ -45,7 +45,7 @@ void Writer::Submit(OpPtr op) {
   wake_.notify_one();
 }
 
-void Writer::FailExpired(std::vector<OpPtr>& batch) {
+void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
   if (options_.op_wait_max.count() == 0) return;
   auto oldest_allowed = std::chrono::steady_clock::now() - options_.op_wait_max;
   size_t kept = 0, expired = 0;
@@ -65,7 +65,7 @@ void Writer::FailExpired(std::vector<OpPtr>& batch) {
   }
 }
 
-void Writer::Stop() {
+void GroupWriter::Stop() {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
@@ -75,12 +75,12 @@ void Writer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-WriterStats Writer::stats() const {
+GroupWriterStats GroupWriter::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
 }
 
-void Writer::Loop() {
+void GroupWriter::Loop() {
   std::vector<OpPtr> batch;
   batch.reserve(options_.batch_ops_max);
   while (true) {
@@ -113,7 +113,7 @@ Status RunStatement(sqlite::Connection& conn, std::string_view sql) {
 }
 }  // namespace
 
-void Writer::RunBatch(std::vector<OpPtr>& batch) {
+void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
   // Group ops by coalesce key, keeping the order of first appearance. The
   // groups, their member lists and the open-addressing table that finds a
   // key's group keep their capacity from batch to batch; the table starts
@@ -194,4 +194,4 @@ void Writer::RunBatch(std::vector<OpPtr>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) batch[i]->Finish(batch_status.ok() ? outcome_[i] : batch_status);
 }
 
-}  // namespace hotrow::db
+}  // namespace hotrow::db::sqlite

@@ -50,10 +50,10 @@
 #include <span>
 #include <thread>
 
+#include "base/status.h"
 #include "db/sqlite.h"
-#include "ops/status.h"
 
-namespace hotrow::db {
+namespace hotrow::db::sqlite {
 
 class WriteOp {
  public:
@@ -80,7 +80,7 @@ class WriteOp {
   std::chrono::microseconds commit_duration() const { return commit_duration_; }
 
  private:
-  friend class Writer;
+  friend class GroupWriter;
   std::chrono::microseconds commit_duration_{0};
   std::chrono::steady_clock::time_point submitted_at_;
 };
@@ -92,7 +92,7 @@ OpPtr MakeOp(Args&&... args) {
   return OpPtr(new T(std::forward<Args>(args)...));
 }
 
-struct WriterOptions {
+struct GroupWriterOptions {
   size_t queue_ops_max = 10000;
   size_t batch_ops_max = 2048;
   // An op that waited in the queue longer than this is finished with
@@ -102,7 +102,7 @@ struct WriterOptions {
   std::chrono::milliseconds op_wait_max{0};
 };
 
-struct WriterStats {
+struct GroupWriterStats {
   uint64_t batches = 0;
   uint64_t ops = 0;
   uint64_t failed_commits = 0;
@@ -110,14 +110,14 @@ struct WriterStats {
   uint64_t expired_ops = 0;  // finished unrun after op_wait_max
 };
 
-class Writer {
+class GroupWriter {
  public:
   // Takes the write connection. Until Start(), connection() may be used by
   // the caller (schema setup); afterwards only the writer thread uses it.
-  Writer(std::unique_ptr<sqlite::Connection> conn, WriterOptions options);
-  ~Writer();
-  Writer(const Writer&) = delete;
-  Writer& operator=(const Writer&) = delete;
+  GroupWriter(std::unique_ptr<sqlite::Connection> conn, GroupWriterOptions options);
+  ~GroupWriter();
+  GroupWriter(const GroupWriter&) = delete;
+  GroupWriter& operator=(const GroupWriter&) = delete;
 
   sqlite::Connection& connection() { return *conn_; }
 
@@ -132,7 +132,7 @@ class Writer {
   // Idempotent; Submit after Stop fails with unavailable.
   void Stop();
 
-  WriterStats stats() const;
+  GroupWriterStats stats() const;
 
  private:
   void Loop();
@@ -141,7 +141,7 @@ class Writer {
   void RunBatch(std::vector<OpPtr>& batch);
 
   std::unique_ptr<sqlite::Connection> conn_;
-  const WriterOptions options_;
+  const GroupWriterOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   // A ring of queue_ops_max slots, allocated once: queuing never allocates.
@@ -162,7 +162,7 @@ class Writer {
   bool stopping_ = false;
   bool started_ = false;
   std::thread thread_;
-  WriterStats stats_;  // guarded by mutex_
+  GroupWriterStats stats_;  // guarded by mutex_
 };
 
 // An op built from two functions, for writes that need no coalescing:
@@ -190,11 +190,11 @@ class CallOp final : public WriteOp {
 };
 
 template <typename T, typename ApplyFn, typename DoneFn>
-void SubmitCall(Writer& writer, ApplyFn apply, DoneFn done) {
+void SubmitCall(GroupWriter& writer, ApplyFn apply, DoneFn done) {
   writer.Submit(MakeOp<CallOp<T, ApplyFn, DoneFn>>(std::move(apply), std::move(done)));
 }
 
 // The value of a write that returns nothing but success.
 struct Unit {};
 
-}  // namespace hotrow::db
+}  // namespace hotrow::db::sqlite
