@@ -12,6 +12,7 @@
 #include "http/echo.h"
 #include "http/router.h"
 #include "leaderboard/routes.h"
+#include "leaderboard/service.h"
 #include "leaderboard/sqlite_store.h"
 #include "pointcard/routes.h"
 #include "pointcard/seed.h"
@@ -25,10 +26,11 @@ struct RequestApp::Impl {
   AdminAuth admin{"bench"};
   std::unique_ptr<db::sqlite::Database> db;
   std::unique_ptr<dateplan::SqliteDatePlanStore> plan_store;
-  std::unique_ptr<leaderboard::SqliteLeaderboardStore> board;
+  std::unique_ptr<leaderboard::SqliteLeaderboardStore> board_store;
   std::unique_ptr<pointcard::SqlitePointCardStore> card_store;
   std::unique_ptr<dateplan::DatePlanService> plans;
   std::unique_ptr<pointcard::PointCardService> cards;
+  std::unique_ptr<leaderboard::LeaderboardService> board;
   http::Router router;
   std::unique_ptr<http::InProcessConnection> connection;
 };
@@ -50,11 +52,12 @@ RequestApp::RequestApp(AppOptions o) : impl_(std::make_unique<Impl>()) {
   seed.history = o.cards * 2;
   if (Status s = pointcard::SeedPointCard(conn, seed, nullptr); !s.ok()) throw std::runtime_error(s.ToString());
   i.plan_store = std::move(dateplan::SqliteDatePlanStore::Open(*i.db)).value();
-  i.board = std::move(leaderboard::SqliteLeaderboardStore::Open(*i.db)).value();
+  i.board_store = std::move(leaderboard::SqliteLeaderboardStore::Open(*i.db)).value();
   i.card_store = std::move(pointcard::SqlitePointCardStore::Open(*i.db)).value();
   i.db->writer().Start();
   i.plans = std::make_unique<dateplan::DatePlanService>(*i.plan_store, i.admin);
   i.cards = std::make_unique<pointcard::PointCardService>(*i.card_store);
+  i.board = std::make_unique<leaderboard::LeaderboardService>(*i.board_store);
   if (!i.plans->Load().ok() || !i.board->Load().ok() || !i.cards->Load().ok())
     throw std::runtime_error("cannot load the read models");
   dateplan::AddRoutes(i.router, *i.plans);

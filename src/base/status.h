@@ -77,6 +77,12 @@ class [[nodiscard]] Status {
   static Status InvalidField(std::string field, std::string m) {
     return {ErrorCode::kInvalidField, std::move(m), std::move(field)};
   }
+  // invalid_field: "<field> must be an integer from <min> to <max>", built
+  // from the bounds the check enforces.
+  static Status OutOfRange(const std::string& field, int64_t min, int64_t max) {
+    return InvalidField(field,
+                        field + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  }
   static Status NotFound(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
   static Status Conflict(std::string m) { return {ErrorCode::kConflict, std::move(m)}; }
   static Status Unauthorized(std::string m) { return {ErrorCode::kUnauthorized, std::move(m)}; }

@@ -189,7 +189,12 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
                *existing);
     return 1;
   }
-  if (*existing > 0) (void)(*store)->Clear();
+  if (*existing > 0) {
+    if (Status s = (*store)->Clear(); !s.ok()) {
+      log::Error("cannot clear the board on Redis at {}: {}", db::RedactUrl(f.redis), s.ToString());
+      return 1;
+    }
+  }
   std::mt19937_64 rng(f.seed);
   ProgressBar bar("players", f.clients);
   auto start = std::chrono::steady_clock::now();
@@ -198,7 +203,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   for (int64_t i = 1; i <= f.clients; ++i) {
     int64_t score = leaderboard::DemoScore(rng);
     (*store)->PostScore("player-" + std::to_string(i), score, leaderboard::ScoreMode::kReplace,
-                        [&, total = f.clients](Result<leaderboard::Posted> r) {
+                        [&, total = f.clients](Result<leaderboard::StoredScore> r) {
                           if (!r.ok()) ++failed;
                           if (++done == total) all.set_value();
                         });

@@ -1,11 +1,11 @@
 // hotrow serve: wires the stores, services and routes, then serves HTTP
 // until SIGTERM/SIGINT.
-#include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
+#include <vector>
 
 #include "base/auth.h"
+#include "base/domain.h"
 #include "cmd/commands.h"
 #include "dateplan/postgres_store.h"
 #include "dateplan/routes.h"
@@ -21,12 +21,13 @@
 #include "leaderboard/postgres_store.h"
 #include "leaderboard/redis_store.h"
 #include "leaderboard/routes.h"
+#include "leaderboard/service.h"
 #include "leaderboard/sqlite_store.h"
 #include "ops/alloc_counter.h"
-#include "ops/failpoint.h"
 #include "ops/log.h"
 #include "pointcard/postgres_store.h"
 #include "pointcard/routes.h"
+#include "pointcard/service.h"
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::cmd {
@@ -123,7 +124,13 @@ void AddHealth(http::Router& router, const AdminAuth& admin) {
 
 namespace {
 
-// Every store the server uses, on whichever backend --db and --redis name.
+// Every store the server uses, on whichever backend --db and --redis name,
+// and the services over them: serve holds interfaces only.
+//
+// Start-up, written once (RunServe): open the backend and the stores
+// (schemas, migrations), start the SQLite writer, Load every service,
+// listen, then follow the other instances (last: the listener calls into
+// the services).
 //
 // Teardown, written once (RunServe calls StopWorkSources from the server's
 // before_stop, then everything is destroyed as it returns):
@@ -131,23 +138,24 @@ namespace {
 //      for the grace period (http::Server::Run).
 //   2. StopWorkSources, while the event loops still deliver responses:
 //      stop following other instances (the listener calls into the
-//      services), let a running grant answer (it needs the writer or the
-//      pool), then stop the writer or drain the PostgreSQL likes and stop
-//      the pool, and stop the Redis client. Each answers or fails what it
-//      holds, so no handler is left to answer later.
+//      services); Stop every service, last started first (a running grant
+//      answers: it needs the writer or the pool; queued PostgreSQL likes
+//      commit; the Redis client fails what it holds); then stop the SQLite
+//      writer or the PostgreSQL pool. Each answers or fails what it holds,
+//      so no handler is left to answer later.
 //   3. Server::Run waits for those last responses, then stops the loops.
-//   4. RunServe returns: the server, the services, then these members are
-//      destroyed (bottom-up); nothing calls into a destroyed object because
-//      every thread that could was stopped in step 2.
+//   4. RunServe returns: the server, then these members are destroyed
+//      (bottom-up); nothing calls into a destroyed object because every
+//      thread that could was stopped in step 2.
 struct Backends {
   std::unique_ptr<db::sqlite::Database> sqlite;
   std::unique_ptr<db::pg::Pool> pool;
-  std::unique_ptr<dateplan::DatePlanStore> plans;
-  dateplan::PostgresDatePlanStore* pg_plans = nullptr;
-  std::unique_ptr<leaderboard::LeaderboardStore> board;
-  leaderboard::SqliteLeaderboardStore* sqlite_board = nullptr;
-  leaderboard::PostgresLeaderboardStore* pg_board = nullptr;
-  std::unique_ptr<pointcard::PointCardStore> cards;
+  std::unique_ptr<dateplan::DatePlanStore> plan_store;
+  std::unique_ptr<leaderboard::LeaderboardStore> board_store;
+  std::unique_ptr<pointcard::PointCardStore> card_store;
+  std::unique_ptr<dateplan::DatePlanService> plans;
+  std::unique_ptr<leaderboard::LeaderboardService> board;
+  std::unique_ptr<pointcard::PointCardService> cards;
   std::unique_ptr<db::pg::Listener> listener;
   bool stopped = false;
 
@@ -156,29 +164,35 @@ struct Backends {
     cards.reset();
     board.reset();
     plans.reset();
+    card_store.reset();
+    board_store.reset();
+    plan_store.reset();
     pool.reset();
     sqlite.reset();
   }
+
+  // In start-up order.
+  std::vector<DomainService*> services() const { return {plans.get(), board.get(), cards.get()}; }
 
   void StopWorkSources() {
     if (stopped) return;
     stopped = true;
     listener.reset();
-    if (cards) cards->Stop();
-    if (board) board->Stop();
+    auto all = services();
+    for (auto it = all.rbegin(); it != all.rend(); ++it)
+      if (*it) (*it)->Stop();
     if (sqlite) {
       sqlite->writer().Stop();
       auto stats = sqlite->writer().stats();
       log::Info("writer flushed: {} op(s) in {} batch(es), largest batch {}", stats.ops, stats.batches,
                 stats.batch_ops_largest);
     }
-    if (pg_plans) pg_plans->Drain();  // the queued likes commit before the pool closes
     if (pool) pool->Stop();
   }
 };
 
-template <typename T>
-bool Take(Result<std::unique_ptr<T>> r, std::unique_ptr<T>* out, const char* what) {
+template <typename T, typename Base>
+bool Take(Result<std::unique_ptr<T>> r, std::unique_ptr<Base>* out, const char* what) {
   if (!r.ok()) {
     log::Error("{}: {}", what, r.status().ToString());
     return false;
@@ -196,18 +210,10 @@ bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
   // so the answer (written, or definitely not) comes well inside it.
   options.writer.op_wait_max = std::chrono::milliseconds(f.handler_timeout_ms / 2);
   if (!Take(db::sqlite::Database::Open(path, options), &b.sqlite, "database")) return false;
-  std::unique_ptr<dateplan::SqliteDatePlanStore> plans;
-  std::unique_ptr<pointcard::SqlitePointCardStore> cards;
-  if (!Take(dateplan::SqliteDatePlanStore::Open(*b.sqlite), &plans, "date plans")) return false;
-  if (!Take(pointcard::SqlitePointCardStore::Open(*b.sqlite), &cards, "point card")) return false;
-  b.plans = std::move(plans);
-  b.cards = std::move(cards);
-  if (f.redis.empty()) {
-    std::unique_ptr<leaderboard::SqliteLeaderboardStore> board;
-    if (!Take(leaderboard::SqliteLeaderboardStore::Open(*b.sqlite), &board, "leaderboard")) return false;
-    b.sqlite_board = board.get();
-    b.board = std::move(board);
-  }
+  if (!Take(dateplan::SqliteDatePlanStore::Open(*b.sqlite), &b.plan_store, "date plans")) return false;
+  if (!Take(pointcard::SqlitePointCardStore::Open(*b.sqlite), &b.card_store, "point card")) return false;
+  if (f.redis.empty() && !Take(leaderboard::SqliteLeaderboardStore::Open(*b.sqlite), &b.board_store, "leaderboard"))
+    return false;
   b.sqlite->writer().Start();
   return true;
 }
@@ -228,19 +234,11 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   options.statement_timeout = std::chrono::milliseconds(h * 7 / 10);
   options.on_connect = [](db::pg::Connection& c) { return c.Exec("SET application_name = 'hotrow'"); };
   if (!Take(db::pg::Pool::Open(options), &b.pool, "PostgreSQL")) return false;
-  std::unique_ptr<dateplan::PostgresDatePlanStore> plans;
-  std::unique_ptr<pointcard::PostgresPointCardStore> cards;
-  if (!Take(dateplan::PostgresDatePlanStore::Open(*b.pool, options.queue_max), &plans, "date plans")) return false;
-  if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool), &cards, "point card")) return false;
-  b.pg_plans = plans.get();
-  b.plans = std::move(plans);
-  b.cards = std::move(cards);
-  if (f.redis.empty()) {
-    std::unique_ptr<leaderboard::PostgresLeaderboardStore> board;
-    if (!Take(leaderboard::PostgresLeaderboardStore::Open(*b.pool), &board, "leaderboard")) return false;
-    b.pg_board = board.get();
-    b.board = std::move(board);
-  }
+  if (!Take(dateplan::PostgresDatePlanStore::Open(*b.pool, options.queue_max), &b.plan_store, "date plans"))
+    return false;
+  if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool), &b.card_store, "point card")) return false;
+  if (f.redis.empty() && !Take(leaderboard::PostgresLeaderboardStore::Open(*b.pool), &b.board_store, "leaderboard"))
+    return false;
   log::Info("PostgreSQL: pool of {} connection(s)", f.db_pool);
   return true;
 }
@@ -248,52 +246,41 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
 bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
   db::redis::Options options;
   options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
-  std::unique_ptr<leaderboard::RedisLeaderboardStore> store;
-  if (!Take(leaderboard::RedisLeaderboardStore::Open(f.redis, options), &store, "leaderboard")) return false;
-  auto count = store->Count();
+  auto store = leaderboard::RedisLeaderboardStore::Open(f.redis, options);
+  if (!store.ok()) {
+    log::Error("leaderboard: {}", store.status().ToString());
+    return false;
+  }
+  auto count = (*store)->Count();
   log::Info("leaderboard: on Redis at {} ({} player(s))", db::RedactUrl(f.redis), count.ok() ? *count : -1);
-  b.board = std::move(store);
+  b.board_store = std::move(store).value();
   return true;
 }
 
-// Follows the changes other instances make on PostgreSQL.
-void FollowPostgres(const std::string& url, Backends& b, dateplan::DatePlanService& plans) {
-  // A change that cannot be applied (its re-read failed) is not dropped:
-  // the listener reconnects and reloads (db/postgres.h, Listener).
-  auto on_notify = [&b, &plans](const std::string& channel, const std::string& payload) -> Status {
-    if (channel == leaderboard::kBoardChannel) {
-      if (b.pg_board) b.pg_board->Follow(payload);
-      return Status::Ok();
-    }
-    // "put <id>", "del <id>", "like <id> <count>"
-    std::istringstream in(payload);
-    std::string verb;
-    int64_t id = 0, like = 0;
-    in >> verb >> id;
-    if (verb == "like" && (in >> like)) {
-      plans.FollowLike(id, like);
-    } else if (verb == "del") {
-      plans.FollowErase(id);
-    } else if (verb == "put") {
-      static std::atomic<int64_t> fetches{0};
-      if (failpoint::Hit("follow.fetch", ++fetches)) return Status::Unavailable("failpoint follow.fetch");
-      auto plan = b.pg_plans->Fetch(id);  // the row as it is now
-      if (!plan.ok()) return plan.status();
-      if (*plan)
-        plans.FollowPut(std::move(**plan));
-      else
-        plans.FollowErase(id);
-    }
+// Follows the changes other instances make on PostgreSQL: every service
+// whose store has a change feed, on its channel.
+void FollowPostgres(const std::string& url, Backends& b) {
+  std::vector<std::string> channels;
+  for (DomainService* s : b.services())
+    if (s->channel()) channels.push_back(s->channel());
+  if (channels.empty()) return;
+  // A change that cannot be applied (say, its re-read failed) is not
+  // dropped: the listener reconnects and reloads (db/postgres.h, Listener).
+  auto on_notify = [&b](const std::string& channel, const std::string& payload) -> Status {
+    for (DomainService* s : b.services())
+      if (s->channel() && channel == s->channel()) return s->Follow(payload);
     return Status::Ok();
   };
   // Notifications sent while the listener was away are lost: reload, and
   // the listener retries until the reload succeeds.
-  auto on_connect = [&b, &plans]() -> Status {
-    if (Status s = plans.Reload(); !s.ok()) return s;
-    return b.pg_board ? b.pg_board->Load() : Status::Ok();
+  auto on_connect = [&b]() -> Status {
+    for (DomainService* s : b.services())
+      if (s->channel()) {
+        if (Status st = s->Load(); !st.ok()) return st;
+      }
+    return Status::Ok();
   };
-  auto listener =
-      db::pg::Listener::Start(url, {dateplan::kPlanChannel, leaderboard::kBoardChannel}, on_notify, on_connect);
+  auto listener = db::pg::Listener::Start(url, channels, on_notify, on_connect);
   if (listener.ok())
     b.listener = std::move(listener).value();
   else
@@ -312,34 +299,28 @@ int RunServe(const ServeFlags& f) {
     log::Error("{}", url.status().message());
     return 2;
   }
+  AdminAuth admin(f.admin_token);  // before b: the services keep a reference
   Backends b;
   bool postgres = url->kind == db::StoreUrl::Kind::kPostgres;
   if (!(postgres ? OpenPostgres(f, url->postgres_url, b) : OpenSqlite(f, url->sqlite_path, b))) return 1;
   if (!f.redis.empty() && !OpenRedisBoard(f, b)) return 1;
 
-  AdminAuth admin(f.admin_token);
-  dateplan::DatePlanService plans(*b.plans, admin);
-  if (Status s = plans.Load(); !s.ok()) {
-    log::Error("date plans: cannot load: {}", s.ToString());
-    return 1;
-  }
-  pointcard::PointCardService cards(*b.cards);
-  if (Status s = cards.Load(); !s.ok()) {
-    log::Error("point card: cannot load: {}", s.ToString());
-    return 1;
-  }
-  Status loaded = b.sqlite_board ? b.sqlite_board->Load() : b.pg_board ? b.pg_board->Load() : Status::Ok();
-  if (!loaded.ok()) {
-    log::Error("leaderboard: cannot load: {}", loaded.ToString());
-    return 1;
+  b.plans = std::make_unique<dateplan::DatePlanService>(*b.plan_store, admin);
+  b.board = std::make_unique<leaderboard::LeaderboardService>(*b.board_store);
+  b.cards = std::make_unique<pointcard::PointCardService>(*b.card_store);
+  for (DomainService* s : b.services()) {
+    if (Status st = s->Load(); !st.ok()) {
+      log::Error("{}: cannot load: {}", s->name(), st.ToString());
+      return 1;
+    }
   }
 
   http::Router router;
   AddHealth(router, admin);
   http::AddEchoRoute(router);
-  dateplan::AddRoutes(router, plans);
+  dateplan::AddRoutes(router, *b.plans);
   leaderboard::AddRoutes(router, *b.board, admin);
-  pointcard::AddRoutes(router, cards, admin);
+  pointcard::AddRoutes(router, *b.cards, admin);
 
   http::ServerOptions options;
   options.host = f.host;
@@ -359,7 +340,7 @@ int RunServe(const ServeFlags& f) {
   }
   // Last before serving: from here on only StopWorkSources ends the
   // listener, before the services it calls are destroyed.
-  if (postgres) FollowPostgres(url->postgres_url, b, plans);
+  if (postgres) FollowPostgres(url->postgres_url, b);
   log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={})", f.host, server.port(), server.threads(),
             postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off");
   if (!server.Run([&b] { b.StopWorkSources(); })) {

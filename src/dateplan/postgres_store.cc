@@ -1,11 +1,14 @@
 #include "dateplan/postgres_store.h"
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <numeric>
 #include <random>
 
 #include "base/text.h"
 #include "dateplan/seed.h"
+#include "ops/failpoint.h"
 
 namespace hotrow::dateplan {
 
@@ -60,9 +63,9 @@ Result<std::unique_ptr<PostgresDatePlanStore>> PostgresDatePlanStore::Open(pg::P
   return store;
 }
 
-PostgresDatePlanStore::~PostgresDatePlanStore() { Drain(); }
+PostgresDatePlanStore::~PostgresDatePlanStore() { Stop(); }
 
-void PostgresDatePlanStore::Drain() {
+void PostgresDatePlanStore::Stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -92,6 +95,44 @@ Result<std::optional<Plan>> PostgresDatePlanStore::Fetch(int64_t id) {
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return std::optional<Plan>();
   return std::optional<Plan>(PlanFrom(*rows, 0));
+}
+
+// The notifications the statements below send on kPlanChannel, in the
+// writing transaction:
+//   "put <id>"           a plan was created or edited: re-read the row
+//   "del <id>"           a plan was deleted
+//   "like <id> <count>"  a batch of likes committed with this count
+Result<PlanChange> PostgresDatePlanStore::Follow(std::string_view payload) {
+  auto bad = [&] { return Status::Internal("unreadable date-plan notification: " + std::string(payload)); };
+  auto number = [](std::string_view& rest, int64_t& out) {
+    while (rest.starts_with(' ')) rest.remove_prefix(1);
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), out);
+    if (ec != std::errc() || end == rest.data()) return false;
+    rest.remove_prefix(static_cast<size_t>(end - rest.data()));
+    return true;
+  };
+  size_t space = payload.find(' ');
+  if (space == std::string_view::npos) return bad();
+  std::string_view verb = payload.substr(0, space), rest = payload.substr(space);
+  PlanChange change;
+  if (!number(rest, change.id)) return bad();
+  if (verb == "like") {
+    if (!number(rest, change.like)) return bad();
+    change.kind = PlanChange::Kind::kLike;
+    return change;
+  }
+  if (verb == "del") {
+    change.kind = PlanChange::Kind::kErase;
+    return change;
+  }
+  if (verb != "put") return bad();
+  static std::atomic<int64_t> fetches{0};
+  if (failpoint::Hit("follow.fetch", ++fetches)) return Status::Unavailable("failpoint follow.fetch");
+  auto plan = Fetch(change.id);  // the row as it is now
+  if (!plan.ok()) return plan.status();
+  change.kind = *plan ? PlanChange::Kind::kPut : PlanChange::Kind::kErase;
+  change.plan = std::move(*plan);
+  return change;
 }
 
 void PostgresDatePlanStore::Insert(PlanFields f, std::string hash, std::function<void(Result<Plan>)> done) {

@@ -11,7 +11,7 @@
 //
 // Every change NOTIFYs hotrow_plans in the same transaction ("put <id>",
 // "del <id>", "like <id> <count>"), so other instances' read models follow
-// it as soon as it commits (see DatePlanFollower in service.h).
+// it as soon as it commits; Follow parses them (postgres_store.cc).
 #pragma once
 
 #include <condition_variable>
@@ -38,13 +38,14 @@ class PostgresDatePlanStore final : public DatePlanStore {
   void Delete(int64_t id, std::function<void(Status)> done) override;
   void Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) override;
 
+  const char* channel() const override { return kPlanChannel; }
+  Result<PlanChange> Follow(std::string_view notification) override;
   // Commits every queued like, then refuses new ones (shutdown).
-  void Drain();
-
-  // One plan as stored now, or nullopt; blocking (for following changes).
-  Result<std::optional<Plan>> Fetch(int64_t id);
+  void Stop() override;
 
  private:
+  // One plan as stored now, or nullopt; blocking.
+  Result<std::optional<Plan>> Fetch(int64_t id);
   PostgresDatePlanStore(db::pg::Pool& pool, size_t like_queue_max) : pool_(pool), like_queue_max_(like_queue_max) {}
   void LikeLoop();
 

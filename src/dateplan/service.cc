@@ -9,18 +9,29 @@ namespace hotrow::dateplan {
 
 Status DatePlanService::Load() {
   auto start = std::chrono::steady_clock::now();
-  Status s = store_.LoadAll([this](Plan&& p) { catalog_.Put(std::move(p)); });
+  std::vector<Plan> plans;
+  Status s = store_.LoadAll([&plans](Plan&& p) { plans.push_back(std::move(p)); });
   if (!s.ok()) return s;
+  catalog_.ReplaceAll(std::move(plans));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   log::Info("date plans: loaded {} plan(s) into memory in {} ms", catalog_.size(), ms);
   return Status::Ok();
 }
 
-Status DatePlanService::Reload() {
-  std::vector<Plan> plans;
-  Status s = store_.LoadAll([&plans](Plan&& p) { plans.push_back(std::move(p)); });
-  if (!s.ok()) return s;
-  catalog_.ReplaceAll(std::move(plans));
+Status DatePlanService::Follow(std::string_view notification) {
+  auto change = store_.Follow(notification);
+  if (!change.ok()) return change.status();
+  switch (change->kind) {
+    case PlanChange::Kind::kPut:
+      catalog_.Put(std::move(*change->plan));
+      break;
+    case PlanChange::Kind::kErase:
+      catalog_.Erase(change->id);
+      break;
+    case PlanChange::Kind::kLike:
+      catalog_.SetLike(change->id, change->like);
+      break;
+  }
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "base/auth.h"
+#include "base/domain.h"
 #include "dateplan/catalog.h"
 #include "dateplan/store.h"
 
@@ -22,12 +23,16 @@ struct CreatedPlan {
   std::string edit_token;  // shown to the creator once, never stored in clear
 };
 
-class DatePlanService {
+class DatePlanService final : public DomainService {
  public:
   DatePlanService(DatePlanStore& store, const AdminAuth& admin) : store_(store), admin_(admin) {}
 
-  // Rebuilds the read model from the store.
-  Status Load();
+  // DomainService: the Catalog from the store, and the store's change feed.
+  std::string_view name() const override { return "date plans"; }
+  Status Load() override;
+  const char* channel() const override { return store_.channel(); }
+  Status Follow(std::string_view notification) override;
+  void Stop() override { store_.Stop(); }
   const Catalog& catalog() const { return catalog_; }
 
   // OK when `bearer` may edit plan `id` (its edit token or the admin
@@ -41,15 +46,6 @@ class DatePlanService {
   void Delete(int64_t id, std::function<void(Status)> done);
   // The like's own count (distinct for every like).
   void Like(int64_t id, Callback<Result<int64_t>> done);
-
-  // Changes made by other instances on a shared store, as its
-  // notifications report them (PostgreSQL LISTEN/NOTIFY).
-  void FollowPut(Plan plan) { catalog_.Put(std::move(plan)); }
-  void FollowErase(int64_t id) { catalog_.Erase(id); }
-  void FollowLike(int64_t id, int64_t like) { catalog_.SetLike(id, like); }
-  // Rebuilds the read model from the store (after notifications may have
-  // been missed: a listener reconnect).
-  Status Reload();
 
  private:
   DatePlanStore& store_;

@@ -1,15 +1,22 @@
 // The date-plan store: where plans and likes are kept for good.
+// Persistence only: the service owns the rules and the read model (Catalog).
 //
-// The service owns the read model (Catalog) and calls the store only to load
-// it at start-up and to make writes durable. Every write is asynchronous:
-// `done` runs exactly once, on a store thread, after the change is durable
-// (committed) or has failed, and before anything else is told about it.
-// Implementations: SqliteDatePlanStore (group commit on one writer thread);
-// the PostgreSQL store (a connection pool) runs the same contract suite.
+// Lifecycle, the same for every store of every domain (leaderboard/store.h
+// lists it): Open (a static factory per backend), LoadAll (every plan, for
+// the Catalog), Follow (one change another instance made, parsed next to
+// the statements that announce it), Stop.
+//
+// Every write is asynchronous: `done` runs exactly once, on a store thread,
+// after the change is durable (committed) or has failed, and before
+// anything else is told about it. Implementations: SqliteDatePlanStore
+// (group commit on one writer thread) and PostgresDatePlanStore (a
+// connection pool, shared by instances) run the same contract suite.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string_view>
 
 #include "base/inline_function.h"
 #include "base/status.h"
@@ -22,9 +29,31 @@ struct LikeOutcome {
   int64_t committed_like;  // the plan's count after the commit that holds it
 };
 
+// A change another instance made, as the store's change feed reports it.
+struct PlanChange {
+  enum class Kind { kPut, kErase, kLike };
+  Kind kind = Kind::kPut;
+  int64_t id = 0;
+  std::optional<Plan> plan;  // kPut: the row as it is now
+  int64_t like = 0;          // kLike: the count after the commit that holds it
+};
+
 class DatePlanStore {
  public:
   virtual ~DatePlanStore() = default;
+
+  // The channel whose notifications Follow parses; nullptr when no other
+  // instance can change this store.
+  virtual const char* channel() const { return nullptr; }
+  // The change one notification of channel() reports (blocking: it may
+  // re-read the row). An error means it could not be applied: the caller
+  // reloads.
+  virtual Result<PlanChange> Follow(std::string_view notification) {
+    return Status::Internal("this store has no change feed: " + std::string(notification));
+  }
+  // Answers or fails every request it holds (queued likes commit first);
+  // later requests answer unavailable. Idempotent.
+  virtual void Stop() {}
 
   // Calls sink once per stored plan, in id order.
   virtual Status LoadAll(const std::function<void(Plan&&)>& sink) = 0;

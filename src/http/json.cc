@@ -134,23 +134,24 @@ Result<std::string> JsonObject::String(std::string_view name) const {
   return f->text;
 }
 
-Result<int64_t> JsonObject::Integer(std::string_view name, int64_t min, int64_t max) const {
+// The field's integer, or the error that names it; `saturate` turns a
+// literal beyond int64 into INT64_MIN or INT64_MAX instead of an error.
+Result<int64_t> JsonObject::IntegerOf(std::string_view name, int64_t min, int64_t max, bool saturate) const {
   const Field* f = Find(name);
   if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
-  auto range = [&] {
-    return Status::InvalidField(f->name,
-                                f->name + " must be between " + std::to_string(min) + " and " + std::to_string(max));
-  };
   if (f->kind != Kind::kNumber)
     return Status::InvalidField(f->name, f->name + " must be an integer, not " + std::string(JsonKindName(f->kind)));
   if (f->text.find_first_of(".eE") != std::string::npos)
     return Status::InvalidField(f->name, f->name + " must be an integer literal (no fraction or exponent)");
   int64_t v = 0;
   auto [end, ec] = std::from_chars(f->text.data(), f->text.data() + f->text.size(), v);
-  if (ec == std::errc::result_out_of_range) return range();
+  if (ec == std::errc::result_out_of_range) {
+    if (saturate) return f->text.starts_with('-') ? INT64_MIN : INT64_MAX;
+    return Status::OutOfRange(f->name, min, max);
+  }
   if (ec != std::errc() || end != f->text.data() + f->text.size())
     return Status::InvalidField(f->name, f->name + " must be an integer");
-  if (v < min || v > max) return range();
+  if (v < min || v > max) return Status::OutOfRange(f->name, min, max);
   return v;
 }
 

@@ -94,7 +94,14 @@ class JsonObject {
   // A required string field: invalid_field when missing or not a string.
   Result<std::string> String(std::string_view name) const;
   // A required integer field: a JSON integer literal within [min, max].
-  Result<int64_t> Integer(std::string_view name, int64_t min, int64_t max) const;
+  Result<int64_t> Integer(std::string_view name, int64_t min, int64_t max) const {
+    return IntegerOf(name, min, max, false);
+  }
+  // An integer for a service that checks a narrower range itself, with its
+  // own message: a literal beyond int64 saturates to INT64_MIN or INT64_MAX,
+  // which that check then refuses, naming its bounds (not int64's). Not for
+  // fields whose valid range is all of int64.
+  Result<int64_t> SaturatedInteger(std::string_view name) const { return IntegerOf(name, INT64_MIN, INT64_MAX, true); }
   // An optional boolean field: `fallback` when absent, invalid_field when
   // present and not true or false.
   Result<bool> OptionalBool(std::string_view name, bool fallback) const;
@@ -102,6 +109,7 @@ class JsonObject {
   Result<double> Number(std::string_view name) const;
 
  private:
+  Result<int64_t> IntegerOf(std::string_view name, int64_t min, int64_t max, bool saturate) const;
   struct Field {
     std::string name;
     Kind kind;

@@ -68,4 +68,12 @@ Result<int64_t> Query::Int(std::string_view key, int64_t fallback, int64_t min, 
   return *v;
 }
 
+Result<int64_t> Query::Int(std::string_view key, int64_t fallback) const {
+  auto raw = Get(key);
+  if (!raw) return fallback;
+  auto v = ParseInt(*raw, INT64_MIN, INT64_MAX);
+  if (!v) return Status::InvalidField(std::string(key), std::string(key) + " must be an integer");
+  return *v;
+}
+
 }  // namespace hotrow::http

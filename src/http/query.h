@@ -25,6 +25,9 @@ class Query {
   // An integer parameter within [min, max]; `fallback` when absent;
   // invalid_field naming the parameter otherwise.
   Result<int64_t> Int(std::string_view key, int64_t fallback, int64_t min, int64_t max) const;
+  // Any int64 (the service checks the range); invalid_field "<key> must be
+  // an integer" otherwise.
+  Result<int64_t> Int(std::string_view key, int64_t fallback) const;
 
  private:
   std::vector<std::pair<std::string, std::string>> params_;

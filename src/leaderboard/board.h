@@ -37,11 +37,6 @@
 
 namespace hotrow::leaderboard {
 
-struct Stored {
-  int64_t score;
-  int64_t seq;
-};
-
 class Board {
  public:
   Board();

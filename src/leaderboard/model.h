@@ -26,10 +26,17 @@ inline constexpr int64_t kScoreAbsMax = (int64_t{1} << 53) - 1;  // exact in a d
 inline constexpr int64_t kPageLimitMax = 100;
 inline constexpr int64_t kPageLimitDefault = 10;
 inline constexpr int64_t kAroundMax = 50;
+inline constexpr int64_t kOffsetMax = INT64_MAX - kPageLimitMax;  // offset + limit never overflows
 
 enum class ScoreMode {
   kReplace,  // the new score replaces the stored one (the reference's behaviour)
   kBest,     // the stored score becomes the higher of the two
+};
+
+// A player's stored score and the sequence number of the change that set it.
+struct Stored {
+  int64_t score;
+  int64_t seq;
 };
 
 struct Entry {
@@ -76,8 +83,9 @@ struct Posted {
 // ties. Deterministic for a given generator state.
 int64_t DemoScore(std::mt19937_64& rng);
 
-// invalid_field (field "ClientId") unless 1-64 characters of [A-Za-z0-9_.:-].
-Status ValidateClientId(std::string_view client_id);
+// invalid_field (naming `field`: the ClientId header, or the {clientId} of a
+// path) unless 1-kClientIdLengthMax characters of [A-Za-z0-9_.:-].
+Status ValidateClientId(std::string_view client_id, const char* field = "ClientId");
 
 // The error every backend answers for an unknown player.
 inline Status NoSuchPlayer(const std::string& client_id) {

@@ -40,54 +40,49 @@ Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open
   return std::unique_ptr<PostgresLeaderboardStore>(new PostgresLeaderboardStore(pool));
 }
 
-Status PostgresLeaderboardStore::Load() {
+Status PostgresLeaderboardStore::Load(const std::function<void(std::string, Stored)>& sink) {
   auto rows =
       pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query("SELECT client_id, score, seq FROM leaderboard"); },
                           /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
-  std::vector<std::pair<std::string, Stored>> players;
-  players.reserve(static_cast<size_t>(rows->size()));
   for (int i = 0; i < rows->size(); ++i)
-    players.push_back({std::string(rows->Text(i, 0)), Stored{rows->Int(i, 1), rows->Int(i, 2)}});
-  board_.ReplaceAll(players);
-  log::Info("leaderboard: loaded {} player(s) from PostgreSQL", players.size());
+    sink(std::string(rows->Text(i, 0)), Stored{.score = rows->Int(i, 1), .seq = rows->Int(i, 2)});
   return Status::Ok();
 }
 
-void PostgresLeaderboardStore::Follow(const std::string& payload) {
-  // "set <score> <seq> <client id>" or "del <client id>"
-  if (payload.rfind("del ", 0) == 0) {
-    board_.Erase(payload.substr(4));
-    return;
-  }
-  if (payload.rfind("set ", 0) != 0) return;
-  std::string_view rest(payload);
-  rest.remove_prefix(4);
+// The notifications the two statements below send on kBoardChannel:
+//   "set <score> <seq> <client id>"   a stored score changed
+//   "del <client id>"                 a player was removed
+Result<ScoreChange> PostgresLeaderboardStore::Follow(std::string_view payload) {
+  auto bad = [&] { return Status::Internal("unreadable leaderboard notification: " + std::string(payload)); };
+  if (payload.starts_with("del "))
+    return ScoreChange{.kind = ScoreChange::Kind::kErase, .client_id = std::string(payload.substr(4))};
+  if (!payload.starts_with("set ")) return bad();
+  std::string_view rest = payload.substr(4);
   int64_t score = 0, seq = 0;
   auto [p1, e1] = std::from_chars(rest.data(), rest.data() + rest.size(), score);
-  if (e1 != std::errc() || p1 == rest.data() + rest.size()) return;
+  if (e1 != std::errc() || p1 == rest.data() + rest.size()) return bad();
   rest.remove_prefix(static_cast<size_t>(p1 - rest.data()) + 1);
   auto [p2, e2] = std::from_chars(rest.data(), rest.data() + rest.size(), seq);
-  if (e2 != std::errc() || p2 == rest.data() + rest.size()) return;
+  if (e2 != std::errc() || p2 == rest.data() + rest.size()) return bad();
   rest.remove_prefix(static_cast<size_t>(p2 - rest.data()) + 1);
-  board_.SetIfNewer(rest, score, seq);
+  return ScoreChange{.kind = ScoreChange::Kind::kSet, .client_id = std::string(rest), .score = score, .seq = seq};
 }
 
 void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                                         std::function<void(Result<Posted>)> done) {
-  pool_.Submit(
-      [this, client_id = std::move(client_id), score, mode, done = std::move(done)](Result<pg::Connection*> c) {
-        if (!c.ok()) return done(c.status());
-        // One statement decides and writes: the new score replaces the stored
-        // one (or, in best mode, only a higher one does); an equal score
-        // changes nothing, so the player keeps its sequence number.
-        // The clock's row lock is taken first and held to the commit (one
-        // statement, its own transaction): seq order is commit order.
-        auto changed = (*c)->Query(
-            // GREATEST(n + 1, nextval): the clock stays on the sequence, so an
-            // instance of v0.1.0 (which still takes nextval alone) running
-            // beside this one during an upgrade never gets a seq the clock gave.
-            R"(WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
+                                         std::function<void(Result<StoredScore>)> done) {
+  pool_.Submit([client_id = std::move(client_id), score, mode, done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    // One statement decides and writes: the new score replaces the stored
+    // one (or, in best mode, only a higher one does); an equal score
+    // changes nothing, so the player keeps its sequence number.
+    // The clock's row lock is taken first and held to the commit (one
+    // statement, its own transaction): seq order is commit order.
+    auto changed = (*c)->Query(
+        // GREATEST(n + 1, nextval): the clock stays on the sequence, so an
+        // instance of v0.1.0 (which still takes nextval alone) running
+        // beside this one during an upgrade never gets a seq the clock gave.
+        R"(WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
                           RETURNING n),
            up AS (
              INSERT INTO leaderboard AS l (client_id, score, seq) SELECT $1, $2, n FROM clock
@@ -95,29 +90,26 @@ void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, S
              WHERE l.score <> excluded.score AND ($3 = 'replace' OR excluded.score > l.score)
              RETURNING score, seq, client_id)
            SELECT score, seq, pg_notify('hotrow_lb', 'set ' || score || ' ' || seq || ' ' || client_id) FROM up)",
-            {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
-        if (!changed.ok()) return done(changed.status());
-        bool was_changed = !changed->empty();
-        int64_t stored = 0, seq = 0;
-        if (was_changed) {
-          stored = changed->Int(0, 0);
-          seq = changed->Int(0, 1);
-        } else {
-          auto current = (*c)->Query("SELECT score, seq FROM leaderboard WHERE client_id = $1", {client_id});
-          if (!current.ok()) return done(current.status());
-          if (current->empty()) return done(Status::Internal("the player vanished while posting"));
-          stored = current->Int(0, 0);
-          seq = current->Int(0, 1);
-        }
-        board_.SetIfNewer(client_id, stored, seq);
-        // This request's score and its rank, even when a later post for the
-        // same player has reached the board first.
-        done(Posted{Entry{board_.RankOf(stored, seq), client_id, stored}, was_changed});
-      });
+        {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
+    if (!changed.ok()) return done(changed.status());
+    bool was_changed = !changed->empty();
+    int64_t stored = 0, seq = 0;
+    if (was_changed) {
+      stored = changed->Int(0, 0);
+      seq = changed->Int(0, 1);
+    } else {
+      auto current = (*c)->Query("SELECT score, seq FROM leaderboard WHERE client_id = $1", {client_id});
+      if (!current.ok()) return done(current.status());
+      if (current->empty()) return done(Status::Internal("the player vanished while posting"));
+      stored = current->Int(0, 0);
+      seq = current->Int(0, 1);
+    }
+    done(StoredScore{.score = stored, .seq = seq, .changed = was_changed});
+  });
 }
 
 void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
-  pool_.Submit([this, client_id = std::move(client_id), done = std::move(done)](Result<pg::Connection*> c) {
+  pool_.Submit([client_id = std::move(client_id), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     auto rows = (*c)->Query(
         R"(WITH d AS (DELETE FROM leaderboard WHERE client_id = $1 RETURNING client_id)
@@ -125,20 +117,8 @@ void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(
         {client_id});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(NoSuchPlayer(client_id));
-    board_.Erase(client_id);
     done(Status::Ok());
   });
-}
-
-void PostgresLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
-  done(board_.Top(offset, limit));
-}
-
-void PostgresLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
-                                      std::function<void(Result<PlayerView>)> done) {
-  auto view = board_.Player(client_id, around);
-  if (!view) return done(NoSuchPlayer(client_id));
-  done(std::move(*view));
 }
 
 Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t seed) {

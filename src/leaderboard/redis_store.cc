@@ -126,17 +126,17 @@ void RedisLeaderboardStore::Stop() {
 }
 
 void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                                      std::function<void(Result<Posted>)> done) {
+                                      std::function<void(Result<StoredScore>)> done) {
   client_->Eval(kPostScript,
                 {"3", kZset, kMembers, kSeq, client_id, std::to_string(score),
                  mode == ScoreMode::kBest ? "best" : "replace", kChannel},
-                [this, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
+                [this, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   const auto& e = r->elements;
                   if (e.size() != 3) return done(Status::Internal("unexpected reply from the score script"));
                   bool changed = ReplyInt(e[2]) == 1;
                   if (changed) Invalidate();  // before answering: our next read must see it
-                  done(Posted{{ReplyInt(e[1]), client_id, ParseScore(e[0])}, changed});
+                  done(StoredScore{.score = ParseScore(e[0]), .changed = changed, .rank = ReplyInt(e[1])});
                 });
 }
 

@@ -39,14 +39,19 @@ namespace hotrow::leaderboard {
 
 inline constexpr int64_t kCacheAgeMaxMs = 100;
 
-class RedisLeaderboardStore final : public LeaderboardStore {
+class RedisLeaderboardStore final : public LeaderboardStore, public SharedRanking {
  public:
   static Result<std::unique_ptr<RedisLeaderboardStore>> Open(const std::string& url, db::redis::Options options = {});
   ~RedisLeaderboardStore() override;
+
+  // Redis ranks: nothing to load; other instances' changes reach the cache
+  // by pub/sub (below), not through the service.
+  Status Load(const std::function<void(std::string, Stored)>&) override { return Status::Ok(); }
   void Stop() override;
+  SharedRanking* shared_ranking() override { return this; }
 
   void PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                 std::function<void(Result<Posted>)> done) override;
+                 std::function<void(Result<StoredScore>)> done) override;
   void Remove(std::string client_id, std::function<void(Status)> done) override;
   void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) override;
   void Player(std::string client_id, std::optional<int64_t> around,

@@ -36,11 +36,10 @@ Result<ScoreMode> ParseMode(const http::Query& q) {
   return Status::InvalidField("mode", "mode must be 'replace' or 'best'");
 }
 
-void PostScore(LeaderboardStore& store, const Request& req, Responder responder) {
+void PostScore(LeaderboardService& service, const Request& req, Responder responder) {
   if (!req.HasHeader("ClientId"))
     return responder.Send(Error(Status::InvalidField("ClientId", "the ClientId header is required")));
   std::string client_id(req.Header("ClientId"));
-  if (Status s = ValidateClientId(client_id); !s.ok()) return responder.Send(Error(s));
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
   auto mode = ParseMode(*query);
@@ -48,9 +47,9 @@ void PostScore(LeaderboardStore& store, const Request& req, Responder responder)
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
   if (Status s = body->OnlyFields({"score"}); !s.ok()) return responder.Send(Error(s));
-  auto score = body->Integer("score", -kScoreAbsMax, kScoreAbsMax);
+  auto score = body->SaturatedInteger("score");
   if (!score.ok()) return responder.Send(Error(score.status()));
-  store.PostScore(std::move(client_id), *score, *mode, [responder](Result<Posted> r) mutable {
+  service.PostScore(std::move(client_id), *score, *mode, [responder](Result<Posted> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res;
     JsonWriter w(res.body);
@@ -63,14 +62,14 @@ void PostScore(LeaderboardStore& store, const Request& req, Responder responder)
   });
 }
 
-void Top(LeaderboardStore& store, Request& req, Responder responder) {
+void Top(LeaderboardService& service, Request& req, Responder responder) {
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
-  auto limit = query->Int("limit", kPageLimitDefault, 1, kPageLimitMax);
+  auto limit = query->Int("limit", kPageLimitDefault);
   if (!limit.ok()) return responder.Send(Error(limit.status()));
-  auto offset = query->Int("offset", 0, 0, INT64_MAX - kPageLimitMax);
+  auto offset = query->Int("offset", 0);
   if (!offset.ok()) return responder.Send(Error(offset.status()));
-  store.Top(*offset, *limit, [responder, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
+  service.Top(*offset, *limit, [responder, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res = http::ResponseWithBody(std::move(body));
     res.body.reserve(64 + r->entries.size() * 56);
@@ -84,19 +83,17 @@ void Top(LeaderboardStore& store, Request& req, Responder responder) {
   });
 }
 
-void Player(LeaderboardStore& store, const Request& req, Responder responder) {
+void Player(LeaderboardService& service, const Request& req, Responder responder) {
   const std::string& client_id = req.params.at(0);
-  if (Status s = ValidateClientId(client_id); !s.ok())
-    return responder.Send(Error(Status::InvalidField("clientId", s.message())));
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
   std::optional<int64_t> around;
   if (query->Get("around")) {
-    auto k = query->Int("around", 0, 0, kAroundMax);
+    auto k = query->Int("around", 0);
     if (!k.ok()) return responder.Send(Error(k.status()));
     around = *k;
   }
-  store.Player(client_id, around, [responder](Result<PlayerView> r) mutable {
+  service.Player(client_id, around, [responder](Result<PlayerView> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res;
     JsonWriter w(res.body);
@@ -113,12 +110,9 @@ void Player(LeaderboardStore& store, const Request& req, Responder responder) {
   });
 }
 
-void Remove(LeaderboardStore& store, const AdminAuth& admin, const Request& req, Responder responder) {
+void Remove(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
   if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
-  const std::string& client_id = req.params.at(0);
-  if (Status s = ValidateClientId(client_id); !s.ok())
-    return responder.Send(Error(Status::InvalidField("clientId", s.message())));
-  store.Remove(client_id, [responder](Status s) mutable {
+  service.Remove(req.params.at(0), [responder](Status s) mutable {
     if (!s.ok()) return responder.Send(Error(s));
     Response res;
     res.status = 204;
@@ -128,18 +122,18 @@ void Remove(LeaderboardStore& store, const AdminAuth& admin, const Request& req,
 
 }  // namespace
 
-void AddRoutes(http::Router& router, LeaderboardStore& store, const AdminAuth& admin) {
+void AddRoutes(http::Router& router, LeaderboardService& service, const AdminAuth& admin) {
   using http::BodyPolicy;
   using http::Method;
   router.Add(
-      Method::kPost, "/api/v1/score", [&store](Request& req, Responder res) { PostScore(store, req, std::move(res)); },
-      BodyPolicy::kJson);
+      Method::kPost, "/api/v1/score",
+      [&service](Request& req, Responder res) { PostScore(service, req, std::move(res)); }, BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/leaderboard",
-             [&store](Request& req, Responder res) { Top(store, req, std::move(res)); });
+             [&service](Request& req, Responder res) { Top(service, req, std::move(res)); });
   router.Add(Method::kGet, "/api/v1/leaderboard/{clientId}",
-             [&store](Request& req, Responder res) { Player(store, req, std::move(res)); });
+             [&service](Request& req, Responder res) { Player(service, req, std::move(res)); });
   router.Add(Method::kDelete, "/api/v1/leaderboard/{clientId}",
-             [&store, &admin](Request& req, Responder res) { Remove(store, admin, req, std::move(res)); });
+             [&service, &admin](Request& req, Responder res) { Remove(service, admin, req, std::move(res)); });
 }
 
 }  // namespace hotrow::leaderboard

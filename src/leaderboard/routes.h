@@ -7,10 +7,10 @@
 
 #include "base/auth.h"
 #include "http/router.h"
-#include "leaderboard/store.h"
+#include "leaderboard/service.h"
 
 namespace hotrow::leaderboard {
 
-void AddRoutes(http::Router& router, LeaderboardStore& store, const AdminAuth& admin);
+void AddRoutes(http::Router& router, LeaderboardService& service, const AdminAuth& admin);
 
 }  // namespace hotrow::leaderboard

@@ -1,6 +1,5 @@
 #include "leaderboard/sqlite_store.h"
 
-#include <chrono>
 #include <random>
 
 #include "ops/log.h"
@@ -31,35 +30,23 @@ Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db:
   return std::unique_ptr<SqliteLeaderboardStore>(new SqliteLeaderboardStore(db));
 }
 
-Status SqliteLeaderboardStore::Load() {
-  auto start = std::chrono::steady_clock::now();
+Status SqliteLeaderboardStore::Load(const std::function<void(std::string, Stored)>& sink) {
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
   auto q = (*conn)->Prepare("SELECT client_id, score, seq FROM leaderboard");
   if (!q.ok()) return q.status();
-  std::vector<std::pair<std::string, Stored>> players;  // one ReplaceAll: the top is built once
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
-    if (!*row) break;
-    players.push_back({std::string(q->Text(0)), Stored{q->Int(1), q->Int(2)}});
+    if (!*row) return Status::Ok();
+    sink(std::string(q->Text(0)), Stored{.score = q->Int(1), .seq = q->Int(2)});
   }
-  board_.ReplaceAll(players);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  log::Info("leaderboard: loaded {} player(s) into memory in {} ms", board_.size(), ms);
-  return Status::Ok();
 }
 
 namespace {
 
-struct Applied {
-  int64_t score;
-  int64_t seq;
-  bool changed;
-};
-
 // Decides and writes one score inside the batch transaction.
-Result<Applied> ApplyScore(sqlite::Connection& c, const std::string& client_id, int64_t score, ScoreMode mode) {
+Result<StoredScore> ApplyScore(sqlite::Connection& c, const std::string& client_id, int64_t score, ScoreMode mode) {
   auto find = c.Prepare("SELECT score, seq FROM leaderboard WHERE client_id = ?1");
   if (!find.ok()) return find.status();
   find->Bind(1, client_id);
@@ -68,7 +55,7 @@ Result<Applied> ApplyScore(sqlite::Connection& c, const std::string& client_id, 
   if (*row) {
     int64_t old_score = find->Int(0), old_seq = find->Int(1);
     if (old_score == score || (mode == ScoreMode::kBest && old_score > score))
-      return Applied{old_score, old_seq, false};
+      return StoredScore{.score = old_score, .seq = old_seq, .changed = false};
   }
   auto next = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
   if (!next.ok()) return next.status();
@@ -81,22 +68,17 @@ Result<Applied> ApplyScore(sqlite::Connection& c, const std::string& client_id, 
       "ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq");
   if (!upsert.ok()) return upsert.status();
   if (Status s = upsert->Bind(1, client_id).Bind(2, score).Bind(3, seq).Run(); !s.ok()) return s;
-  return Applied{score, seq, true};
+  return StoredScore{.score = score, .seq = seq, .changed = true};
 }
 
 }  // namespace
 
 void SqliteLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                                       std::function<void(Result<Posted>)> done) {
-  auto apply = [client_id, score, mode](sqlite::Connection& c) { return ApplyScore(c, client_id, score, mode); };
-  auto finish = [this, client_id, done = std::move(done)](Result<Applied> r) {
-    if (!r.ok()) return done(r.status());
-    if (r->changed) board_.Set(client_id, r->score, r->seq);
-    auto view = board_.Player(client_id, std::nullopt);
-    if (!view) return done(Status::Internal("player vanished from the board"));
-    done(Posted{view->entry, r->changed});
+                                       std::function<void(Result<StoredScore>)> done) {
+  auto apply = [client_id = std::move(client_id), score, mode](sqlite::Connection& c) {
+    return ApplyScore(c, client_id, score, mode);
   };
-  db::sqlite::SubmitCall<Applied>(db_.writer(), std::move(apply), std::move(finish));
+  db::sqlite::SubmitCall<StoredScore>(db_.writer(), std::move(apply), std::move(done));
 }
 
 void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
@@ -107,22 +89,8 @@ void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(St
     if (c.Changes() == 0) return NoSuchPlayer(client_id);
     return db::sqlite::Unit{};
   };
-  auto finish = [this, client_id, done = std::move(done)](Result<db::sqlite::Unit> r) {
-    if (r.ok()) board_.Erase(client_id);
-    done(r.status());
-  };
+  auto finish = [done = std::move(done)](Result<db::sqlite::Unit> r) { done(r.status()); };
   db::sqlite::SubmitCall<db::sqlite::Unit>(db_.writer(), std::move(apply), std::move(finish));
-}
-
-void SqliteLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
-  done(board_.Top(offset, limit));
-}
-
-void SqliteLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
-                                    std::function<void(Result<PlayerView>)> done) {
-  auto view = board_.Player(client_id, around);
-  if (!view) return done(NoSuchPlayer(client_id));
-  done(std::move(*view));
 }
 
 Status SeedLeaderboard(sqlite::Connection& conn, int64_t clients, uint64_t seed,

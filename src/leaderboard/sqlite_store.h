@@ -1,10 +1,9 @@
 // The leaderboard on the embedded SQLite database: the table is the truth,
-// written through the group-commit writer (a 200 is durable); the Board
-// answers every read from memory and changes right after each commit.
+// written through the group-commit writer (a 200 is durable). The
+// service's Board answers every read and changes right after each commit.
 #pragma once
 
 #include "db/sqlite_database.h"
-#include "leaderboard/board.h"
 #include "leaderboard/store.h"
 
 namespace hotrow::leaderboard {
@@ -13,20 +12,15 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
  public:
   // Creates the schema if needed (before db.writer().Start()).
   static Result<std::unique_ptr<SqliteLeaderboardStore>> Open(db::sqlite::Database& db);
-  // Rebuilds the Board from the table (after the writer started).
-  Status Load();
 
+  Status Load(const std::function<void(std::string, Stored)>& sink) override;
   void PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                 std::function<void(Result<Posted>)> done) override;
+                 std::function<void(Result<StoredScore>)> done) override;
   void Remove(std::string client_id, std::function<void(Status)> done) override;
-  void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) override;
-  void Player(std::string client_id, std::optional<int64_t> around,
-              std::function<void(Result<PlayerView>)> done) override;
 
  private:
   explicit SqliteLeaderboardStore(db::sqlite::Database& db) : db_(db) {}
   db::sqlite::Database& db_;
-  Board board_;
 };
 
 Status CreateLeaderboardSchema(db::sqlite::Connection& conn);

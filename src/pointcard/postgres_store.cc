@@ -85,16 +85,18 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
     CREATE OR REPLACE FUNCTION hotrow_ts(us bigint) RETURNS timestamp
       LANGUAGE sql IMMUTABLE AS $$ SELECT 'epoch'::timestamp + us * interval '1 microsecond' $$;
 
-    -- The online point use: outcome 'ok', 'refused', 'no-card', 'mismatch',
-    -- 'replayed' or 'replayed-refused', with the row's time and balance.
+    -- The online point use, with the row's time and balance. outcome is a
+    -- small integer, the contract with PayOutcome in postgres_store.cc:
+    -- 0 ok, 1 refused, 2 no card, 3 key mismatch, 4 replayed, 5 replayed
+    -- refusal.
     -- enable_seqscan = off: SSI locks what a scan reads at the scan's
     -- granularity, and a sequential scan (the planner's choice on a small
     -- table) locks the whole relation, so every other point use's write
     -- becomes a read/write conflict. Index lookups lock the tuple and its
     -- B-tree page. Measured with pgbench, 4 clients on 200 cards: 72% of
     -- point uses failed with 40001 before, 1% after.
-    CREATE OR REPLACE FUNCTION hotrow_pay(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
-    RETURNS TABLE (outcome text, time_us bigint, new_balance bigint) LANGUAGE plpgsql
+    CREATE OR REPLACE FUNCTION hotrow_pay_v2(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql
     SET enable_seqscan = off AS $$
     DECLARE
       k P_IDEMPOTENCY%ROWTYPE;
@@ -106,9 +108,9 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
         SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
         IF FOUND THEN
           IF k.FINGERPRINT <> p_fp THEN
-            RETURN QUERY SELECT 'mismatch'::text, NULL::bigint, NULL::bigint;
+            RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint;
           ELSE
-            RETURN QUERY SELECT CASE WHEN k.REFUSED THEN 'replayed-refused' ELSE 'replayed' END,
+            RETURN QUERY SELECT CASE WHEN k.REFUSED THEN 5::smallint ELSE 4::smallint END,
                                 hotrow_us(k.PAYMENT_TIME), k.BALANCE;
           END IF;
           RETURN;
@@ -116,7 +118,7 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
       END IF;
       SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;
       IF NOT FOUND THEN
-        RETURN QUERY SELECT 'no-card'::text, NULL::bigint, NULL::bigint;
+        RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
         RETURN;
       END IF;
       IF b + p_amount < 0 THEN
@@ -124,7 +126,7 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
           INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
                                             p_store, p_amount, b);
         END IF;
-        RETURN QUERY SELECT 'refused'::text, NULL::bigint, b;
+        RETURN QUERY SELECT 1::smallint, NULL::bigint, b;
         RETURN;
       END IF;
       -- Strictly increasing per card, whatever the clock does.
@@ -135,18 +137,25 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
         INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
                                           p_store, p_amount, b + p_amount);
       END IF;
-      RETURN QUERY SELECT 'ok'::text, hotrow_us(t), b + p_amount;
+      RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
     END $$;
+    -- v0.1.0's function, its outcome as text, kept for instances of that
+    -- release still running beside this one during an upgrade.
+    CREATE OR REPLACE FUNCTION hotrow_pay(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome text, time_us bigint, new_balance bigint) LANGUAGE sql AS $$
+      SELECT (ARRAY['ok', 'refused', 'no-card', 'mismatch', 'replayed', 'replayed-refused'])[v.outcome + 1],
+             v.time_us, v.new_balance
+      FROM hotrow_pay_v2(p_card, p_store, p_amount, p_key, p_fp) v $$;
 
     -- The grant, set-based: sum the period's charges per card, then one
-    -- UPDATE ... FROM and one INSERT ... SELECT. outcome: 'ok', 'replayed',
-    -- 'mismatch'.
-    -- Outcomes: ok, replayed, mismatch; 'future' (the period has not ended
-    -- by the database's clock); 'overlap' (grant_id names the earlier grant,
-    -- cards and points carry its period's bounds in microseconds).
-    CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
-                                            p_allow_overlap boolean)
-    RETURNS TABLE (outcome text, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+    -- UPDATE ... FROM and one INSERT ... SELECT. outcome is a small integer,
+    -- the contract with GrantResult in postgres_store.cc: 0 ok, 1 replayed,
+    -- 2 key mismatch, 3 the period has not ended by the database's clock,
+    -- 4 overlap (grant_id names the earlier grant, cards and points carry
+    -- its period's bounds in microseconds).
+    CREATE OR REPLACE FUNCTION hotrow_grant_v2(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
+                                               p_allow_overlap boolean)
+    RETURNS TABLE (outcome smallint, grant_id bigint, cards bigint, points bigint, query_ms double precision,
                    update_ms double precision, commit_ms double precision) LANGUAGE plpgsql AS $$
     DECLARE
       g P_GRANT%ROWTYPE;
@@ -162,17 +171,17 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
         SELECT * INTO g FROM P_GRANT WHERE IDEMPOTENCY_KEY = p_key;
         IF FOUND THEN
           IF g.FINGERPRINT <> p_fp THEN
-            RETURN QUERY SELECT 'mismatch'::text, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+            RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
                                 NULL::double precision, NULL::double precision;
           ELSE
-            RETURN QUERY SELECT 'replayed'::text, g.GRANT_ID, g.CARDS, g.POINTS, g.QUERY_MS, g.UPDATE_MS, g.COMMIT_MS;
+            RETURN QUERY SELECT 1::smallint, g.GRANT_ID, g.CARDS, g.POINTS, g.QUERY_MS, g.UPDATE_MS, g.COMMIT_MS;
           END IF;
           RETURN;
         END IF;
       END IF;
       -- After LOCK TABLE S_ACCOUNT (the caller's): no other grant runs now.
       IF hotrow_ts(p_to) > clock_timestamp() AT TIME ZONE 'UTC' THEN
-        RETURN QUERY SELECT 'future'::text, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+        RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
                             NULL::double precision, NULL::double precision;
         RETURN;
       END IF;
@@ -180,7 +189,7 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
         SELECT * INTO g FROM P_GRANT WHERE FROM_TIME < hotrow_ts(p_to) AND TO_TIME > hotrow_ts(p_from)
           ORDER BY GRANT_ID LIMIT 1;
         IF FOUND THEN
-          RETURN QUERY SELECT 'overlap'::text, g.GRANT_ID, hotrow_us(g.FROM_TIME), hotrow_us(g.TO_TIME),
+          RETURN QUERY SELECT 4::smallint, g.GRANT_ID, hotrow_us(g.FROM_TIME), hotrow_us(g.TO_TIME),
                               NULL::double precision, NULL::double precision, NULL::double precision;
           RETURN;
         END IF;
@@ -210,11 +219,19 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
                 EXTRACT(EPOCH FROM t1 - t0) * 1000, EXTRACT(EPOCH FROM t2 - t1) * 1000, p_key,
                 CASE WHEN p_key IS NULL THEN NULL ELSE p_fp END)
         RETURNING P_GRANT.GRANT_ID INTO new_id;
-      RETURN QUERY SELECT 'ok'::text, new_id, n_cards, n_points, EXTRACT(EPOCH FROM t1 - t0)::double precision * 1000,
+      RETURN QUERY SELECT 0::smallint, new_id, n_cards, n_points, EXTRACT(EPOCH FROM t1 - t0)::double precision * 1000,
                           EXTRACT(EPOCH FROM t2 - t1)::double precision * 1000, 0::double precision;
     END $$;
-    -- v0.1.0's signature, kept for instances of that release still running
-    -- beside this one during an upgrade: it granted overlapping periods.
+    -- The text outcomes of earlier builds, kept for instances still running
+    -- beside this one during an upgrade: v0.1.0's signature (it granted
+    -- overlapping periods) and the one with p_allow_overlap.
+    CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
+                                            p_allow_overlap boolean)
+    RETURNS TABLE (outcome text, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+                   update_ms double precision, commit_ms double precision) LANGUAGE sql AS $$
+      SELECT (ARRAY['ok', 'replayed', 'mismatch', 'future', 'overlap'])[v.outcome + 1], v.grant_id, v.cards, v.points,
+             v.query_ms, v.update_ms, v.commit_ms
+      FROM hotrow_grant_v2(p_from, p_to, p_rate, p_key, p_fp, p_allow_overlap) v $$;
     CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text)
     RETURNS TABLE (outcome text, grant_id bigint, cards bigint, points bigint, query_ms double precision,
                    update_ms double precision, commit_ms double precision) LANGUAGE sql AS $$
@@ -334,6 +351,20 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
 
 namespace {
 
+// The outcome columns of hotrow_pay_v2 and hotrow_grant_v2 (the numbers are
+// the SQL functions' contract, written beside them above).
+//
+// Why the payment rule exists twice, here in PL/pgSQL and in C++ in
+// sqlite_store.cc: on PostgreSQL it must run inside the database, in one
+// round trip under SERIALIZABLE (a rule in C++ would hold the transaction
+// open across three more round trips, widening every conflict window and
+// the per-card lock); on SQLite it runs on the writer thread inside the
+// batch transaction, where a round trip costs nothing. The contract suite
+// (tests/contract/pointcard_contract.cc) runs the same cases against both:
+// refusal, replay, mismatch, unknown card, the balance after each.
+enum class PayResult : int64_t { kOk = 0, kRefused, kNoCard, kMismatch, kReplayed, kReplayedRefused };
+enum class GrantResult : int64_t { kOk = 0, kReplayed, kMismatch, kFuture, kOverlap };
+
 constexpr int kTries = 3;
 
 // The reference's policy: up to 3 tries; here with 1-10 ms of jittered
@@ -389,22 +420,25 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     Result<pg::Rows> rows = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
       if (attempt > 0) Backoff(attempt);
-      rows = RunSerializable(**c, p.card_id, "ROW EXCLUSIVE", "SELECT * FROM hotrow_pay($1, $2, $3, $4, $5)", params);
+      rows =
+          RunSerializable(**c, p.card_id, "ROW EXCLUSIVE", "SELECT * FROM hotrow_pay_v2($1, $2, $3, $4, $5)", params);
       // Two first uses of one idempotency key race to insert it: the loser
       // retries and finds the winner's answer.
       bool unique_race = !rows.ok() && rows.status().sqlstate() == "23505";
       if (rows.ok() || !(db::pg::IsRetryable(rows.status()) || unique_race)) break;
     }
     if (!rows.ok()) return done(rows.status());
-    std::string_view outcome = rows->Text(0, 0);
-    if (outcome == "no-card") return done(NoSuchCard(p.card_id));
-    if (outcome == "mismatch")
+    auto outcome = static_cast<PayResult>(rows->Int(0, 0));
+    if (outcome == PayResult::kNoCard) return done(NoSuchCard(p.card_id));
+    if (outcome == PayResult::kMismatch)
       return done(Status(ErrorCode::kIdempotencyMismatch,
                          "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",
                          "Idempotency-Key"));
+    if (outcome < PayResult::kOk || outcome > PayResult::kReplayedRefused)
+      return done(Status::Internal("hotrow_pay_v2 answered outcome " + std::to_string(rows->Int(0, 0))));
     PaymentOutcome out;
-    out.replayed = outcome.rfind("replayed", 0) == 0;
-    out.refused = outcome == "refused" || outcome == "replayed-refused";
+    out.replayed = outcome == PayResult::kReplayed || outcome == PayResult::kReplayedRefused;
+    out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;
     int64_t balance = rows->Int(0, 2);
     if (out.refused) {
       out.row = {0, p.card_id, p.store_id, p.amount, balance};
@@ -417,11 +451,11 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
 
 void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
                                    std::function<void(Result<GrantOutcome>)> done) {
+  // One at a time: the service's gate (service.h) admits a grant only when
+  // the previous one has answered; Stop waits for the one on the pool.
   {
     std::lock_guard lock(grant_mutex_);
     if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));
-    if (grant_running_)
-      return done(Status(ErrorCode::kGrantInProgress, "a point grant is already running; retry when it has finished"));
     grant_running_ = true;
   }
   auto finish = [this, done = std::move(done)](Result<GrantOutcome> outcome) {
@@ -450,13 +484,14 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
       auto results = (*c)->Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
                                      {"SET LOCAL statement_timeout = 0", {}},
                                      {"LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE", {}},
-                                     {"SELECT * FROM hotrow_grant($1, $2, $3, $4, $5, $6)", params}});
+                                     {"SELECT * FROM hotrow_grant_v2($1, $2, $3, $4, $5, $6)", params}});
       Status s = results.status();
       auto commit_start = std::chrono::steady_clock::now();
-      if (s.ok())
+      if (s.ok()) {
         s = (*c)->Exec("COMMIT");
-      else
-        (void)(*c)->Exec("ROLLBACK");
+      } else if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) {
+        log::Warn("grant: ROLLBACK after {}: {}", s.ToString(), rolled.ToString());  // the pool replaces a broken one
+      }
       double commit_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - commit_start).count();
       if (!s.ok()) {
@@ -465,26 +500,39 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
         break;
       }
       const pg::Rows& rows = (*results)[3];
-      std::string_view what = rows.Text(0, 0);
-      if (what == "future") {
+      auto what = static_cast<GrantResult>(rows.Int(0, 0));
+      if (what == GrantResult::kFuture) {
         outcome = PeriodNotEnded();
         break;
       }
-      if (what == "overlap") {
+      if (what == GrantResult::kOverlap) {
         outcome = PeriodAlreadyGranted(rows.Int(0, 1), rows.Int(0, 2), rows.Int(0, 3));
         break;
       }
-      if (what == "mismatch") {
+      if (what == GrantResult::kMismatch) {
         outcome = Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant",
                          "Idempotency-Key");
         break;
       }
-      GrantOutcome g{rows.Int(0, 1),    rows.Int(0, 2),    rows.Int(0, 3),
-                     rows.Double(0, 4), rows.Double(0, 5), what == "replayed" ? rows.Double(0, 6) : commit_ms,
-                     what == "replayed"};
-      if (!g.replayed)
-        (void)(*c)->Query("UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2",
-                          {std::to_string(commit_ms), std::to_string(g.grant_id)});
+      if (what != GrantResult::kOk && what != GrantResult::kReplayed) {
+        outcome = Status::Internal("hotrow_grant_v2 answered outcome " + std::to_string(rows.Int(0, 0)));
+        break;
+      }
+      bool replayed = what == GrantResult::kReplayed;
+      GrantOutcome g{.grant_id = rows.Int(0, 1),
+                     .cards = rows.Int(0, 2),
+                     .points = rows.Int(0, 3),
+                     .query_ms = rows.Double(0, 4),
+                     .update_ms = rows.Double(0, 5),
+                     .commit_ms = replayed ? rows.Double(0, 6) : commit_ms,
+                     .replayed = replayed};
+      if (!g.replayed) {
+        // The grant has committed: only its recorded commit time is lost.
+        auto timed = (*c)->Query("UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2",
+                                 {std::to_string(commit_ms), std::to_string(g.grant_id)});
+        if (!timed.ok())
+          log::Warn("grant {}: cannot record its commit time: {}", g.grant_id, timed.status().ToString());
+      }
       outcome = g;
       break;
     }

@@ -54,8 +54,7 @@ void Pay(PointCardService& service, Request& req, Responder responder) {
   if (Status s = body->OnlyFields({"storeId", "amount"}); !s.ok()) return responder.Send(Error(s));
   auto store = body->Integer("storeId", 1, INT64_MAX);
   if (!store.ok()) return responder.Send(Error(store.status()));
-  // The service's bound, not int64's, so that the message names it.
-  auto amount = body->Integer("amount", -kAmountAbsMax, kAmountAbsMax);
+  auto amount = body->SaturatedInteger("amount");
   if (!amount.ok()) return responder.Send(Error(amount.status()));
   Payment p{*card, *store, *amount, IdempotencyKey(req)};
   service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
@@ -97,7 +96,7 @@ void History(PointCardService& service, const Request& req, Responder responder)
   if (!card.ok()) return responder.Send(Error(card.status()));
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
-  auto limit = query->Int("limit", kHistoryLimitDefault, 1, kHistoryLimitMax);
+  auto limit = query->Int("limit", kHistoryLimitDefault);
   if (!limit.ok()) return responder.Send(Error(limit.status()));
   std::optional<int64_t> before;
   if (auto cursor = query->Get("before")) {
@@ -190,7 +189,7 @@ void Grant(PointCardService& service, const AdminAuth& admin, Request& req, Resp
   if (!from.ok()) return responder.Send(Error(from.status()));
   auto to = TimeField(*body, "to");
   if (!to.ok()) return responder.Send(Error(to.status()));
-  auto rate = body->Integer("ratePercent", kRatePercentMin, kRatePercentMax);
+  auto rate = body->SaturatedInteger("ratePercent");
   if (!rate.ok()) return responder.Send(Error(rate.status()));
   auto allow_overlap = body->OptionalBool("allowOverlap", false);
   if (!allow_overlap.ok()) return responder.Send(Error(allow_overlap.status()));

@@ -1,5 +1,7 @@
 #include "pointcard/service.h"
 
+#include <cassert>
+
 #include "ops/log.h"
 
 namespace hotrow::pointcard {
@@ -34,9 +36,7 @@ void PointCardService::GetCard(int64_t card_id, Callback<Result<Card>> done) {
 
 void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                                std::function<void(Result<HistoryPage>)> done) {
-  if (limit < 1 || limit > kHistoryLimitMax)
-    return done(
-        Status::InvalidField("limit", "limit must be an integer from 1 to " + std::to_string(kHistoryLimitMax)));
+  if (limit < 1 || limit > kHistoryLimitMax) return done(Status::OutOfRange("limit", 1, kHistoryLimitMax));
   if (before_us && *before_us > kHistoryCursorMaxUs) before_us = kHistoryCursorMaxUs;
   store_.History(card_id, limit, before_us, std::move(done));
 }
@@ -60,9 +60,7 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
 
 void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutcome>)> done) {
   if (r.rate_percent < kRatePercentMin || r.rate_percent > kRatePercentMax)
-    return done(Status::InvalidField("ratePercent", "ratePercent must be an integer from " +
-                                                        std::to_string(kRatePercentMin) + " to " +
-                                                        std::to_string(kRatePercentMax)));
+    return done(Status::OutOfRange("ratePercent", kRatePercentMin, kRatePercentMax));
   if (r.from_us >= r.to_us) return done(Status::InvalidField("to", "the period must have from < to"));
   // Whether the period has ended is decided by the store, inside the
   // grant's transaction, on the clock that stamps payments (the database's
@@ -73,7 +71,33 @@ void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutc
   }
   std::string fingerprint = "grant from=" + std::to_string(r.from_us) + " to=" + std::to_string(r.to_us) +
                             " rate=" + std::to_string(r.rate_percent) + (r.allow_overlap ? " overlap=allowed" : "");
-  store_.Grant(std::move(r), std::move(fingerprint), std::move(done));
+  {
+    std::lock_guard lock(grant_mutex_);
+    if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));
+    if (grant_running_)
+      return done(Status(ErrorCode::kGrantInProgress, "a point grant is already running; retry when it has finished"));
+    grant_running_ = true;
+  }
+  store_.Grant(std::move(r), std::move(fingerprint), [this, done = std::move(done)](Result<GrantOutcome> outcome) {
+    {
+      std::lock_guard lock(grant_mutex_);
+      assert(grant_running_);
+      grant_running_ = false;
+      grant_finished_.notify_all();
+    }
+    done(std::move(outcome));  // touches no member: Stop may have returned
+  });
+}
+
+void PointCardService::Stop() {
+  {
+    std::unique_lock lock(grant_mutex_);
+    if (grants_stopped_) return;
+    grants_stopped_ = true;
+    // A running grant answers through the writer or the pool, which still run.
+    grant_finished_.wait(lock, [this] { return !grant_running_; });
+  }
+  store_.Stop();
 }
 
 }  // namespace hotrow::pointcard

@@ -1,25 +1,34 @@
-// The point-card service: input rules, the master data in memory, and the
-// store for everything else. Thin enough that the HTTP handlers and the
-// simulator call the very same functions.
+// The point-card service: input rules, the master data in memory, the
+// one-grant-at-a-time gate, and the store for everything else. Thin enough
+// that the HTTP handlers and the simulator call the very same functions.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "base/auth.h"
+#include "base/domain.h"
 #include "pointcard/store.h"
 
 namespace hotrow::pointcard {
 
-class PointCardService {
+class PointCardService final : public DomainService {
  public:
   explicit PointCardService(PointCardStore& store) : store_(store) {}
+  ~PointCardService() override { Stop(); }
 
-  // Loads regions and stores into memory (they do not change while serving).
-  Status Load();
+  // DomainService. Load: regions and stores into memory (they do not change
+  // while serving, so there is no change feed). Stop: waits for a running
+  // grant to answer, refuses later ones, then stops the store.
+  std::string_view name() const override { return "point card"; }
+  Status Load() override;
+  Status Follow(std::string_view) override { return Status::Ok(); }
+  void Stop() override;
 
   const std::vector<Region>& regions() const { return regions_; }
   // The stores of a region; not_found for an unknown region.
@@ -40,6 +49,11 @@ class PointCardService {
   std::vector<Region> regions_;
   std::unordered_map<int64_t, std::vector<StoreInfo>> stores_by_region_;
   std::unordered_map<int64_t, int64_t> store_region_;
+
+  std::mutex grant_mutex_;
+  std::condition_variable grant_finished_;
+  bool grant_running_ = false;   // guarded by grant_mutex_
+  bool grants_stopped_ = false;  // guarded by grant_mutex_
 };
 
 }  // namespace hotrow::pointcard

@@ -440,23 +440,16 @@ Result<T> OnWriter(db::sqlite::GroupWriter& writer, Apply apply) {
 
 void SqlitePointCardStore::Grant(GrantRequest request, std::string fingerprint,
                                  std::function<void(Result<GrantOutcome>)> done) {
+  // One at a time: the service's gate (service.h) admits a grant only when
+  // the previous one has answered.
   std::lock_guard lock(grant_mutex_);
   if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));
-  if (grant_running_)
-    return done(Status(ErrorCode::kGrantInProgress, "a point grant is already running; retry when it has finished"));
   if (grant_thread_.joinable()) grant_thread_.join();  // the previous one, finished
-  grant_running_ = true;
   // The query phase takes a while: it runs on its own thread, never on an
   // event loop.
   grant_thread_ =
       std::thread([this, r = std::move(request), fp = std::move(fingerprint), done = std::move(done)]() mutable {
-        RunGrant(std::move(r), std::move(fp), [this, done = std::move(done)](Result<GrantOutcome> outcome) {
-          {
-            std::lock_guard lock(grant_mutex_);
-            grant_running_ = false;
-          }
-          done(std::move(outcome));
-        });
+        RunGrant(std::move(r), std::move(fp), std::move(done));
       });
 }
 

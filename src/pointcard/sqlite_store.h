@@ -82,7 +82,6 @@ class SqlitePointCardStore final : public PointCardStore {
   int64_t clock_last_us_ = 0;
 
   std::mutex grant_mutex_;
-  bool grant_running_ = false;
   bool grants_stopped_ = false;  // Stop() was called: no new grant
   std::thread grant_thread_;
 

@@ -1,7 +1,9 @@
-// Where cards live for good. The service (service.h) validates input and
-// holds the master data (regions, stores) in memory; the store keeps cards
-// and history and runs the two SERIALIZABLE transactions of the reference:
-// the online point use and the point-grant batch.
+// Where cards live for good. The service (service.h) validates input,
+// holds the master data (regions, stores) in memory and lets one grant run
+// at a time; the store keeps cards and history and runs the two
+// SERIALIZABLE transactions of the reference: the online point use and the
+// point-grant batch. Its lifecycle is every store's (leaderboard/store.h);
+// nothing here changes while serving, so it has no change feed.
 //
 // Every call is asynchronous: `done` runs exactly once, inline (reads served
 // from a local snapshot) or later on a store thread (writes, after their
@@ -45,7 +47,8 @@ class PointCardStore {
   // The point grant: for every card, floor(sum of positive amounts from
   // stores > 0 in [from, to) * rate / 100) more points and one history row
   // with STORE_ID 0. Atomic, and serializable with the online point uses
-  // that run meanwhile; it never fails because of them.
+  // that run meanwhile; it never fails because of them. One at a time: the
+  // service's gate admits the next only after this one's `done` ran.
   virtual void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) = 0;
 
   // Waits for a running grant to answer and stops the background work;

@@ -1,6 +1,7 @@
-// The leaderboard store contract: what both backends (embedded SQLite with
-// the in-memory Board, and Redis) must do. A backend joins by instantiating
-// LeaderboardContract with a factory.
+// The leaderboard contract: what every backend (embedded SQLite and
+// PostgreSQL with the service's in-memory Board, and Redis) must do, seen
+// through the service as the routes see it. A backend joins by
+// instantiating LeaderboardContract with a factory.
 #pragma once
 
 #include <functional>
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "leaderboard/service.h"
 #include "leaderboard/store.h"
 
 namespace hotrow::testing {
@@ -36,9 +38,27 @@ class LeaderboardContract : public ::testing::TestWithParam<LeaderboardBackend> 
   void SetUp() override {
     backend = GetParam().make();
     ASSERT_TRUE(backend);
+    Reopen();
   }
-  leaderboard::LeaderboardStore& store() { return backend->store(); }
+  // A service over the backend's store as it is now (after a Restart).
+  void Reopen() {
+    service_.reset();
+    service_ = std::make_unique<leaderboard::LeaderboardService>(backend->store());
+    ASSERT_TRUE(service_->Load().ok());
+  }
+  leaderboard::LeaderboardService& store() { return *service_; }
+  // The service goes first: it holds a reference to the store.
+  void Restart() {
+    service_.reset();
+    backend->Restart();
+    Reopen();
+  }
+  bool CrashServer() {
+    service_.reset();
+    return backend->CrashServer();
+  }
   std::unique_ptr<LeaderboardBackendInstance> backend;
+  std::unique_ptr<leaderboard::LeaderboardService> service_;
 };
 
 }  // namespace hotrow::testing

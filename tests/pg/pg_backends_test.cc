@@ -131,7 +131,6 @@ class PgBoard : public LeaderboardBackendInstance {
   void Open() {
     pool_ = OpenPool(url_);
     store_ = OrThrow(leaderboard::PostgresLeaderboardStore::Open(*pool_));
-    OrThrow(store_->Load());
   }
   std::string url_;
   std::unique_ptr<db::pg::Pool> pool_;
@@ -183,6 +182,40 @@ INSTANTIATE_TEST_SUITE_P(Postgres, LeaderboardContract,
 INSTANTIATE_TEST_SUITE_P(Postgres, PointCardContract,
                          ::testing::Values(PointCardBackend{"postgres", [] { return std::make_unique<PgCards>(); }}),
                          Name);
+
+// The payment and grant rules answer typed outcomes (hotrow_pay_v2,
+// hotrow_grant_v2); the text-outcome functions of earlier builds stay, as
+// wrappers, for instances of those builds still running beside this one
+// during a rolling upgrade. Each outcome, through the old names:
+TEST(PostgresPointCard, TheTextOutcomesOfEarlierBuildsStillAnswer) {
+  std::string url = FreshDatabase();
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  pointcard::SeedOptions o;
+  o.cards = 3;
+  o.stores = 2;
+  o.history = 0;
+  OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool));  // creates the functions
+  auto outcome = [&](const std::string& sql) {
+    auto rows = conn->Query(sql);
+    if (!rows.ok()) return "error: " + rows.status().ToString();
+    return std::string(rows->Text(0, 0));
+  };
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_pay(1, 1, 10, 'k1', 'fp')"), "ok");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_pay(1, 1, 10, 'k1', 'fp')"), "replayed");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_pay(1, 1, 10, 'k1', 'other')"), "mismatch");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_pay(1, 1, -999999999, 'k2', 'fp')"), "refused");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_pay(1, 1, -999999999, 'k2', 'fp')"), "replayed-refused");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_pay(999, 1, 10, NULL, '')"), "no-card");
+  std::string future = "(EXTRACT(EPOCH FROM now()) * 1000000)::bigint + 3600000000";
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_grant(0, " + future + ", 1, NULL, '')"), "future");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_grant(0, 1000, 1, 'g', 'fp', false)"), "ok");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_grant(0, 1000, 1, 'g', 'fp', false)"), "replayed");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_grant(0, 1000, 1, 'g', 'other', false)"), "mismatch");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_grant(500, 2000, 1, NULL, '', false)"), "overlap");
+  EXPECT_EQ(outcome("SELECT outcome FROM hotrow_grant(500, 2000, 1, NULL, '')"), "ok") << "v0.1.0 allowed overlaps";
+}
 
 // The pool never opens more than its size, and a full queue answers
 // overloaded at once instead of waiting (or failing with "too many clients").

@@ -19,6 +19,21 @@ namespace {
 
 int64_t LikeOf(const std::string& body) { return JsonInt(body, "like"); }
 
+// Whether `n` hotrow listeners are connected to the database of `url`
+// (waits up to 10 s). An instance serves before its listener has connected.
+bool ListenersConnected(const std::string& url, int n) {
+  auto conn = db::pg::Connection::Connect(url);
+  if (!conn.ok()) return false;
+  return Eventually(
+      [&] {
+        auto rows = (*conn)->Query(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'hotrow-listener' "
+            "AND datname = current_database()");
+        return rows.ok() && rows->Int(0, 0) == n;
+      },
+      std::chrono::seconds(10));
+}
+
 class TwoInstances : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -32,16 +47,7 @@ class TwoInstances : public ::testing::Test {
     ASSERT_TRUE(a->ok() && b->ok());
     // An instance serves before its listener has connected (serve.cc
     // follows last): the tests that kill or stop listeners need both.
-    auto conn = db::pg::Connection::Connect(url);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(Eventually(
-        [&] {
-          auto n = (*conn)->Query(
-              "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'hotrow-listener' "
-              "AND datname = current_database()");
-          return n.ok() && n->Int(0, 0) == 2;
-        },
-        std::chrono::seconds(10)));
+    ASSERT_TRUE(ListenersConnected(url, 2));
   }
   std::string url;
   std::unique_ptr<TestServer> a, b;
@@ -191,6 +197,7 @@ void EditTitle(TestServer& s, int id, const std::string& title) {
 TEST_F(TwoInstances, AChangeWhoseReReadFailsIsAppliedByAReload) {
   TestServer c(TestServerOptions{0, false, {"--db-pool", "2"}, {{"HOTROW_FAILPOINT", "follow.fetch:1"}}, url});
   ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(ListenersConnected(url, 3)) << "c must hear the edit, not load it";
   EditTitle(*a, 2, "edited-once");
   HttpClient client(c.port());
   EXPECT_TRUE(Eventually([&] { return TitleOf(client, 2) == "edited-once"; }, std::chrono::seconds(5)))

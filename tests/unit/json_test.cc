@@ -72,10 +72,10 @@ TEST(JsonObject, IntegersAreIntegerLiteralsOnly) {
   EXPECT_EQ(obj->Integer("e", -10, 10).status().code(), ErrorCode::kInvalidField);
   EXPECT_EQ(obj->Integer("s", -10, 10).status().message(), "s must be an integer, not a string");
   EXPECT_EQ(obj->Integer("big", INT64_MIN, INT64_MAX).status().message(),
-            "big must be between -9223372036854775808 and 9223372036854775807");
+            "big must be an integer from -9223372036854775808 to 9223372036854775807");
   auto huge = JsonObject::Parse(R"({"huge":1e400})");
   EXPECT_EQ(huge.status().code(), ErrorCode::kBadRequest) << "a number beyond double range is malformed input";
-  EXPECT_EQ(obj->Integer("i", 8, 10).status().message(), "i must be between 8 and 10");
+  EXPECT_EQ(obj->Integer("i", 8, 10).status().message(), "i must be an integer from 8 to 10");
 }
 
 TEST(JsonObject, MissingAndUnknownFields) {

@@ -25,7 +25,6 @@ class SqliteBoard : public LeaderboardBackendInstance {
     db_ = OrThrow(db::sqlite::Database::Open(dir_.File("lb.db")));
     store_ = OrThrow(leaderboard::SqliteLeaderboardStore::Open(*db_));
     db_->writer().Start();
-    OrThrow(store_->Load());
   }
   TempDir dir_;
   std::unique_ptr<db::sqlite::Database> db_;
