@@ -66,11 +66,8 @@ Result<std::unique_ptr<PostgresDatePlanStore>> PostgresDatePlanStore::Open(pg::P
 PostgresDatePlanStore::~PostgresDatePlanStore() { Stop(); }
 
 void PostgresDatePlanStore::Stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
+  std::lock_guard lock(stop_mutex_);
+  likes_.Stop();  // the loop commits what is queued, then returns
   if (liker_.joinable()) liker_.join();
 }
 
@@ -176,19 +173,8 @@ void PostgresDatePlanStore::Delete(int64_t id, std::function<void(Status)> done)
 }
 
 void PostgresDatePlanStore::Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) {
-  {
-    std::unique_lock lock(mutex_);
-    if (stopping_) {
-      lock.unlock();
-      return done(Status::Unavailable("the server is shutting down"));
-    }
-    if (likes_.size() >= like_queue_max_) {
-      lock.unlock();
-      return done(Status::Overloaded("the like queue is full; retry later"));
-    }
-    likes_.push_back({id, std::move(done)});
-  }
-  wake_.notify_one();
+  PendingLike like{id, std::move(done)};
+  if (Status s = likes_.Push(like); !s.ok()) like.done(std::move(s));
 }
 
 // One batch at a time, like the SQLite writer: while it runs, the next
@@ -198,17 +184,7 @@ void PostgresDatePlanStore::LikeLoop() {
   // Batch indices ordered by plan, arrival order within a plan, and where
   // each plan's run starts; both keep their capacity from batch to batch.
   std::vector<size_t> order, starts;
-  while (true) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return !likes_.empty() || stopping_; });
-      if (likes_.empty()) return;
-      size_t n = std::min(likes_.size(), kLikeBatchMax);
-      for (size_t i = 0; i < n; ++i) {
-        batch.push_back(std::move(likes_.front()));
-        likes_.pop_front();
-      }
-    }
+  while (likes_.PopBatch(batch, kLikeBatchMax)) {
     order.resize(batch.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::sort(order.begin(), order.end(),

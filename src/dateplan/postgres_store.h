@@ -14,11 +14,10 @@
 // it as soon as it commits; Follow parses them (postgres_store.cc).
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <thread>
 
+#include "base/batch_queue.h"
 #include "dateplan/store.h"
 #include "db/postgres.h"
 
@@ -46,19 +45,17 @@ class PostgresDatePlanStore final : public DatePlanStore {
  private:
   // One plan as stored now, or nullopt; blocking.
   Result<std::optional<Plan>> Fetch(int64_t id);
-  PostgresDatePlanStore(db::pg::Pool& pool, size_t like_queue_max) : pool_(pool), like_queue_max_(like_queue_max) {}
+  PostgresDatePlanStore(db::pg::Pool& pool, size_t like_queue_max)
+      : pool_(pool), likes_(like_queue_max, "the like queue is full; retry later") {}
   void LikeLoop();
 
   struct PendingLike {
-    int64_t id;
+    int64_t id = 0;
     StoreCallback<Result<LikeOutcome>> done;
   };
   db::pg::Pool& pool_;
-  size_t like_queue_max_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<PendingLike> likes_;
-  bool stopping_ = false;
+  BatchQueue<PendingLike> likes_;
+  std::mutex stop_mutex_;
   std::thread liker_;
 };
 

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "dateplan/sqlite_store.h"
+#include "ops/log.h"
 
 namespace hotrow::dateplan {
 
@@ -102,13 +103,14 @@ Status SeedPlans(db::sqlite::Connection& conn, int64_t count, uint64_t seed,
   std::mt19937_64 rng(seed);
   if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
   // Ids 1..count exactly, whatever AUTOINCREMENT remembers from before.
-  (void)conn.Exec("DELETE FROM sqlite_sequence WHERE name = 'datePlans'");
+  log::WarnIfFailed(conn.Exec("DELETE FROM sqlite_sequence WHERE name = 'datePlans'"),
+                    "seed: resetting the id sequence");
   for (int64_t id = 1; id <= count; ++id) {
     PlanFields f = GeneratePlan(rng);
     auto q = conn.Prepare(R"(INSERT INTO datePlans (id, title, content, category, "like") VALUES (?1, ?2, ?3, ?4, 0))");
     if (!q.ok()) return q.status();
     if (Status s = q->Bind(1, id).Bind(2, f.title).Bind(3, f.content).Bind(4, f.category).Run(); !s.ok()) {
-      (void)conn.Exec("ROLLBACK");
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "seed: ROLLBACK");
       return s;
     }
     if (progress && (id % 5000 == 0 || id == count)) progress(id);

@@ -232,7 +232,8 @@ std::vector<Result<std::vector<Rows>>> Connection::PipelineSegments(
   // A failed statement inside BEGIN leaves the session in an aborted
   // transaction, which Sync does not end. (A transaction left open on
   // purpose, as the grant's, is the caller's to end.)
-  if (PQtransactionStatus(conn_) == PQTRANS_INERROR) (void)Exec("ROLLBACK");
+  if (PQtransactionStatus(conn_) == PQTRANS_INERROR)
+    log::WarnIfFailed(Exec("ROLLBACK"), "PostgreSQL: ROLLBACK of a failed transaction");
   return out;
 }
 
@@ -264,13 +265,10 @@ Result<std::unique_ptr<Pool>> Pool::Open(PoolOptions options) {
 Pool::~Pool() { Stop(); }
 
 void Pool::Stop() {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  for (auto& t : threads_) t.join();
+  std::lock_guard lock(stop_mutex_);
+  queue_.Stop();  // the connections run what is queued, then return
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
 }
 
 Result<std::unique_ptr<Connection>> Pool::Reconnect() {
@@ -289,33 +287,17 @@ Status Pool::LiftTimeouts(Connection& c, bool lift) {
 }
 
 void Pool::Submit(Job job) {
-  {
-    std::unique_lock lock(mutex_);
-    if (stopping_) {
-      lock.unlock();
-      return job(Status::Unavailable("the server is shutting down"));
-    }
-    if (queue_.size() >= options_.queue_max) {
-      lock.unlock();
-      return job(Status::Overloaded("all database connections are busy and the queue is full; retry later"));
-    }
-    queue_.push_back({std::move(job), std::chrono::steady_clock::now()});
-  }
-  wake_.notify_one();
+  Queued q{std::move(job), std::chrono::steady_clock::now()};
+  if (Status s = queue_.Push(q); !s.ok()) q.job(std::move(s));
 }
 
 void Pool::Loop(std::unique_ptr<Connection> conn) {
-  while (true) {
-    Job job;
-    std::chrono::steady_clock::time_point queued_at;
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;  // stopping, and the queue is drained
-      queued_at = queue_.front().at;
-      job = std::move(queue_.front().job);
-      queue_.pop_front();
-    }
+  std::vector<Queued> one;
+  one.reserve(1);
+  while (queue_.PopBatch(one, 1)) {
+    Job job = std::move(one.front().job);
+    auto queued_at = one.front().at;
+    one.clear();
     if (options_.queue_wait_max.count() > 0 && std::chrono::steady_clock::now() - queued_at > options_.queue_wait_max) {
       job(Status::Unavailable("waited longer than " + std::to_string(options_.queue_wait_max.count()) +
                               " ms for a database connection; nothing was written"));
@@ -342,7 +324,7 @@ Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)
       [&](Connection& c) -> Result<bool> {
         if (Status s = c.Exec("SELECT pg_advisory_lock(" + id + ")"); !s.ok()) return s;
         Status s = create(c);
-        (void)c.Exec("SELECT pg_advisory_unlock(" + id + ")");
+        log::WarnIfFailed(c.Exec("SELECT pg_advisory_unlock(" + id + ")"), "PostgreSQL: releasing the schema lock");
         if (!s.ok()) return s;
         return true;
       },
@@ -372,7 +354,7 @@ Status Migrate(Connection& conn, std::string_view component, const std::vector<s
               .status();
     if (s.ok()) s = conn.Exec("COMMIT");
     if (!s.ok()) {
-      (void)conn.Exec("ROLLBACK");
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "PostgreSQL: ROLLBACK of a failed migration");
       return Status::Internal("schema migration " + std::string(component) + " " + std::to_string(step + 1) + " failed")
           .WithDetail(s.ToString());
     }

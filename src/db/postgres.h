@@ -1,6 +1,6 @@
 // PostgreSQL through libpq: connections, a bounded pool, and a listener.
 //
-// PgPool: `size` connections, each owned by one thread, and one bounded
+// Pool: `size` connections, each owned by one thread, and one bounded
 // queue of jobs. A job runs on whichever connection thread is free, with a
 // healthy connection (reconnected if it broke). The pool never opens more
 // than `size` connections -- PostgreSQL's max_connections is shared by every
@@ -9,7 +9,7 @@
 // and a full queue answers overloaded (503) at once instead of waiting
 // without bound.
 //
-// PgListener: one more connection in LISTEN mode on a set of channels; a
+// Listener: one more connection in LISTEN mode on a set of channels; a
 // thread hands every notification (delivered by PostgreSQL when the
 // notifying transaction commits) to a callback, and calls on_connect after
 // every (re)connect, since notifications sent meanwhile are lost. A
@@ -20,7 +20,7 @@
 // heartbeat_interval without traffic the listener asks the server for a
 // round trip, and one unanswered within heartbeat_timeout counts as lost.
 // Every connection also has TCP keepalives and tcp_user_timeout set
-// (ConnectOptionsDefaults), so the kernel gives up on a dead peer in
+// (Connection::Connect), so the kernel gives up on a dead peer in
 // seconds, not hours. Staleness bound: docs/design.md.
 //
 // Only this file and postgres.cc include libpq.
@@ -42,6 +42,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/await.h"
+#include "base/batch_queue.h"
 #include "base/inline_function.h"
 #include "base/status.h"
 
@@ -158,43 +160,44 @@ class Pool {
   // reloads and maintenance (loading a large table is not a request).
   template <typename T, typename Fn>
   Result<T> Run(Fn fn, bool unbounded = false) {
-    std::promise<Result<T>> p;
-    Submit([&](Result<Connection*> c) {
-      if (!c.ok()) return p.set_value(c.status());
-      if (!unbounded) return p.set_value(fn(**c));
-      if (Status s = LiftTimeouts(**c, true); !s.ok()) return p.set_value(s);
-      Result<T> r = fn(**c);
-      if (Status s = LiftTimeouts(**c, false); !s.ok()) (**c).MarkBroken();  // never hand it out unbounded
-      p.set_value(std::move(r));
+    return Await<Result<T>>([&](auto done) {
+      Submit([&, done](Result<Connection*> c) {
+        if (!c.ok()) return done(c.status());
+        if (!unbounded) return done(fn(**c));
+        if (Status s = LiftTimeouts(**c, true); !s.ok()) return done(s);
+        Result<T> r = fn(**c);
+        if (Status s = LiftTimeouts(**c, false); !s.ok()) (**c).MarkBroken();  // never hand it out unbounded
+        done(std::move(r));
+      });
     });
-    return p.get_future().get();
   }
 
   void Stop();
   int size() const { return options_.size; }
 
  private:
-  explicit Pool(PoolOptions options) : options_(std::move(options)) {}
+  explicit Pool(PoolOptions options)
+      : options_(std::move(options)),
+        queue_(options_.queue_max, "all database connections are busy and the queue is full; retry later") {}
   // lift: statement_timeout 0; else back to options_.statement_timeout.
   Status LiftTimeouts(Connection& c, bool lift);
   void Loop(std::unique_ptr<Connection> conn);
   Result<std::unique_ptr<Connection>> Reconnect();
 
   PoolOptions options_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
   struct Queued {
     Job job;
     std::chrono::steady_clock::time_point at;
   };
-  std::deque<Queued> queue_;
-  bool stopping_ = false;
+  BatchQueue<Queued> queue_;
+  std::mutex stop_mutex_;
   std::vector<std::thread> threads_;
 };
 
 // Runs `create` on a pooled connection while holding the advisory lock
-// `key`: of several instances starting at once, one creates or migrates the
-// schema and the others wait and then find it done.
+// `key`: of several instances starting at once, one runs `create` (which
+// creates the schema if absent and runs its Migrate steps) and the others
+// wait and then find it done.
 Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&));
 
 // Schema migrations on PostgreSQL: schema_migrations(component, version)

@@ -8,6 +8,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "base/await.h"
 #include "base/crypto.h"
 #include "db/store_url.h"
 #include "ops/log.h"
@@ -145,12 +146,7 @@ Client::~Client() {
 }
 
 void Client::Stop() {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  wake_.notify_one();
+  queue_.Stop();  // the thread answers what is queued, then returns
   if (thread_.joinable()) thread_.join();
 }
 
@@ -164,53 +160,29 @@ void Client::Eval(const Script& script, std::vector<std::string> numkeys_keys_ar
 }
 
 void Client::Enqueue(Pending p) {
-  {
-    std::unique_lock lock(mutex_);
-    if (stopping_) {
-      lock.unlock();
-      return p.done(Status::Unavailable("the Redis client is stopping"));
-    }
-    if (!connected_) {
-      lock.unlock();
-      return p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
-    }
-    if (queue_.size() >= options_.queue_commands_max) {
-      lock.unlock();
-      return p.done(Status::Overloaded("the Redis command queue is full; retry later"));
-    }
-    queue_.push_back(std::move(p));
+  if (!connected_ && !queue_.stopped()) return p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
+  if (Status s = queue_.Push(p); !s.ok()) {
+    if (s.code() == ErrorCode::kUnavailable) s = Status::Unavailable("the Redis client is stopping");
+    p.done(std::move(s));
   }
-  wake_.notify_one();
 }
 
 Result<Reply> Client::CommandSync(std::vector<std::string> argv) {
-  std::promise<Result<Reply>> p;
-  Command(std::move(argv), [&p](Result<Reply> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Await<Result<Reply>>([&](auto done) { Command(std::move(argv), done); });
 }
 
 void Client::Loop() {
   std::vector<Pending> batch;
   auto backoff = std::chrono::milliseconds(50);
   while (true) {
-    {
-      std::unique_lock lock(mutex_);
-      if (ctx_) {
-        wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-        if (queue_.empty()) return;
-        size_t n = std::min(queue_.size(), options_.pipeline_commands_max);
-        for (size_t i = 0; i < n; ++i) {
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      } else if (stopping_) {
-        return;
-      }
+    if (ctx_) {
+      if (!queue_.PopBatch(batch, options_.pipeline_commands_max)) return;  // stopped, and answered
+    } else if (queue_.stopped()) {
+      return;
     }
     if (!ctx_) {
       std::string error;
       ctx_ = Open(url_, options_.timeout_ms, &error);
-      std::lock_guard lock(mutex_);
       connected_ = ctx_ != nullptr;
       if (!ctx_) {
         std::this_thread::sleep_for(backoff);
@@ -261,18 +233,12 @@ void Client::RunPipeline(std::vector<Pending>& batch) {
     log::Error("Redis connection lost: {}", error);
     redisFree(ctx_);
     ctx_ = nullptr;
-    {
-      std::lock_guard lock(mutex_);
-      connected_ = false;
-    }
+    connected_ = false;
     for (size_t i = answered; i < batch.size(); ++i)
       batch[i].done(Status::Unavailable("Redis connection lost: " + error));
     // Fail what queued meanwhile, too: nothing waits for a reconnect.
-    std::deque<Pending> queued;
-    {
-      std::lock_guard lock(mutex_);
-      queued.swap(queue_);
-    }
+    std::vector<Pending> queued;
+    queue_.TakeAll(queued);
     for (auto& p : queued) p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
     for (auto& p : resend) p.done(Status::Unavailable("Redis connection lost: " + error));
   } else if (!resend.empty()) {

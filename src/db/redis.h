@@ -16,6 +16,7 @@
 // Only this file and redis.cc include hiredis.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/batch_queue.h"
 #include "base/inline_function.h"
 #include "base/status.h"
 
@@ -93,7 +95,10 @@ class Client {
   void Stop();
 
  private:
-  Client(Url url, Options options) : url_(std::move(url)), options_(options) {}
+  Client(Url url, Options options)
+      : url_(std::move(url)),
+        options_(options),
+        queue_(options_.queue_commands_max, "the Redis command queue is full; retry later") {}
   void Loop();
   struct Pending {
     std::vector<std::string> argv;
@@ -106,11 +111,8 @@ class Client {
   Url url_;
   Options options_;
   redisContext* ctx_ = nullptr;  // only the client thread touches it after Connect
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Pending> queue_;
-  bool stopping_ = false;
-  bool connected_ = true;
+  BatchQueue<Pending> queue_;
+  std::atomic<bool> connected_{true};  // false while the client thread reconnects: commands fail at once
   std::thread thread_;
 };
 

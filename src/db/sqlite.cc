@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include "ops/alloc_counter.h"
+#include "ops/log.h"
 
 namespace hotrow::db::sqlite {
 
@@ -190,7 +191,7 @@ Status Migrate(Connection& conn, const std::vector<std::string_view>& steps) {
     if (s.ok()) s = conn.Exec("PRAGMA user_version = " + std::to_string(step + 1));
     if (s.ok()) s = conn.Exec("COMMIT");
     if (!s.ok()) {
-      (void)conn.Exec("ROLLBACK");
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "SQLite: ROLLBACK of a failed migration");
       return Status::Internal("schema migration " + std::to_string(step + 1) + " failed").WithDetail(s.ToString());
     }
   }

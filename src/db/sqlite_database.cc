@@ -100,7 +100,7 @@ Result<Database::ReaderLease> Database::Reader() {
 
 Database::ReaderLease::~ReaderLease() {
   if (!conn_) return;
-  if (conn_->InTransaction()) (void)conn_->Exec("ROLLBACK");
+  if (conn_->InTransaction()) log::WarnIfFailed(conn_->Exec("ROLLBACK"), "SQLite: ROLLBACK");
   {
     std::lock_guard lock(db_->readers_mutex_);
     db_->idle_readers_.push_back(std::move(conn_));

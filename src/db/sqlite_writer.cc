@@ -8,8 +8,7 @@
 namespace hotrow::db::sqlite {
 
 GroupWriter::GroupWriter(std::unique_ptr<sqlite::Connection> conn, GroupWriterOptions options)
-    : conn_(std::move(conn)), options_(options) {
-  ring_.resize(options_.queue_ops_max);
+    : conn_(std::move(conn)), options_(options), queue_(options_.queue_ops_max, "write queue is full; retry later") {
   groups_.reserve(options_.batch_ops_max);
   outcome_.reserve(options_.batch_ops_max);
   size_t table = 1;
@@ -20,29 +19,17 @@ GroupWriter::GroupWriter(std::unique_ptr<sqlite::Connection> conn, GroupWriterOp
 GroupWriter::~GroupWriter() { Stop(); }
 
 void GroupWriter::Start() {
-  std::lock_guard lock(mutex_);
-  if (started_) return;
-  started_ = true;
+  std::lock_guard lock(lifecycle_mutex_);
+  if (started_ || queue_.stopped()) return;
   thread_ = std::thread([this] { Loop(); });
+  started_ = true;
 }
 
 void GroupWriter::Submit(OpPtr op) {
-  {
-    std::unique_lock lock(mutex_);
-    if (stopping_ || !started_) {
-      lock.unlock();
-      op->Finish(Status::Unavailable("the server is shutting down"));
-      return;
-    }
-    if (size_ >= ring_.size()) {
-      lock.unlock();
-      op->Finish(Status::Overloaded("write queue is full; retry later"));
-      return;
-    }
-    if (options_.op_wait_max.count() > 0) op->submitted_at_ = std::chrono::steady_clock::now();
-    ring_[(head_ + size_++) % ring_.size()] = std::move(op);
-  }
-  wake_.notify_one();
+  if (!started_) return op->Finish(Status::Unavailable("the server is shutting down"));
+  if (options_.op_wait_max.count() > 0) op->submitted_at_ = std::chrono::steady_clock::now();
+  // A refused op is finished here, on the calling thread, outside the lock.
+  if (Status s = queue_.Push(op); !s.ok()) op->Finish(s);
 }
 
 void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
@@ -60,41 +47,26 @@ void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
   }
   batch.resize(kept);
   if (expired > 0) {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(stats_mutex_);
     stats_.expired_ops += expired;
   }
 }
 
 void GroupWriter::Stop() {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  wake_.notify_one();
+  std::lock_guard lock(lifecycle_mutex_);
+  queue_.Stop();  // the thread applies what is queued, then returns
   if (thread_.joinable()) thread_.join();
 }
 
 GroupWriterStats GroupWriter::stats() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(stats_mutex_);
   return stats_;
 }
 
 void GroupWriter::Loop() {
   std::vector<OpPtr> batch;
   batch.reserve(options_.batch_ops_max);
-  while (true) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return size_ > 0 || stopping_; });
-      if (size_ == 0) return;  // stopping, and everything is applied
-      size_t n = std::min(size_, options_.batch_ops_max);
-      for (size_t i = 0; i < n; ++i) {
-        batch.push_back(std::move(ring_[head_]));
-        head_ = (head_ + 1) % ring_.size();
-        --size_;
-      }
-    }
+  while (queue_.PopBatch(batch, options_.batch_ops_max)) {
     FailExpired(batch);
     if (!batch.empty()) RunBatch(batch);
     batch.clear();
@@ -164,7 +136,7 @@ void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
                      batch.size());
           break;
         }
-        if (!s.ok()) (void)RunStatement(*conn_, "ROLLBACK TO op");
+        if (!s.ok()) log::WarnIfFailed(RunStatement(*conn_, "ROLLBACK TO op"), "writer: ROLLBACK TO op");
         Status released = RunStatement(*conn_, "RELEASE op");
         if (s.ok() && !released.ok()) s = released;
       }
@@ -179,13 +151,14 @@ void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
       for (auto& op : batch) op->commit_duration_ = commit_us;
       if (!batch_status.ok()) log::Error("group commit of {} op(s) failed: {}", batch.size(), batch_status.ToString());
     }
-    if (!batch_status.ok() && conn_->InTransaction()) (void)RunStatement(*conn_, "ROLLBACK");
+    if (!batch_status.ok() && conn_->InTransaction())
+      log::WarnIfFailed(RunStatement(*conn_, "ROLLBACK"), "writer: ROLLBACK of a failed batch");
   } else {
     log::Error("cannot begin a write transaction: {}", batch_status.ToString());
   }
 
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(stats_mutex_);
     ++stats_.batches;
     stats_.ops += batch.size();
     stats_.batch_ops_largest = std::max<uint64_t>(stats_.batch_ops_largest, batch.size());

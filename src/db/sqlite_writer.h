@@ -14,7 +14,7 @@
 // fsync cost is shared by every op that arrived during the previous fsync.
 //
 // Coalescing: ops whose coalesce_key() is equal within one batch are applied
-// together by one ApplyGroup call, in submission order (likes on one plan
+// together by one Apply call (the first op's, given the whole group), in submission order (likes on one plan
 // become a single "UPDATE ... like = like + k"). Ops in one batch were all
 // in flight at once, so applying a group at the position of its first op is
 // a valid serial order.
@@ -50,6 +50,7 @@
 #include <span>
 #include <thread>
 
+#include "base/batch_queue.h"
 #include "base/status.h"
 #include "db/sqlite.h"
 
@@ -142,11 +143,7 @@ class GroupWriter {
 
   std::unique_ptr<sqlite::Connection> conn_;
   const GroupWriterOptions options_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  // A ring of queue_ops_max slots, allocated once: queuing never allocates.
-  std::vector<OpPtr> ring_;
-  size_t head_ = 0, size_ = 0;
+  BatchQueue<OpPtr> queue_;  // queue_ops_max slots, allocated once: queuing never allocates
 
   // The writer thread's scratch space for grouping a batch, reused so that
   // a batch allocates nothing once warm.
@@ -159,10 +156,11 @@ class GroupWriter {
   std::vector<Group> groups_;
   std::vector<std::pair<WriteOp::CoalesceKey, size_t>> group_table_;  // open addressing
   std::vector<Status> outcome_;
-  bool stopping_ = false;
-  bool started_ = false;
+  std::mutex lifecycle_mutex_;  // Start and Stop
+  std::atomic<bool> started_{false};
   std::thread thread_;
-  GroupWriterStats stats_;  // guarded by mutex_
+  mutable std::mutex stats_mutex_;
+  GroupWriterStats stats_;  // guarded by stats_mutex_
 };
 
 // An op built from two functions, for writes that need no coalescing:

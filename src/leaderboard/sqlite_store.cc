@@ -110,7 +110,7 @@ Status SeedLeaderboard(sqlite::Connection& conn, int64_t clients, uint64_t seed,
     if (!q.ok()) return q.status();
     int64_t score = DemoScore(rng);
     if (Status s = q->Bind(1, "player-" + std::to_string(i)).Bind(2, score).Bind(3, *last + i).Run(); !s.ok()) {
-      (void)conn.Exec("ROLLBACK");
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "seed: ROLLBACK");
       return s;
     }
     if (progress && (i % 5000 == 0 || i == clients)) progress(i);

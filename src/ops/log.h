@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/status.h"
+
 namespace hotrow::log {
 
 // Sends log lines to stderr (stdout stays free for a command's output).
@@ -33,6 +35,13 @@ void Warn(spdlog::format_string_t<Args...> fmt, Args&&... args) {
 template <typename... Args>
 void Error(spdlog::format_string_t<Args...> fmt, Args&&... args) {
   spdlog::error(fmt, std::forward<Args>(args)...);
+}
+
+// For a clean-up whose failure changes nothing the caller can do (a
+// ROLLBACK after an error already being answered, an unlock): logged, never
+// dropped silently.
+inline void WarnIfFailed(const Status& s, std::string_view what) {
+  if (!s.ok()) spdlog::warn("{}: {}", what, s.ToString());
 }
 
 }  // namespace hotrow::log

@@ -1,5 +1,6 @@
 #include "pointcard/check.h"
 
+#include "ops/log.h"
 #include "pointcard/model.h"
 
 namespace hotrow::pointcard {
@@ -77,7 +78,7 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn) {
                                   ", which does not exist");
     if (Status s = advance(); !s.ok()) return s;
   }
-  (void)conn.Exec("COMMIT");
+  log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   return report;
 }
 

@@ -3,6 +3,7 @@
 // postgres_store.cc).
 #include <cstdio>
 
+#include "ops/log.h"
 #include "pointcard/postgres_store.h"
 
 namespace hotrow::pointcard {
@@ -97,7 +98,7 @@ Status SeedPostgresPointCard(pg::Connection& conn, const SeedOptions& options,
   CopySink sink(conn);
   Status s = GeneratePointCard(options, sink, progress);
   if (!s.ok()) {
-    (void)conn.Exec("ROLLBACK");
+    log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
     return s;
   }
   if (Status c = conn.Exec("COMMIT"); !c.ok()) return c;
@@ -142,14 +143,14 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn) {
   for (const auto& p : probes) {
     auto rows = conn.Query(p.sql);
     if (!rows.ok()) {
-      (void)conn.Exec("ROLLBACK");
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
       return rows.status();
     }
     for (int i = 0; i < rows->size(); ++i)
       add(p.kind, "card " + std::string(rows->Text(i, 0)) + " " + std::string(rows->Text(i, 1)));
   }
   auto counts = conn.Query("SELECT (SELECT COUNT(*) FROM S_ACCOUNT), (SELECT COUNT(*) FROM H_TRANSACTION)");
-  (void)conn.Exec("COMMIT");
+  log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   if (!counts.ok()) return counts.status();
   report.cards = counts->Int(0, 0);
   report.rows = counts->Int(0, 1);

@@ -242,7 +242,8 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
 Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg::Pool& pool) {
   if (Status s = pg::CreateSchemaLocked(pool, 72720003, CreatePostgresPointCardSchema); !s.ok()) return s;
   std::unique_ptr<PostgresPointCardStore> store(new PostgresPointCardStore(pool));
-  store->purger_ = std::thread([p = store.get()] { p->PurgeLoop(); });
+  store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
+                                                  [p = store.get()] { p->Purge(); });
   return store;
 }
 
@@ -253,12 +254,7 @@ void PostgresPointCardStore::Stop() {
     std::lock_guard lock(grant_mutex_);
     grants_stopped_ = true;
   }
-  {
-    std::lock_guard lock(purge_mutex_);
-    stopping_ = true;
-  }
-  purge_wake_.notify_all();
-  if (purger_.joinable()) purger_.join();
+  if (purger_) purger_->Stop();
   // A grant still on the pool calls back into this store when it ends.
   std::unique_lock lock(grant_mutex_);
   grant_finished_.wait(lock, [this] { return !grant_running_; });
@@ -266,25 +262,18 @@ void PostgresPointCardStore::Stop() {
 
 // Idempotency keys are kept at least 24 h: every hour, those older than the
 // retention go.
-void PostgresPointCardStore::PurgeLoop() {
-  std::unique_lock lock(purge_mutex_);
-  while (!purge_wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stopping_; })) {
-    lock.unlock();
-    pool_.Submit([](Result<pg::Connection*> c) {
-      if (!c.ok()) return log::Warn("idempotency purge skipped: {}", c.status().ToString());
-      // Maintenance, not a request: without the request statement_timeout.
-      Status s = (*c)->Exec(
-          "BEGIN; SET LOCAL statement_timeout = 0; DELETE FROM P_IDEMPOTENCY WHERE CREATED < "
-          "hotrow_ts(" +
-          std::to_string(NowUs() - kIdempotencyRetentionUs) + "); COMMIT");
-      if (!s.ok()) {
-        (void)(*c)->Exec("ROLLBACK");
-        log::Warn("idempotency purge failed: {}", s.ToString());
-      }
-    });
-    lock.lock();
-    if (purge_wake_.wait_for(lock, std::chrono::hours(1), [this] { return stopping_; })) break;
-  }
+void PostgresPointCardStore::Purge() {
+  pool_.Submit([](Result<pg::Connection*> c) {
+    if (!c.ok()) return log::Warn("idempotency purge skipped (the next pass retries): {}", c.status().ToString());
+    // Maintenance, not a request: without the request statement_timeout.
+    Status s = (*c)->Exec(
+        "BEGIN; SET LOCAL statement_timeout = 0; DELETE FROM P_IDEMPOTENCY WHERE CREATED < "
+        "hotrow_ts(" +
+        std::to_string(NowUs() - kIdempotencyRetentionUs) + "); COMMIT");
+    if (s.ok()) return;
+    log::Warn("idempotency purge failed (the next pass retries): {}", s.ToString());
+    if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();
+  });
 }
 
 Status PostgresPointCardStore::LoadRegions(std::vector<Region>* out) {

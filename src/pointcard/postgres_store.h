@@ -42,6 +42,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/periodic_task.h"
 #include "db/postgres.h"
 #include "pointcard/check.h"
 #include "pointcard/seed.h"
@@ -66,17 +67,14 @@ class PostgresPointCardStore final : public PointCardStore {
 
  private:
   explicit PostgresPointCardStore(db::pg::Pool& pool) : pool_(pool) {}
-  void PurgeLoop();
+  void Purge();
 
   db::pg::Pool& pool_;
   std::mutex grant_mutex_;
   bool grant_running_ = false;
   bool grants_stopped_ = false;             // Stop() was called: no new grant
   std::condition_variable grant_finished_;  // the destructor waits for a running grant
-  std::mutex purge_mutex_;
-  std::condition_variable purge_wake_;
-  bool stopping_ = false;
-  std::thread purger_;
+  std::unique_ptr<PeriodicTask> purger_;    // last: stopped first
 };
 
 Status CreatePostgresPointCardSchema(db::pg::Connection& conn);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/log.h"
 #include "pointcard/model.h"
 #include "pointcard/sqlite_store.h"
 
@@ -96,7 +97,7 @@ class SqliteSink final : public PointCardSink {
     if (Status s = CreatePointCardSchema(conn_); !s.ok()) return s;  // the card index
     return conn_.Exec("COMMIT");
   }
-  void Abort() { (void)conn_.Exec("ROLLBACK"); }
+  void Abort() { log::WarnIfFailed(conn_.Exec("ROLLBACK"), "seed: ROLLBACK"); }
 
  private:
   sqlite::Connection& conn_;

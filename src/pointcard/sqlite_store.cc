@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 
+#include "base/await.h"
 #include "ops/failpoint.h"
 #include "ops/log.h"
 
@@ -98,7 +99,10 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
   if (!history.ok()) return history.status();
   if (!accounts.ok()) return accounts.status();
   store->clock_last_us_ = std::max(*history, *accounts);
-  store->purger_ = std::thread([p = store.get()] { p->PurgeLoop(); });
+  // Idempotency keys are kept at least 24 h: every hour, those older go;
+  // the first pass shortly after start-up (the writer starts after Open).
+  store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
+                                                  [p = store.get()] { p->Purge(); });
   return store;
 }
 
@@ -109,12 +113,7 @@ void SqlitePointCardStore::Stop() {
     std::lock_guard lock(grant_mutex_);
     grants_stopped_ = true;
   }
-  {
-    std::lock_guard lock(purge_mutex_);
-    stopping_ = true;
-  }
-  purge_wake_.notify_all();
-  if (purger_.joinable()) purger_.join();
+  if (purger_) purger_->Stop();
   // Joined outside grant_mutex_: a grant still running takes it to finish.
   std::thread grant;
   {
@@ -287,7 +286,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   if (!row.ok()) return row.status();
   if (!*row) return NoSuchCard(p.card_id);
   int64_t balance = read->Int(0);
-  (void)read->Run();
+  if (Status s = read->Run(); !s.ok()) return s;
   PaymentOutcome out;
   int64_t now = NextTime();
   if (balance + p.amount < 0) {
@@ -431,9 +430,7 @@ class GrantOp final : public db::sqlite::WriteOp {
 // Runs `apply` on the writer and waits for its commit.
 template <typename T, typename Apply>
 Result<T> OnWriter(db::sqlite::GroupWriter& writer, Apply apply) {
-  std::promise<Result<T>> p;
-  db::sqlite::SubmitCall<T>(writer, std::move(apply), [&p](Result<T> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Await<Result<T>>([&](auto done) { db::sqlite::SubmitCall<T>(writer, std::move(apply), done); });
 }
 
 }  // namespace
@@ -496,11 +493,10 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
   double query_ms = MsSince(start);
 
   // 3. Write phase.
-  std::promise<Result<GrantOutcome>> p;
-  db_.writer().Submit(db::sqlite::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint,
-                                                  std::move(bonuses), query_ms,
-                                                  [&p](Result<GrantOutcome> r) { p.set_value(std::move(r)); }));
-  auto outcome = p.get_future().get();
+  auto outcome = Await<Result<GrantOutcome>>([&](auto done) {
+    db_.writer().Submit(db::sqlite::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint,
+                                                    std::move(bonuses), query_ms, done));
+  });
   if (outcome.ok() && !outcome->replayed) {
     // Keep the commit time with the grant, so a replay answers the same.
     double commit_ms = outcome->commit_ms;
@@ -514,7 +510,10 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
           if (Status s = q->Run(); !s.ok()) return s;
           return db::sqlite::Unit{};
         },
-        [](Result<db::sqlite::Unit>) {});
+        [id](Result<db::sqlite::Unit> r) {
+          // The grant has committed: only its recorded commit time is lost.
+          if (!r.ok()) log::Warn("grant {}: cannot record its commit time: {}", id, r.status().ToString());
+        });
     log::Info("grant {}: {} card(s), {} point(s); query {:.0f} ms, update {:.0f} ms, commit {:.0f} ms",
               outcome->grant_id, outcome->cards, outcome->points, outcome->query_ms, outcome->update_ms,
               outcome->commit_ms);
@@ -522,25 +521,19 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
   done(std::move(outcome));
 }
 
-void SqlitePointCardStore::PurgeLoop() {
-  std::unique_lock lock(purge_mutex_);
-  // First pass shortly after start-up (the writer starts after Open).
-  purge_wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stopping_; });
-  while (!stopping_) {
-    lock.unlock();
-    int64_t cutoff = NowUs() - kIdempotencyRetentionUs;
-    db::sqlite::SubmitCall<db::sqlite::Unit>(
-        db_.writer(),
-        [cutoff](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
-          auto q = c.Prepare("DELETE FROM P_IDEMPOTENCY WHERE CREATED < ?1");
-          if (!q.ok()) return q.status();
-          if (Status s = q->Bind(1, cutoff).Run(); !s.ok()) return s;
-          return db::sqlite::Unit{};
-        },
-        [](Result<db::sqlite::Unit>) {});
-    lock.lock();
-    purge_wake_.wait_for(lock, std::chrono::hours(1), [this] { return stopping_; });
-  }
+void SqlitePointCardStore::Purge() {
+  int64_t cutoff = NowUs() - kIdempotencyRetentionUs;
+  db::sqlite::SubmitCall<db::sqlite::Unit>(
+      db_.writer(),
+      [cutoff](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
+        auto q = c.Prepare("DELETE FROM P_IDEMPOTENCY WHERE CREATED < ?1");
+        if (!q.ok()) return q.status();
+        if (Status s = q->Bind(1, cutoff).Run(); !s.ok()) return s;
+        return db::sqlite::Unit{};
+      },
+      [](Result<db::sqlite::Unit> r) {
+        if (!r.ok()) log::Warn("idempotency purge failed (the next pass retries): {}", r.status().ToString());
+      });
 }
 
 }  // namespace hotrow::pointcard

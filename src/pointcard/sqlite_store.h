@@ -48,6 +48,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/periodic_task.h"
 #include "db/sqlite_database.h"
 #include "pointcard/store.h"
 
@@ -76,7 +77,7 @@ class SqlitePointCardStore final : public PointCardStore {
   // The writer's clock; only the writer thread calls it.
   int64_t NextTime();
   void RunGrant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done);
-  void PurgeLoop();
+  void Purge();
 
   db::sqlite::Database& db_;
   int64_t clock_last_us_ = 0;
@@ -85,10 +86,7 @@ class SqlitePointCardStore final : public PointCardStore {
   bool grants_stopped_ = false;  // Stop() was called: no new grant
   std::thread grant_thread_;
 
-  std::mutex purge_mutex_;
-  std::condition_variable purge_wake_;
-  bool stopping_ = false;
-  std::thread purger_;
+  std::unique_ptr<PeriodicTask> purger_;  // last: stopped first
 };
 
 Status CreatePointCardSchema(db::sqlite::Connection& conn);

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "base/await.h"
 #include "db/postgres.h"
 #include "db/sqlite_database.h"
 #include "http/client.h"
@@ -68,9 +69,7 @@ class SimClient {
 
 template <typename T, typename Call>
 Result<T> Wait(Call call) {
-  std::promise<Result<T>> p;
-  call([&p](Result<T> r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Await<Result<T>>(std::move(call));
 }
 
 class InProcessClient final : public SimClient {
@@ -366,8 +365,8 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
   auto admin = db::pg::Connection::Connect(o.postgres_url);
   if (!admin.ok()) return admin.status();
   const std::string template_db = "hotrow_sim_template", run_db = "hotrow_sim_run";
-  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + run_db);
-  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + template_db);
+  log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + run_db), "dropping " + run_db);
+  log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + template_db), "dropping " + template_db);
   if (Status s = (*admin)->Exec("CREATE DATABASE " + template_db); !s.ok()) return s;
   std::pair<int64_t, int64_t> period;
   {
@@ -391,7 +390,7 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       std::to_string(o.data.cards) + " cards), " + std::to_string(o.db_pool) +
       " pooled connections; grants cover the whole initial history period";
   for (int p : o.parallel) {
-    (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + run_db);
+    log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + run_db), "dropping " + run_db);
     if (Status s = (*admin)->Exec("CREATE DATABASE " + run_db + " TEMPLATE " + template_db); !s.ok()) return s;
     RunResult r;
     r.parallel = p;
@@ -423,8 +422,8 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
     conn = Status::Internal("closed");
     out.runs.push_back(r);
   }
-  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + run_db);
-  (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + template_db);
+  log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + run_db), "dropping " + run_db);
+  log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + template_db), "dropping " + template_db);
   return out;
 }
 

@@ -2,16 +2,15 @@
 //   Result<Plan> p = Wait<Result<Plan>>([&](auto done) { s.Update(id, f, done); });
 #pragma once
 
-#include <future>
 #include <utility>
+
+#include "base/await.h"
 
 namespace hotrow::testing {
 
 template <typename R, typename Call>
 R Wait(Call call) {
-  std::promise<R> p;
-  call([&p](R r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  return Await<R>(std::move(call));
 }
 
 }  // namespace hotrow::testing

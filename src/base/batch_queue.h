@@ -1,0 +1,105 @@
+// BatchQueue: the bounded queue in front of every store thread -- the SQLite
+// group-commit writer, the PostgreSQL pool's connections, the Redis client,
+// the PostgreSQL like loop. Many threads push; consumer threads take what
+// is waiting, up to a batch at a time.
+//
+//   Push      queues one item, or refuses it without touching it: overloaded
+//             when `items_max` are waiting (the caller answers 503 with
+//             Retry-After), unavailable after Stop (shutting down). The
+//             caller fails a refused item itself, outside the lock.
+//   PopBatch  waits until something is queued or the queue stopped, then
+//             moves up to `batch_max` items, oldest first, into `out`. False
+//             only when the queue stopped and is empty: what was queued
+//             before Stop is still handed out (drained), never dropped.
+//   TakeAll   moves everything queued into `out` now (a consumer that lost
+//             its server fails them all).
+//
+// The items live in a ring of items_max slots allocated once, so queuing
+// never allocates. Thread-safe.
+#pragma once
+
+#include <cassert>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include "base/status.h"
+
+namespace hotrow {
+
+template <typename T>
+class BatchQueue {
+ public:
+  BatchQueue(size_t items_max, std::string overloaded_message)
+      : ring_(items_max), overloaded_(std::move(overloaded_message)) {
+    assert(items_max > 0);
+  }
+  BatchQueue(const BatchQueue&) = delete;
+  BatchQueue& operator=(const BatchQueue&) = delete;
+
+  // Moves from `item` only when it returns OK.
+  [[nodiscard]] Status Push(T& item) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopped_) return Status::Unavailable("the server is shutting down");
+      if (size_ == ring_.size()) return Status::Overloaded(overloaded_);
+      ring_[(head_ + size_++) % ring_.size()] = std::move(item);
+    }
+    wake_.notify_one();
+    return Status::Ok();
+  }
+
+  bool PopBatch(std::vector<T>& out, size_t batch_max) {
+    assert(batch_max > 0);
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [&] { return size_ > 0 || stopped_; });
+    if (size_ == 0) return false;  // stopped, and drained
+    MoveOut(out, batch_max);
+    return true;
+  }
+
+  void TakeAll(std::vector<T>& out) {
+    std::lock_guard lock(mutex_);
+    MoveOut(out, size_);
+  }
+
+  // Later pushes are refused; consumers drain what is queued, then stop.
+  // Idempotent.
+  void Stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    wake_.notify_all();
+  }
+
+  bool stopped() const {
+    std::lock_guard lock(mutex_);
+    return stopped_;
+  }
+  size_t size() const {
+    std::lock_guard lock(mutex_);
+    return size_;
+  }
+
+ private:
+  void MoveOut(std::vector<T>& out, size_t n) {  // under mutex_
+    n = std::min(n, size_);
+    for (size_t i = 0; i < n; ++i) {
+      out.push_back(std::move(ring_[head_]));
+      ring_[head_] = T();
+      head_ = (head_ + 1) % ring_.size();
+    }
+    size_ -= n;
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<T> ring_;
+  size_t head_ = 0, size_ = 0;  // guarded by mutex_
+  bool stopped_ = false;        // guarded by mutex_
+  const std::string overloaded_;
+};
+
+}  // namespace hotrow
