@@ -1,7 +1,8 @@
 // Pooling: reuse what each request would otherwise allocate.
 //
-// The pools and arenas live where they are used (src/http/server.cc: the
-// per-connection arena, handler slots and spare response body). Each is
+// The pools and arenas live where they are used (src/http/memory.h: the
+// per-connection arena and handler slots; src/http/codec.h and message.cc:
+// the parse buffers and the spare response body). Each is
 // bounded, and past its bound falls back to plain allocation (still
 // correct, just not free), so memory stays bounded whatever the load. The
 // switch below exists to measure the difference (bench/request_bench,

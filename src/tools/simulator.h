@@ -1,5 +1,6 @@
-// The point-card simulator: reproduces the Tsurugi-vs-PostgreSQL experiment
-// (../shared/reference/002) against hotrow.
+// The point-card simulator: reproduces the published Tsurugi-vs-PostgreSQL
+// experiment of batch and online work at SERIALIZABLE (its tables 8.1-8.6;
+// docs/pointcard.md names the post and quotes its figures) against hotrow.
 //
 // For each parallelism P it starts from the same generated data (a copy of
 // one template database), then runs for `duration`:

@@ -3,7 +3,7 @@
 // by instantiating the suite with a factory:
 //
 //   INSTANTIATE_TEST_SUITE_P(Sqlite, DatePlanContract,
-//                            ::testing::Values(DatePlanBackend{"sqlite", MakeSqliteBackend}));
+//       ::testing::Values(DatePlanBackend{"sqlite", [] { return std::make_unique<SqliteBackend>(); }}));
 #pragma once
 
 #include <functional>

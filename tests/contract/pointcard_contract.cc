@@ -32,7 +32,7 @@ Result<HistoryPage> History(pointcard::PointCardService& s, int64_t card, int64_
   return Wait<Result<HistoryPage>>([&](auto done) { s.History(card, limit, before, done); });
 }
 // Grants here overlap freely (allow_overlap), as in the reference's
-// experiment; OverlappingPeriods checks the refusal.
+// experiment; OverlappingPeriodsAreRefusedUnlessAllowed checks the refusal.
 Result<GrantOutcome> Grant(pointcard::PointCardService& s, int64_t from, int64_t to, int64_t rate,
                            std::optional<std::string> key = std::nullopt, bool allow_overlap = true) {
   return Wait<Result<GrantOutcome>>([&](auto done) {
