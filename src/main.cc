@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/version.h"
 #include "cmd/commands.h"
 #include "ops/log.h"
 
@@ -13,7 +14,8 @@ int main(int argc, char** argv) {
   hotrow::log::Init();
   CLI::App app{"hotrow: an HTTP API server for hot-row workloads (date plans, leaderboard, point card)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("hotrow ") + HOTROW_VERSION + " (commit " + HOTROW_COMMIT + ")");
+  app.set_version_flag("--version",
+                       "hotrow " + std::string(hotrow::Version()) + " (commit " + std::string(hotrow::Commit()) + ")");
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
 
   hotrow::cmd::ServeFlags serve_flags;

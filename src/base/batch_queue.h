@@ -11,17 +11,23 @@
 //             moves up to `batch_max` items, oldest first, into `out`. False
 //             only when the queue stopped and is empty: what was queued
 //             before Stop is still handed out (drained), never dropped.
-//   TakeAll   moves everything queued into `out` now (a consumer that lost
-//             its server fails them all).
+//   TakeAll   moves everything queued into `out` now.
+//   Pause     refuses later pushes with `reason` and moves everything queued
+//             into `out`, in one step (a consumer that lost its server fails
+//             them all, and nothing can slip in behind it); Resume ends it.
 //
-// The items live in a ring of items_max slots allocated once, so queuing
-// never allocates. Thread-safe.
+// The ring of slots starts small and doubles when full, up to items_max:
+// memory follows the load actually seen (a slot of the pool's queue is
+// about 0.5 KiB, and items_max follows --max-connections), and once warm,
+// queuing allocates nothing. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cassert>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -32,7 +38,7 @@ template <typename T>
 class BatchQueue {
  public:
   BatchQueue(size_t items_max, std::string overloaded_message)
-      : ring_(items_max), overloaded_(std::move(overloaded_message)) {
+      : items_max_(items_max), ring_(std::min(items_max, kInitialSlots)), overloaded_(std::move(overloaded_message)) {
     assert(items_max > 0);
   }
   BatchQueue(const BatchQueue&) = delete;
@@ -43,7 +49,11 @@ class BatchQueue {
     {
       std::lock_guard lock(mutex_);
       if (stopped_) return Status::Unavailable("the server is shutting down");
-      if (size_ == ring_.size()) return Status::Overloaded(overloaded_);
+      if (paused_) return pause_reason_;
+      if (size_ == ring_.size()) {
+        if (ring_.size() == items_max_) return Status::Overloaded(overloaded_);
+        Grow();
+      }
       ring_[(head_ + size_++) % ring_.size()] = std::move(item);
     }
     wake_.notify_one();
@@ -62,6 +72,17 @@ class BatchQueue {
   void TakeAll(std::vector<T>& out) {
     std::lock_guard lock(mutex_);
     MoveOut(out, size_);
+  }
+
+  void Pause(Status reason, std::vector<T>& out) {
+    std::lock_guard lock(mutex_);
+    paused_ = true;
+    pause_reason_ = std::move(reason);
+    MoveOut(out, size_);
+  }
+  void Resume() {
+    std::lock_guard lock(mutex_);
+    paused_ = false;
   }
 
   // Later pushes are refused; consumers drain what is queued, then stop.
@@ -84,6 +105,15 @@ class BatchQueue {
   }
 
  private:
+  static constexpr size_t kInitialSlots = 64;
+
+  void Grow() {  // under mutex_; the ring is full
+    std::vector<T> bigger(std::min(ring_.size() * 2, items_max_));
+    for (size_t i = 0; i < size_; ++i) bigger[i] = std::move(ring_[(head_ + i) % ring_.size()]);
+    ring_.swap(bigger);
+    head_ = 0;
+  }
+
   void MoveOut(std::vector<T>& out, size_t n) {  // under mutex_
     n = std::min(n, size_);
     for (size_t i = 0; i < n; ++i) {
@@ -94,11 +124,14 @@ class BatchQueue {
     size_ -= n;
   }
 
+  const size_t items_max_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<T> ring_;
+  std::vector<T> ring_;         // guarded by mutex_
   size_t head_ = 0, size_ = 0;  // guarded by mutex_
   bool stopped_ = false;        // guarded by mutex_
+  bool paused_ = false;         // guarded by mutex_
+  Status pause_reason_;         // guarded by mutex_
   const std::string overloaded_;
 };
 

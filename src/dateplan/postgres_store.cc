@@ -9,6 +9,7 @@
 #include "base/text.h"
 #include "dateplan/seed.h"
 #include "ops/failpoint.h"
+#include "ops/log.h"
 
 namespace hotrow::dateplan {
 
@@ -22,15 +23,38 @@ std::string Hex(const std::string& bytes) { return "\\x" + HexEncode(bytes); }
 
 pg::Param TokenParam(const std::string& hash) { return hash.empty() ? pg::Param() : pg::Param(Hex(hash)); }
 
+// A plan row's columns, the one place they are listed, in PlanFrom's order.
+#define HOTROW_PLAN_COLUMNS R"(id, title, content, category, "like", edit_token_hash, version)"
+
 Plan PlanFrom(const pg::Rows& r, int row) {
-  return Plan{r.Int(row, 0),
-              std::string(r.Text(row, 1)),
-              std::string(r.Text(row, 2)),
-              std::string(r.Text(row, 3)),
-              r.Int(row, 4),
-              r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5),
-              r.Int(row, 6)};
+  return Plan{.id = r.Int(row, 0),
+              .title = std::string(r.Text(row, 1)),
+              .content = std::string(r.Text(row, 2)),
+              .category = std::string(r.Text(row, 3)),
+              .like = r.Int(row, 4),
+              .edit_token_hash = r.IsNull(row, 5) ? std::string() : r.Bytes(row, 5),
+              .version = r.Int(row, 6)};
 }
+
+// The statements of the request path, prepared once per connection. Every
+// change NOTIFYs kPlanChannel in its own transaction (Follow parses them).
+constexpr pg::NamedSql kSelectAllPlans{"dateplan_select_all",
+                                       "SELECT " HOTROW_PLAN_COLUMNS " FROM datePlans ORDER BY id"};
+constexpr pg::NamedSql kSelectPlan{"dateplan_select", "SELECT " HOTROW_PLAN_COLUMNS " FROM datePlans WHERE id = $1"};
+constexpr pg::NamedSql kInsertPlan{"dateplan_insert", R"(
+  WITH ins AS (INSERT INTO datePlans (title, content, category, "like", edit_token_hash)
+               VALUES ($1, $2, $3, 0, $4) RETURNING id)
+  SELECT id, pg_notify('hotrow_plans', 'put ' || id) FROM ins)"};
+constexpr pg::NamedSql kUpdatePlan{"dateplan_update", R"(
+  WITH up AS (UPDATE datePlans SET title = $1, content = $2, category = $3, version = version + 1
+              WHERE id = $4 RETURNING id, "like", edit_token_hash, version)
+  SELECT "like", edit_token_hash, version, pg_notify('hotrow_plans', 'put ' || id) FROM up)"};
+constexpr pg::NamedSql kDeletePlan{"dateplan_delete", R"(
+  WITH d AS (DELETE FROM datePlans WHERE id = $1 RETURNING id)
+  SELECT pg_notify('hotrow_plans', 'del ' || id) FROM d)"};
+constexpr pg::NamedSql kAddLikes{"dateplan_add_likes", R"(
+  WITH u AS (UPDATE datePlans SET "like" = "like" + $2 WHERE id = $1 RETURNING id, "like")
+  SELECT "like", pg_notify('hotrow_plans', 'like ' || id || ' ' || "like") FROM u)"};
 
 }  // namespace
 
@@ -52,7 +76,7 @@ Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
   return pg::Migrate(conn, "dateplans",
                      {
                          // 1 (v0.2.0): a version per plan, bumped by every edit (Plan::version).
-                         R"(ALTER TABLE datePlans ADD COLUMN version BIGINT NOT NULL DEFAULT 1)",
+                         {.sql = R"(ALTER TABLE datePlans ADD COLUMN version BIGINT NOT NULL DEFAULT 1)"},
                      });
 }
 
@@ -72,23 +96,15 @@ void PostgresDatePlanStore::Stop() {
 }
 
 Status PostgresDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
-  auto rows = pool_.Run<pg::Rows>(
-      [](pg::Connection& c) {
-        return c.Query(
-            R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans ORDER BY id)");
-      },
-      /*unbounded=*/true);
+  auto rows = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kSelectAllPlans); },
+                                  /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i) sink(PlanFrom(*rows, i));
   return Status::Ok();
 }
 
 Result<std::optional<Plan>> PostgresDatePlanStore::Fetch(int64_t id) {
-  auto rows = pool_.Run<pg::Rows>([id](pg::Connection& c) {
-    return c.Query(
-        R"(SELECT id, title, content, category, "like", edit_token_hash, version FROM datePlans WHERE id = $1)",
-        {std::to_string(id)});
-  });
+  auto rows = pool_.Run<pg::Rows>([id](pg::Connection& c) { return c.Query(kSelectPlan, {std::to_string(id)}); });
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return std::optional<Plan>();
   return std::optional<Plan>(PlanFrom(*rows, 0));
@@ -99,8 +115,11 @@ Result<std::optional<Plan>> PostgresDatePlanStore::Fetch(int64_t id) {
 //   "put <id>"           a plan was created or edited: re-read the row
 //   "del <id>"           a plan was deleted
 //   "like <id> <count>"  a batch of likes committed with this count
-Result<PlanChange> PostgresDatePlanStore::Follow(std::string_view payload) {
-  auto bad = [&] { return Status::Internal("unreadable date-plan notification: " + std::string(payload)); };
+Result<std::optional<PlanChange>> PostgresDatePlanStore::Follow(std::string_view payload) {
+  auto bad = [&]() -> std::optional<PlanChange> {
+    log::Debug("ignoring an unreadable date-plan notification: {}", payload);
+    return std::nullopt;
+  };
   auto number = [](std::string_view& rest, int64_t& out) {
     while (rest.starts_with(' ')) rest.remove_prefix(1);
     auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), out);
@@ -116,11 +135,11 @@ Result<PlanChange> PostgresDatePlanStore::Follow(std::string_view payload) {
   if (verb == "like") {
     if (!number(rest, change.like)) return bad();
     change.kind = PlanChange::Kind::kLike;
-    return change;
+    return std::make_optional(std::move(change));
   }
   if (verb == "del") {
     change.kind = PlanChange::Kind::kErase;
-    return change;
+    return std::make_optional(std::move(change));
   }
   if (verb != "put") return bad();
   static std::atomic<int64_t> fetches{0};
@@ -129,44 +148,43 @@ Result<PlanChange> PostgresDatePlanStore::Follow(std::string_view payload) {
   if (!plan.ok()) return plan.status();
   change.kind = *plan ? PlanChange::Kind::kPut : PlanChange::Kind::kErase;
   change.plan = std::move(*plan);
-  return change;
+  return std::make_optional(std::move(change));
 }
 
 void PostgresDatePlanStore::Insert(PlanFields f, std::string hash, std::function<void(Result<Plan>)> done) {
   pool_.Submit([f = std::move(f), hash = std::move(hash), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(
-        R"(WITH ins AS (INSERT INTO datePlans (title, content, category, "like", edit_token_hash)
-                        VALUES ($1, $2, $3, 0, $4) RETURNING id)
-           SELECT id, pg_notify('hotrow_plans', 'put ' || id) FROM ins)",
-        {f.title, f.content, f.category, TokenParam(hash)});
+    auto rows = (*c)->Query(kInsertPlan, {f.title, f.content, f.category, TokenParam(hash)});
     if (!rows.ok()) return done(rows.status());
-    done(Plan{rows->Int(0, 0), f.title, f.content, f.category, 0, hash});
+    done(Plan{.id = rows->Int(0, 0),
+              .title = f.title,
+              .content = f.content,
+              .category = f.category,
+              .like = 0,
+              .edit_token_hash = hash});
   });
 }
 
 void PostgresDatePlanStore::Update(int64_t id, PlanFields f, std::function<void(Result<Plan>)> done) {
   pool_.Submit([id, f = std::move(f), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(
-        R"(WITH up AS (UPDATE datePlans SET title = $1, content = $2, category = $3, version = version + 1
-                       WHERE id = $4 RETURNING id, "like", edit_token_hash, version)
-           SELECT "like", edit_token_hash, version, pg_notify('hotrow_plans', 'put ' || id) FROM up)",
-        {f.title, f.content, f.category, std::to_string(id)});
+    auto rows = (*c)->Query(kUpdatePlan, {f.title, f.content, f.category, std::to_string(id)});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(NoSuchPlan(id));
-    done(Plan{id, f.title, f.content, f.category, rows->Int(0, 0), rows->IsNull(0, 1) ? "" : rows->Bytes(0, 1),
-              rows->Int(0, 2)});
+    done(Plan{.id = id,
+              .title = f.title,
+              .content = f.content,
+              .category = f.category,
+              .like = rows->Int(0, 0),
+              .edit_token_hash = rows->IsNull(0, 1) ? "" : rows->Bytes(0, 1),
+              .version = rows->Int(0, 2)});
   });
 }
 
 void PostgresDatePlanStore::Delete(int64_t id, std::function<void(Status)> done) {
   pool_.Submit([id, done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(
-        R"(WITH d AS (DELETE FROM datePlans WHERE id = $1 RETURNING id)
-           SELECT pg_notify('hotrow_plans', 'del ' || id) FROM d)",
-        {std::to_string(id)});
+    auto rows = (*c)->Query(kDeletePlan, {std::to_string(id)});
     if (!rows.ok()) return done(rows.status());
     done(rows->empty() ? NoSuchPlan(id) : Status::Ok());
   });
@@ -198,10 +216,8 @@ void PostgresDatePlanStore::LikeLoop() {
     auto results = pool_.Run<std::vector<pg::Rows>>([&](pg::Connection& c) {
       std::vector<pg::Connection::Statement> statements;
       for (size_t p = 0; p < plans; ++p)
-        statements.push_back({R"(WITH u AS (UPDATE datePlans SET "like" = "like" + $2 WHERE id = $1
-                                            RETURNING id, "like")
-                                 SELECT "like", pg_notify('hotrow_plans', 'like ' || id || ' ' || "like") FROM u)",
-                              {std::to_string(batch[order[starts[p]]].id), std::to_string(starts[p + 1] - starts[p])}});
+        statements.emplace_back(kAddLikes, std::vector<pg::Param>{std::to_string(batch[order[starts[p]]].id),
+                                                                  std::to_string(starts[p + 1] - starts[p])});
       return c.Pipeline(statements);
     });
     for (size_t p = 0; p < plans; ++p) {

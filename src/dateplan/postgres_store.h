@@ -38,7 +38,7 @@ class PostgresDatePlanStore final : public DatePlanStore {
   void Like(int64_t id, StoreCallback<Result<LikeOutcome>> done) override;
 
   const char* channel() const override { return kPlanChannel; }
-  Result<PlanChange> Follow(std::string_view notification) override;
+  Result<std::optional<PlanChange>> Follow(std::string_view notification) override;
   // Commits every queued like, then refuses new ones (shutdown).
   void Stop() override;
 

@@ -19,8 +19,10 @@ Status DatePlanService::Load() {
 }
 
 Status DatePlanService::Follow(std::string_view notification) {
-  auto change = store_.Follow(notification);
-  if (!change.ok()) return change.status();
+  auto read = store_.Follow(notification);
+  if (!read.ok()) return read.status();
+  if (!*read) return Status::Ok();
+  std::optional<PlanChange>& change = *read;
   switch (change->kind) {
     case PlanChange::Kind::kPut:
       catalog_.Put(std::move(*change->plan));

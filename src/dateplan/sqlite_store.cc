@@ -26,7 +26,7 @@ Status CreateDatePlanSchema(sqlite::Connection& conn) {
     return s;
   return sqlite::Migrate(conn, {
                                    // 1 (v0.2.0): a version per plan, bumped by every edit (Plan::version).
-                                   R"(ALTER TABLE datePlans ADD COLUMN version INTEGER NOT NULL DEFAULT 1)",
+                                   {.sql = R"(ALTER TABLE datePlans ADD COLUMN version INTEGER NOT NULL DEFAULT 1)"},
                                });
 }
 
@@ -45,8 +45,13 @@ Status SqliteDatePlanStore::LoadAll(const std::function<void(Plan&&)>& sink) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
-    sink(Plan{q->Int(0), std::string(q->Text(1)), std::string(q->Text(2)), std::string(q->Text(3)), q->Int(4),
-              std::string(q->Blob(5)), q->Int(6)});
+    sink(Plan{.id = q->Int(0),
+              .title = std::string(q->Text(1)),
+              .content = std::string(q->Text(2)),
+              .category = std::string(q->Text(3)),
+              .like = q->Int(4),
+              .edit_token_hash = std::string(q->Blob(5)),
+              .version = q->Int(6)});
   }
 }
 
@@ -62,7 +67,12 @@ void SqliteDatePlanStore::Insert(PlanFields fields, std::string edit_token_hash,
     else
       q->BindBlob(4, hash);
     if (Status s = q->Run(); !s.ok()) return s;
-    return Plan{c.LastInsertRowid(), f.title, f.content, f.category, 0, hash};
+    return Plan{.id = c.LastInsertRowid(),
+                .title = f.title,
+                .content = f.content,
+                .category = f.category,
+                .like = 0,
+                .edit_token_hash = hash};
   };
   db::sqlite::SubmitCall<Plan>(db_.writer(), std::move(apply), std::move(done));
 }

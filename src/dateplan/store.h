@@ -46,9 +46,10 @@ class DatePlanStore {
   // instance can change this store.
   virtual const char* channel() const { return nullptr; }
   // The change one notification of channel() reports (blocking: it may
-  // re-read the row). An error means it could not be applied: the caller
-  // reloads.
-  virtual Result<PlanChange> Follow(std::string_view notification) {
+  // re-read the row); nullopt for one it cannot read (logged and ignored:
+  // any database user may NOTIFY, and a newer release may add kinds). An
+  // error means it could not be applied: the caller reloads.
+  virtual Result<std::optional<PlanChange>> Follow(std::string_view notification) {
     return Status::Internal("this store has no change feed: " + std::string(notification));
   }
   // Answers or fails every request it holds (queued likes commit first);

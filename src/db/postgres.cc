@@ -3,11 +3,13 @@
 #include <poll.h>
 #include <sys/select.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include <libpq-fe.h>
 
+#include "base/version.h"
 #include "ops/log.h"
 
 namespace hotrow::db::pg {
@@ -122,8 +124,10 @@ bool Connection::Check() {
   // so the end may not be readable yet when the message is. Anything
   // readable while idle means replace it (rarely, a notice: a reconnect
   // costs nothing there, as no transaction is open between jobs).
+  // (A reported setting changed by a reload, ParameterStatus, costs one
+  // reconnect per pooled connection.) poll() failing (EINTR) says nothing.
   pollfd p{PQsocket(conn_), POLLIN, 0};
-  return poll(&p, 1, 0) == 0;
+  return poll(&p, 1, 0) <= 0;
 }
 
 Status Connection::CopyIn(const std::string& copy_sql, const std::string& data) {
@@ -164,6 +168,32 @@ Result<Rows> Connection::Query(const std::string& sql, const std::vector<Param>&
   return Rows(r);
 }
 
+Status Connection::Prepare(const NamedSql& sql) {
+  if (std::find(prepared_.begin(), prepared_.end(), sql.name) != prepared_.end()) return Status::Ok();
+  PGresult* r = PQprepare(conn_, sql.name, sql.text, 0, nullptr);
+  if (!ResultOk(r)) {
+    Status s = ErrorOf(conn_, r, sql.text);
+    PQclear(r);
+    return s;
+  }
+  PQclear(r);
+  prepared_.push_back(sql.name);
+  return Status::Ok();
+}
+
+Result<Rows> Connection::Query(const NamedSql& sql, const std::vector<Param>& params) {
+  if (Status s = Prepare(sql); !s.ok()) return s;
+  std::vector<const char*> values;
+  Collect(params, &values);
+  PGresult* r = PQexecPrepared(conn_, sql.name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
+  if (!ResultOk(r)) {
+    Status s = ErrorOf(conn_, r, sql.text);
+    PQclear(r);
+    return s;
+  }
+  return Rows(r);
+}
+
 Result<std::vector<Rows>> Connection::Pipeline(const std::vector<Statement>& statements) {
   std::span<const Statement> one(statements);
   auto results = PipelineSegments(std::span<const std::span<const Statement>>(&one, 1));
@@ -178,14 +208,27 @@ std::vector<Result<std::vector<Rows>>> Connection::PipelineSegments(
     for (size_t i = 0; i < segments.size(); ++i) failed.emplace_back(s);
     return failed;
   };
+  // Named statements are prepared first, outside the pipeline (a round trip
+  // each, the first time on this connection only).
+  for (const auto& segment : segments)
+    for (const auto& st : segment)
+      if (st.named) {
+        if (Status s = Prepare(*st.named); !s.ok()) {
+          std::vector<Result<std::vector<Rows>>> failed;
+          for (size_t i = 0; i < segments.size(); ++i) failed.emplace_back(s);
+          return failed;
+        }
+      }
   if (PQenterPipelineMode(conn_) != 1) return all_broken("enter pipeline mode");
   std::vector<const char*> values;
   for (const auto& segment : segments) {
     for (const auto& st : segment) {
       Collect(st.params, &values);
-      if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                            nullptr, 0) != 1)
-        return all_broken(st.sql);
+      int sent = st.named ? PQsendQueryPrepared(conn_, st.named->name, static_cast<int>(values.size()), values.data(),
+                                                nullptr, nullptr, 0)
+                          : PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                              values.data(), nullptr, nullptr, 0);
+      if (sent != 1) return all_broken(st.text());
     }
     if (PQpipelineSync(conn_) != 1) return all_broken("pipeline sync");
   }
@@ -204,7 +247,7 @@ std::vector<Result<std::vector<Rows>>> Connection::PipelineSegments(
     for (const auto& st : segment) {
       PGresult* r = PQgetResult(conn_);
       if (!r) return all_broken("pipeline: a statement without a result");
-      if (!failure && !ResultOk(r)) failure = ErrorOf(conn_, r, st.sql);
+      if (!failure && !ResultOk(r)) failure = ErrorOf(conn_, r, st.text());
       rows.emplace_back(r);
       if (PGresult* extra = PQgetResult(conn_)) {
         PQclear(extra);
@@ -332,31 +375,40 @@ Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)
   return created.status();
 }
 
-Status Migrate(Connection& conn, std::string_view component, const std::vector<std::string_view>& steps) {
+Status Migrate(Connection& conn, std::string_view component, const std::vector<MigrationStep>& steps) {
+  const std::string name(component);
+  auto known = static_cast<int64_t>(steps.size());
   if (Status s =
           conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (component text NOT NULL, version int NOT NULL, "
-                    "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))");
+                    "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version)); "
+                    "CREATE TABLE IF NOT EXISTS schema_compat (component text PRIMARY KEY, oldest_schema int NOT NULL, "
+                    "oldest_binary text NOT NULL)");
       !s.ok())
     return s;
-  auto at = conn.Query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = $1",
-                       {std::string(component)});
+  auto compat = conn.Query("SELECT oldest_schema, oldest_binary FROM schema_compat WHERE component = $1", {name});
+  if (!compat.ok()) return compat.status();
+  if (!compat->empty() && compat->Int(0, 0) > known)
+    return TooOldForDatabase(
+        name, SchemaCompat{.oldest_schema = compat->Int(0, 0), .oldest_binary = std::string(compat->Text(0, 1))}, known,
+        Version());
+  auto at = conn.Query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = $1", {name});
   if (!at.ok()) return at.status();
-  int64_t done = at->Int(0, 0);
-  if (done > static_cast<int64_t>(steps.size()))
-    return Status::Unavailable("the " + std::string(component) + " schema is version " + std::to_string(done) +
-                               ", newer than this hotrow's " + std::to_string(steps.size()));
-  for (size_t step = static_cast<size_t>(done); step < steps.size(); ++step) {
+  for (auto step = static_cast<size_t>(at->Int(0, 0)); step < steps.size(); ++step) {
+    std::string number = std::to_string(step + 1);
     Status s = conn.Exec("BEGIN");
-    if (s.ok()) s = conn.Exec(std::string(steps[step]));
+    if (s.ok()) s = conn.Exec(std::string(steps[step].sql));
     if (s.ok())
-      s = conn.Query("INSERT INTO schema_migrations (component, version) VALUES ($1, $2)",
-                     {std::string(component), std::to_string(step + 1)})
+      s = conn.Query("INSERT INTO schema_migrations (component, version) VALUES ($1, $2)", {name, number}).status();
+    if (s.ok() && steps[step].contract)
+      s = conn.Query(
+                  "INSERT INTO schema_compat VALUES ($1, $2, $3) ON CONFLICT (component) DO UPDATE "
+                  "SET oldest_schema = excluded.oldest_schema, oldest_binary = excluded.oldest_binary",
+                  {name, number, std::string(Version())})
               .status();
     if (s.ok()) s = conn.Exec("COMMIT");
     if (!s.ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "PostgreSQL: ROLLBACK of a failed migration");
-      return Status::Internal("schema migration " + std::string(component) + " " + std::to_string(step + 1) + " failed")
-          .WithDetail(s.ToString());
+      return Status::Internal("schema migration " + name + " " + number + " failed").WithDetail(s.ToString());
     }
   }
   return Status::Ok();

@@ -46,6 +46,7 @@
 #include "base/batch_queue.h"
 #include "base/inline_function.h"
 #include "base/status.h"
+#include "db/migration.h"
 
 struct pg_conn;
 struct pg_result;
@@ -77,6 +78,17 @@ class Rows {
 // A parameter: text, or SQL NULL.
 using Param = std::optional<std::string>;
 
+// A statement defined once, by name, at namespace scope (userver's style):
+//   constexpr pg::NamedSql kSelectPlan{"select_plan", "SELECT ... WHERE id = $1"};
+// Prepared on a connection the first time it runs there, then sent as its
+// name and parameters: no SQL text is parsed, planned or assembled per call.
+// `name` is the statement's identity (a connection keeps the names it has
+// prepared), so two statements never share one.
+struct NamedSql {
+  const char* name;
+  const char* text;
+};
+
 class Connection {
  public:
   static Result<std::unique_ptr<Connection>> Connect(const std::string& url);
@@ -91,6 +103,8 @@ class Connection {
   Status CopyIn(const std::string& copy_sql, const std::string& data);
   // One statement with text parameters ($1, $2, ...).
   Result<Rows> Query(const std::string& sql, const std::vector<Param>& params = {});
+  // A named statement, prepared here on first use.
+  Result<Rows> Query(const NamedSql& sql, const std::vector<Param>& params = {});
 
   // Sends `statements` in one round trip (libpq pipeline mode), as one
   // implicit transaction unless they BEGIN/COMMIT themselves, and returns
@@ -98,9 +112,15 @@ class Connection {
   // (or the implicit COMMIT's, at the end); statements after it did not
   // run. A protocol surprise marks the connection broken (Check() is false
   // from then on, so the pool replaces it) and is unavailable.
+  // A named statement (prepared before the pipeline starts, the first time
+  // only), or plain text for the likes of BEGIN and SET LOCAL.
   struct Statement {
     std::string sql;
     std::vector<Param> params;
+    const NamedSql* named = nullptr;
+    Statement(std::string text, std::vector<Param> p = {}) : sql(std::move(text)), params(std::move(p)) {}
+    Statement(const NamedSql& n, std::vector<Param> p = {}) : params(std::move(p)), named(&n) {}
+    std::string_view text() const { return named ? std::string_view(named->text) : std::string_view(sql); }
   };
   Result<std::vector<Rows>> Pipeline(const std::vector<Statement>& statements);
   // Several pipelines in one round trip: a Sync after each segment, so a
@@ -119,8 +139,11 @@ class Connection {
  private:
   explicit Connection(pg_conn* c) : conn_(c) {}
   Status Broken(std::string_view what);
+  // PQprepare unless this connection has prepared `sql` already.
+  Status Prepare(const NamedSql& sql);
   pg_conn* conn_;
   bool broken_ = false;
+  std::vector<const char*> prepared_;  // NamedSql::name of each statement prepared here
 };
 
 // 40001 (serialization_failure) or 40P01 (deadlock_detected): retry.
@@ -200,12 +223,15 @@ class Pool {
 // wait and then find it done.
 Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&));
 
-// Schema migrations on PostgreSQL: schema_migrations(component, version)
-// records the steps applied; runs `component`'s steps not yet recorded, in
-// order, each with its record in one transaction. Call it inside
+// Schema migrations on PostgreSQL (the rules: db/migration.h):
+// schema_migrations(component, version) records the steps applied; runs
+// `component`'s steps not yet recorded, in order, each with its record in
+// one transaction; a contract step also records in schema_compat the oldest
+// schema of `component` a binary must know. Call it inside
 // CreateSchemaLocked (its advisory lock keeps instances from racing). A
-// database whose record is ahead of `steps` is refused.
-Status Migrate(Connection& conn, std::string_view component, const std::vector<std::string_view>& steps);
+// database ahead of `steps` is used as it is unless schema_compat refuses
+// this binary.
+Status Migrate(Connection& conn, std::string_view component, const std::vector<MigrationStep>& steps);
 
 class Listener {
  public:

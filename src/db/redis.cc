@@ -4,12 +4,14 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 
 #include <hiredis/hiredis.h>
 
 #include "base/await.h"
 #include "base/crypto.h"
+#include "base/version.h"
 #include "db/store_url.h"
 #include "ops/log.h"
 
@@ -160,7 +162,7 @@ void Client::Eval(const Script& script, std::vector<std::string> numkeys_keys_ar
 }
 
 void Client::Enqueue(Pending p) {
-  if (!connected_ && !queue_.stopped()) return p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
+  // While the client thread reconnects the queue is paused: refused at once.
   if (Status s = queue_.Push(p); !s.ok()) {
     if (s.code() == ErrorCode::kUnavailable) s = Status::Unavailable("the Redis client is stopping");
     p.done(std::move(s));
@@ -183,7 +185,7 @@ void Client::Loop() {
     if (!ctx_) {
       std::string error;
       ctx_ = Open(url_, options_.timeout_ms, &error);
-      connected_ = ctx_ != nullptr;
+      if (ctx_) queue_.Resume();
       if (!ctx_) {
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
@@ -233,12 +235,12 @@ void Client::RunPipeline(std::vector<Pending>& batch) {
     log::Error("Redis connection lost: {}", error);
     redisFree(ctx_);
     ctx_ = nullptr;
-    connected_ = false;
     for (size_t i = answered; i < batch.size(); ++i)
       batch[i].done(Status::Unavailable("Redis connection lost: " + error));
-    // Fail what queued meanwhile, too: nothing waits for a reconnect.
+    // Fail what queued meanwhile, too, and refuse what comes until the
+    // reconnect, in one step: nothing waits for a reconnect.
     std::vector<Pending> queued;
-    queue_.TakeAll(queued);
+    queue_.Pause(Status::Unavailable("Redis is unreachable; reconnecting"), queued);
     for (auto& p : queued) p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
     for (auto& p : resend) p.done(Status::Unavailable("Redis connection lost: " + error));
   } else if (!resend.empty()) {
@@ -246,6 +248,39 @@ void Client::RunPipeline(std::vector<Pending>& batch) {
     // every script of the batch, so scripts stay in order among themselves.
     RunPipeline(resend);
   }
+}
+
+Status Migrate(Client& client, const std::vector<MigrationStep>& steps) {
+  auto known = static_cast<int64_t>(steps.size());
+  auto fields = client.CommandSync({"HMGET", kSchemaKey, "version", "oldest_schema", "oldest_binary"});
+  if (!fields.ok()) return fields.status();
+  const auto& f = fields->elements;
+  if (f.size() != 3) return Status::Internal("unexpected reply to HMGET " + std::string(kSchemaKey));
+  if (!f[1].is_nil() && std::strtoll(f[1].str.c_str(), nullptr, 10) > known)
+    return TooOldForDatabase(
+        "Redis key layout",
+        SchemaCompat{.oldest_schema = std::strtoll(f[1].str.c_str(), nullptr, 10), .oldest_binary = f[2].str}, known,
+        Version());
+  int64_t at = f[0].is_nil() ? 0 : std::strtoll(f[0].str.c_str(), nullptr, 10);
+  if (f[0].is_nil()) {
+    // The layout every release so far wrote: mark it, so a later step knows where it starts.
+    auto marked = client.CommandSync({"HSETNX", kSchemaKey, "version", "0"});
+    if (!marked.ok()) return marked.status();
+  }
+  for (int64_t step = at; step < known; ++step) {
+    const MigrationStep& m = steps[static_cast<size_t>(step)];
+    std::string script =
+        "if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') ~= tonumber(ARGV[1]) - 1 then "
+        "return 0 end\n" +
+        std::string(m.sql) + "\nredis.call('HSET', KEYS[1], 'version', ARGV[1])\n" +
+        (m.contract ? "redis.call('HSET', KEYS[1], 'oldest_schema', ARGV[1], 'oldest_binary', ARGV[2])\n" : "") +
+        "return 1";
+    auto r = client.CommandSync({"EVAL", script, "1", kSchemaKey, std::to_string(step + 1), std::string(Version())});
+    if (!r.ok())
+      return Status::Internal("Redis layout migration " + std::to_string(step + 1) + " failed")
+          .WithDetail(r.status().ToString());
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Subscriber>> Subscriber::Start(const std::string& url_text, std::string channel,

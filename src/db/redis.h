@@ -30,6 +30,7 @@
 #include "base/batch_queue.h"
 #include "base/inline_function.h"
 #include "base/status.h"
+#include "db/migration.h"
 
 struct redisContext;
 
@@ -111,10 +112,17 @@ class Client {
   Url url_;
   Options options_;
   redisContext* ctx_ = nullptr;  // only the client thread touches it after Connect
-  BatchQueue<Pending> queue_;
-  std::atomic<bool> connected_{true};  // false while the client thread reconnects: commands fail at once
+  BatchQueue<Pending> queue_;    // paused while the client thread reconnects: commands fail at once
   std::thread thread_;
 };
+
+// Key-layout migrations on Redis (the rules: db/migration.h). The hash
+// kSchemaKey holds `version` (steps applied), and after a contract step
+// `oldest_schema` and `oldest_binary`. Each step is a Lua script run with
+// EVAL, atomically with its record; a step already recorded (another
+// instance got there first) is skipped inside the script.
+inline constexpr const char* kSchemaKey = "hotrow:schema";
+Status Migrate(Client& client, const std::vector<MigrationStep>& steps);
 
 class Subscriber {
  public:

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include "base/version.h"
 #include "ops/alloc_counter.h"
 #include "ops/log.h"
 
@@ -178,17 +179,40 @@ Result<int64_t> QueryInt(Connection& conn, std::string_view sql) {
   return v;
 }
 
-Status Migrate(Connection& conn, const std::vector<std::string_view>& steps) {
+namespace {
+
+Result<SchemaCompat> ReadCompat(Connection& conn) {
+  if (Status s = conn.Exec("CREATE TABLE IF NOT EXISTS schema_compat (id INTEGER PRIMARY KEY CHECK (id = 1), "
+                           "oldest_schema INTEGER NOT NULL, oldest_binary TEXT NOT NULL)");
+      !s.ok())
+    return s;
+  auto q = conn.Prepare("SELECT oldest_schema, oldest_binary FROM schema_compat WHERE id = 1");
+  if (!q.ok()) return q.status();
+  auto row = q->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return SchemaCompat{};
+  return SchemaCompat{.oldest_schema = q->Int(0), .oldest_binary = std::string(q->Text(1))};
+}
+
+}  // namespace
+
+Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps) {
+  auto known = static_cast<int64_t>(steps.size());
+  auto compat = ReadCompat(conn);
+  if (!compat.ok()) return compat.status();
+  if (compat->oldest_schema > known) return TooOldForDatabase("database", *compat, known, Version());
   auto at = QueryInt(conn, "PRAGMA user_version");
   if (!at.ok()) return at.status();
-  if (*at > static_cast<int64_t>(steps.size()))
-    return Status::Unavailable("the database's schema is version " + std::to_string(*at) +
-                               ", newer than this hotrow's " + std::to_string(steps.size()) +
-                               ": run the hotrow that wrote it, or a newer one");
-  for (size_t step = static_cast<size_t>(*at); step < steps.size(); ++step) {
+  for (auto step = static_cast<size_t>(*at); step < steps.size(); ++step) {
     if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    Status s = conn.Exec(steps[step]);
+    Status s = conn.Exec(steps[step].sql);
     if (s.ok()) s = conn.Exec("PRAGMA user_version = " + std::to_string(step + 1));
+    if (s.ok() && steps[step].contract) {
+      auto record =
+          conn.Prepare("INSERT OR REPLACE INTO schema_compat (id, oldest_schema, oldest_binary) VALUES (1, ?1, ?2)");
+      s = record.ok() ? record->Bind(1, static_cast<int64_t>(step + 1)).Bind(2, std::string(Version())).Run()
+                      : record.status();
+    }
     if (s.ok()) s = conn.Exec("COMMIT");
     if (!s.ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "SQLite: ROLLBACK of a failed migration");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "db/migration.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -103,12 +104,14 @@ class Connection {
 // the first row as an integer; for PRAGMAs and counts.
 Result<int64_t> QueryInt(Connection& conn, std::string_view sql);
 
-// Schema migrations of the embedded store: PRAGMA user_version counts the
-// steps applied to the file (it is per file, so every component's steps
-// share one list: a step is never renumbered or removed, only appended).
-// Runs steps[user_version..] in one transaction each, bumping user_version
-// with each; a database a newer hotrow wrote (user_version > steps) is
-// refused rather than written with an older schema's assumptions.
-Status Migrate(Connection& conn, const std::vector<std::string_view>& steps);
+// Schema migrations of the embedded store (the rules: db/migration.h).
+// PRAGMA user_version counts the steps applied to the file (it is per file,
+// so every component's steps share one list). Runs steps[user_version..] in
+// one transaction each, bumping user_version with each; a contract step
+// also records in schema_compat the oldest schema a binary must know. A
+// database with more steps than `steps` is used as it is (its extra steps
+// were expand steps of a newer release) unless schema_compat refuses this
+// binary.
+Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps);
 
 }  // namespace hotrow::db::sqlite

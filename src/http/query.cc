@@ -1,5 +1,8 @@
 #include "http/query.h"
 
+#include <algorithm>
+#include <charconv>
+
 #include "base/text.h"
 
 namespace hotrow::http {
@@ -71,9 +74,17 @@ Result<int64_t> Query::Int(std::string_view key, int64_t fallback, int64_t min, 
 Result<int64_t> Query::Int(std::string_view key, int64_t fallback) const {
   auto raw = Get(key);
   if (!raw) return fallback;
-  auto v = ParseInt(*raw, INT64_MIN, INT64_MAX);
-  if (!v) return Status::InvalidField(std::string(key), std::string(key) + " must be an integer");
-  return *v;
+  std::string_view text = *raw, digits = text.starts_with('-') ? text.substr(1) : text;
+  bool integer =
+      !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!integer) return Status::InvalidField(std::string(key), std::string(key) + " must be an integer");
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  // Beyond int64: saturate, so that the service's range check names its bounds.
+  if (ec == std::errc::result_out_of_range) return text.starts_with('-') ? INT64_MIN : INT64_MAX;
+  if (ec != std::errc() || end != text.data() + text.size())
+    return Status::InvalidField(std::string(key), std::string(key) + " must be an integer");
+  return v;
 }
 
 }  // namespace hotrow::http

@@ -25,8 +25,9 @@ class Query {
   // An integer parameter within [min, max]; `fallback` when absent;
   // invalid_field naming the parameter otherwise.
   Result<int64_t> Int(std::string_view key, int64_t fallback, int64_t min, int64_t max) const;
-  // Any int64 (the service checks the range); invalid_field "<key> must be
-  // an integer" otherwise.
+  // An integer for a service that checks the range itself: one beyond
+  // int64 saturates to INT64_MIN or INT64_MAX (so that check names its
+  // bounds); invalid_field "<key> must be an integer" when it is not one.
   Result<int64_t> Int(std::string_view key, int64_t fallback) const;
 
  private:

@@ -41,6 +41,24 @@ Board::~Board() = default;
 
 void Board::Set(std::string_view client_id, int64_t score, int64_t seq) {
   std::unique_lock lock(mutex_);
+  SetLocked(client_id, score, seq);
+}
+
+void Board::SetIfNewer(std::string_view client_id, int64_t score, int64_t seq) {
+  {
+    std::shared_lock lock(mutex_);  // the common case, a stale change, takes no exclusive lock
+    auto it = impl_->players.find(client_id);
+    if (it != impl_->players.end() && it->second.seq >= seq) return;
+  }
+  std::unique_lock lock(mutex_);
+  // Again under the exclusive lock: a newer change may have landed between
+  // the two locks, and it must not be overwritten by this older one.
+  auto it = impl_->players.find(client_id);
+  if (it != impl_->players.end() && it->second.seq >= seq) return;
+  SetLocked(client_id, score, seq);
+}
+
+void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
   auto& tree = impl_->tree;
   bool touches_top = false;
   auto it = impl_->players.find(client_id);
@@ -56,15 +74,6 @@ void Board::Set(std::string_view client_id, int64_t score, int64_t seq) {
   Key key{-score, seq};
   tree.insert({key, it->first});
   if (touches_top || tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
-}
-
-void Board::SetIfNewer(std::string_view client_id, int64_t score, int64_t seq) {
-  {
-    std::shared_lock lock(mutex_);
-    auto it = impl_->players.find(client_id);
-    if (it != impl_->players.end() && it->second.seq >= seq) return;
-  }
-  Set(client_id, score, seq);
 }
 
 void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players) {

@@ -65,7 +65,8 @@ class Board {
     std::vector<Entry> top;  // the first kPageLimitMax entries
     int64_t total = 0;
   };
-  void Publish();  // under the exclusive lock
+  void Publish();                                                          // under the exclusive lock
+  void SetLocked(std::string_view client_id, int64_t score, int64_t seq);  // under the exclusive lock
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -53,10 +53,14 @@ Status PostgresLeaderboardStore::Load(const std::function<void(std::string, Stor
 // The notifications the two statements below send on kBoardChannel:
 //   "set <score> <seq> <client id>"   a stored score changed
 //   "del <client id>"                 a player was removed
-Result<ScoreChange> PostgresLeaderboardStore::Follow(std::string_view payload) {
-  auto bad = [&] { return Status::Internal("unreadable leaderboard notification: " + std::string(payload)); };
+Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_view payload) {
+  auto bad = [&]() -> std::optional<ScoreChange> {
+    log::Debug("ignoring an unreadable leaderboard notification: {}", payload);
+    return std::nullopt;
+  };
   if (payload.starts_with("del "))
-    return ScoreChange{.kind = ScoreChange::Kind::kErase, .client_id = std::string(payload.substr(4))};
+    return std::make_optional(
+        ScoreChange{.kind = ScoreChange::Kind::kErase, .client_id = std::string(payload.substr(4))});
   if (!payload.starts_with("set ")) return bad();
   std::string_view rest = payload.substr(4);
   int64_t score = 0, seq = 0;
@@ -66,31 +70,44 @@ Result<ScoreChange> PostgresLeaderboardStore::Follow(std::string_view payload) {
   auto [p2, e2] = std::from_chars(rest.data(), rest.data() + rest.size(), seq);
   if (e2 != std::errc() || p2 == rest.data() + rest.size()) return bad();
   rest.remove_prefix(static_cast<size_t>(p2 - rest.data()) + 1);
-  return ScoreChange{.kind = ScoreChange::Kind::kSet, .client_id = std::string(rest), .score = score, .seq = seq};
+  return std::make_optional(
+      ScoreChange{.kind = ScoreChange::Kind::kSet, .client_id = std::string(rest), .score = score, .seq = seq});
 }
+
+namespace {
+
+// The statements of the request path, prepared once per connection.
+//
+// A post decides and writes in one statement: the new score replaces the
+// stored one (or, in best mode, only a higher one does); an equal score
+// changes nothing, so the player keeps its sequence number. The clock's row
+// lock is taken first and held to the commit (one statement, its own
+// transaction): seq order is commit order. GREATEST(n + 1, nextval): the
+// clock stays on the sequence, so an instance of v0.1.0 (which still takes
+// nextval alone) running beside this one during an upgrade never gets a
+// seq the clock gave.
+constexpr pg::NamedSql kPostScore{"leaderboard_post", R"(
+  WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
+                 RETURNING n),
+  up AS (
+    INSERT INTO leaderboard AS l (client_id, score, seq) SELECT $1, $2, n FROM clock
+    ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq
+    WHERE l.score <> excluded.score AND ($3 = 'replace' OR excluded.score > l.score)
+    RETURNING score, seq, client_id)
+  SELECT score, seq, pg_notify('hotrow_lb', 'set ' || score || ' ' || seq || ' ' || client_id) FROM up)"};
+constexpr pg::NamedSql kSelectScore{"leaderboard_select", "SELECT score, seq FROM leaderboard WHERE client_id = $1"};
+constexpr pg::NamedSql kRemovePlayer{"leaderboard_remove", R"(
+  WITH d AS (DELETE FROM leaderboard WHERE client_id = $1 RETURNING client_id)
+  SELECT pg_notify('hotrow_lb', 'del ' || client_id) FROM d)"};
+
+}  // namespace
 
 void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
                                          std::function<void(Result<StoredScore>)> done) {
   pool_.Submit([client_id = std::move(client_id), score, mode, done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    // One statement decides and writes: the new score replaces the stored
-    // one (or, in best mode, only a higher one does); an equal score
-    // changes nothing, so the player keeps its sequence number.
-    // The clock's row lock is taken first and held to the commit (one
-    // statement, its own transaction): seq order is commit order.
-    auto changed = (*c)->Query(
-        // GREATEST(n + 1, nextval): the clock stays on the sequence, so an
-        // instance of v0.1.0 (which still takes nextval alone) running
-        // beside this one during an upgrade never gets a seq the clock gave.
-        R"(WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
-                          RETURNING n),
-           up AS (
-             INSERT INTO leaderboard AS l (client_id, score, seq) SELECT $1, $2, n FROM clock
-             ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq
-             WHERE l.score <> excluded.score AND ($3 = 'replace' OR excluded.score > l.score)
-             RETURNING score, seq, client_id)
-           SELECT score, seq, pg_notify('hotrow_lb', 'set ' || score || ' ' || seq || ' ' || client_id) FROM up)",
-        {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
+    auto changed =
+        (*c)->Query(kPostScore, {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
     if (!changed.ok()) return done(changed.status());
     bool was_changed = !changed->empty();
     int64_t stored = 0, seq = 0;
@@ -98,7 +115,7 @@ void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, S
       stored = changed->Int(0, 0);
       seq = changed->Int(0, 1);
     } else {
-      auto current = (*c)->Query("SELECT score, seq FROM leaderboard WHERE client_id = $1", {client_id});
+      auto current = (*c)->Query(kSelectScore, {client_id});
       if (!current.ok()) return done(current.status());
       if (current->empty()) return done(Status::Internal("the player vanished while posting"));
       stored = current->Int(0, 0);
@@ -111,10 +128,7 @@ void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, S
 void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
   pool_.Submit([client_id = std::move(client_id), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(
-        R"(WITH d AS (DELETE FROM leaderboard WHERE client_id = $1 RETURNING client_id)
-           SELECT pg_notify('hotrow_lb', 'del ' || client_id) FROM d)",
-        {client_id});
+    auto rows = (*c)->Query(kRemovePlayer, {client_id});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(NoSuchPlayer(client_id));
     done(Status::Ok());

@@ -24,7 +24,7 @@ class PostgresLeaderboardStore final : public LeaderboardStore {
 
   Status Load(const std::function<void(std::string, Stored)>& sink) override;
   const char* channel() const override { return kBoardChannel; }
-  Result<ScoreChange> Follow(std::string_view notification) override;
+  Result<std::optional<ScoreChange>> Follow(std::string_view notification) override;
   void PostScore(std::string client_id, int64_t score, ScoreMode mode,
                  std::function<void(Result<StoredScore>)> done) override;
   void Remove(std::string client_id, std::function<void(Status)> done) override;

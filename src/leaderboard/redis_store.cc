@@ -110,6 +110,9 @@ Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const
         "Redis runs with appendfsync {}: an acknowledged score can be lost in a crash; "
         "run it with appendonly yes and appendfsync always",
         config->elements[1].str);
+  // The key layout above is the one every release so far wrote; the
+  // leaderboard's next layout adds its steps here.
+  if (Status s = db::redis::Migrate(*store->client_, {}); !s.ok()) return s;
   auto* raw = store.get();
   auto subscriber = db::redis::Subscriber::Start(
       url, kChannel, [raw](const std::string&) { raw->Invalidate(); }, [raw] { raw->Invalidate(); });

@@ -61,6 +61,7 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   Result<int64_t> Count();
   // Deletes the board's keys (seeding with --replace, tests).
   Status Clear();
+  db::redis::Client& client() { return *client_; }
 
  private:
   RedisLeaderboardStore() = default;

@@ -20,13 +20,14 @@ Status LeaderboardService::Load() {
 }
 
 Status LeaderboardService::Follow(std::string_view notification) {
-  auto change = store_.Follow(notification);
-  if (!change.ok()) return change.status();
-  if (ranking_) return Status::Ok();
-  if (change->kind == ScoreChange::Kind::kErase)
-    board_.Erase(change->client_id);
+  auto read = store_.Follow(notification);
+  if (!read.ok()) return read.status();
+  if (ranking_ || !*read) return Status::Ok();
+  const ScoreChange& change = **read;
+  if (change.kind == ScoreChange::Kind::kErase)
+    board_.Erase(change.client_id);
   else
-    board_.SetIfNewer(change->client_id, change->score, change->seq);
+    board_.SetIfNewer(change.client_id, change.score, change.seq);
   return Status::Ok();
 }
 

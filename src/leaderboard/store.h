@@ -70,9 +70,11 @@ class LeaderboardStore {
   // The channel whose notifications Follow parses; nullptr when no other
   // instance can change this store.
   virtual const char* channel() const { return nullptr; }
-  // Parses one notification of channel() into the change it reports.
-  // An error means the change could not be applied: the caller reloads.
-  virtual Result<ScoreChange> Follow(std::string_view notification) {
+  // Parses one notification of channel() into the change it reports;
+  // nullopt for one it cannot read (logged and ignored: any database user
+  // may NOTIFY, and a newer release may add kinds). An error means the
+  // change could not be applied: the caller reloads.
+  virtual Result<std::optional<ScoreChange>> Follow(std::string_view notification) {
     return Status::Internal("this store has no change feed: " + std::string(notification));
   }
   virtual void Stop() {}

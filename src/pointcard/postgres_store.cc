@@ -86,7 +86,7 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
       LANGUAGE sql IMMUTABLE AS $$ SELECT 'epoch'::timestamp + us * interval '1 microsecond' $$;
 
     -- The online point use, with the row's time and balance. outcome is a
-    -- small integer, the contract with PayOutcome in postgres_store.cc:
+    -- small integer, the contract with PayResult in postgres_store.cc:
     -- 0 ok, 1 refused, 2 no card, 3 key mismatch, 4 replayed, 5 replayed
     -- refusal.
     -- enable_seqscan = off: SSI locks what a scan reads at the scan's
@@ -260,16 +260,42 @@ void PostgresPointCardStore::Stop() {
   grant_finished_.wait(lock, [this] { return !grant_running_; });
 }
 
+namespace {
+
+// The statements of the request path, prepared once per connection.
+constexpr pg::NamedSql kLockCard{"pointcard_lock_card", "SELECT pg_advisory_lock($1::int, $2::int)"};
+constexpr pg::NamedSql kUnlockCard{"pointcard_unlock_card", "SELECT pg_advisory_unlock($1::int, $2::int)"};
+constexpr pg::NamedSql kPay{"pointcard_pay",
+                            "SELECT outcome, time_us, new_balance FROM hotrow_pay_v2($1, $2, $3, $4, $5)"};
+constexpr pg::NamedSql kGrant{"pointcard_grant",
+                              "SELECT outcome, grant_id, cards, points, query_ms, update_ms, commit_ms "
+                              "FROM hotrow_grant_v2($1, $2, $3, $4, $5, $6)"};
+constexpr pg::NamedSql kRecordCommitTime{"pointcard_grant_commit_ms",
+                                         "UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2"};
+constexpr pg::NamedSql kSelectCard{
+    "pointcard_card", "SELECT BALANCE, REGION_ID, hotrow_us(LAST_UPDATE) FROM S_ACCOUNT WHERE CARD_ID = $1"};
+// One statement, one snapshot: the card's existence and its page.
+constexpr pg::NamedSql kSelectHistory{"pointcard_history", R"(
+  SELECT hotrow_us(h.PAYMENT_TIME), h.STORE_ID, h.AMOUNT, h.BALANCE
+  FROM S_ACCOUNT a LEFT JOIN LATERAL (
+    SELECT * FROM H_TRANSACTION t WHERE t.CARD_ID = a.CARD_ID AND t.PAYMENT_TIME < hotrow_ts($2)
+    ORDER BY t.PAYMENT_TIME DESC LIMIT $3) h ON true
+  WHERE a.CARD_ID = $1 ORDER BY h.PAYMENT_TIME DESC)"};
+// Maintenance, not a request: without the request statement_timeout.
+constexpr pg::NamedSql kPurgeKeys{"pointcard_purge_keys", "DELETE FROM P_IDEMPOTENCY WHERE CREATED < hotrow_ts($1)"};
+
+}  // namespace
+
 // Idempotency keys are kept at least 24 h: every hour, those older than the
 // retention go.
 void PostgresPointCardStore::Purge() {
   pool_.Submit([](Result<pg::Connection*> c) {
     if (!c.ok()) return log::Warn("idempotency purge skipped (the next pass retries): {}", c.status().ToString());
-    // Maintenance, not a request: without the request statement_timeout.
-    Status s = (*c)->Exec(
-        "BEGIN; SET LOCAL statement_timeout = 0; DELETE FROM P_IDEMPOTENCY WHERE CREATED < "
-        "hotrow_ts(" +
-        std::to_string(NowUs() - kIdempotencyRetentionUs) + "); COMMIT");
+    auto done = (*c)->Pipeline({{"BEGIN"},
+                                {"SET LOCAL statement_timeout = 0"},
+                                {kPurgeKeys, {std::to_string(NowUs() - kIdempotencyRetentionUs)}},
+                                {"COMMIT"}});
+    Status s = done.status();
     if (s.ok()) return;
     log::Warn("idempotency purge failed (the next pass retries): {}", s.ToString());
     if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();
@@ -281,7 +307,8 @@ Status PostgresPointCardStore::LoadRegions(std::vector<Region>* out) {
       [](pg::Connection& c) { return c.Query("SELECT REGION_ID, REGION_NAME FROM M_REGION ORDER BY REGION_ID"); },
       /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
-  for (int i = 0; i < rows->size(); ++i) out->push_back({rows->Int(i, 0), std::string(rows->Text(i, 1))});
+  for (int i = 0; i < rows->size(); ++i)
+    out->push_back(Region{.region_id = rows->Int(i, 0), .name = std::string(rows->Text(i, 1))});
   return Status::Ok();
 }
 
@@ -295,19 +322,26 @@ Status PostgresPointCardStore::LoadStores(std::vector<StoreInfo>* out) {
       /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i)
-    out->push_back({rows->Int(i, 0), std::string(rows->Text(i, 1)), std::string(rows->Text(i, 2)),
-                    std::string(rows->Text(i, 3)), rows->Int(i, 4), rows->Double(i, 5), rows->Double(i, 6)});
+    out->push_back(StoreInfo{.store_id = rows->Int(i, 0),
+                             .zipcode = std::string(rows->Text(i, 1)),
+                             .address = std::string(rows->Text(i, 2)),
+                             .name = std::string(rows->Text(i, 3)),
+                             .region_id = rows->Int(i, 4),
+                             .latitude = rows->Double(i, 5),
+                             .longitude = rows->Double(i, 6)});
   return Status::Ok();
 }
 
 void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
   pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query("SELECT BALANCE, REGION_ID, hotrow_us(LAST_UPDATE) FROM S_ACCOUNT WHERE CARD_ID = $1",
-                            {std::to_string(card_id)});
+    auto rows = (*c)->Query(kSelectCard, {std::to_string(card_id)});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(NoSuchCard(card_id));
-    done(Card{card_id, rows->Int(0, 0), rows->Int(0, 1), rows->Int(0, 2)});
+    done(Card{.card_id = card_id,
+              .balance = rows->Int(0, 0),
+              .region_id = rows->Int(0, 1),
+              .last_update_us = rows->Int(0, 2)});
   });
 }
 
@@ -315,20 +349,18 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
                                      std::function<void(Result<HistoryPage>)> done) {
   pool_.Submit([card_id, limit, before_us, done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    // One statement, one snapshot: the card's existence and its page.
-    auto rows = (*c)->Query(
-        R"(SELECT hotrow_us(h.PAYMENT_TIME), h.STORE_ID, h.AMOUNT, h.BALANCE
-           FROM S_ACCOUNT a LEFT JOIN LATERAL (
-             SELECT * FROM H_TRANSACTION t WHERE t.CARD_ID = a.CARD_ID AND t.PAYMENT_TIME < hotrow_ts($2)
-             ORDER BY t.PAYMENT_TIME DESC LIMIT $3) h ON true
-           WHERE a.CARD_ID = $1 ORDER BY h.PAYMENT_TIME DESC)",
-        {std::to_string(card_id), std::to_string(before_us.value_or(INT64_MAX / 2)), std::to_string(limit + 1)});
+    auto rows = (*c)->Query(kSelectHistory, {std::to_string(card_id), std::to_string(before_us.value_or(INT64_MAX / 2)),
+                                             std::to_string(limit + 1)});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(NoSuchCard(card_id));
     HistoryPage page;
     for (int i = 0; i < rows->size(); ++i) {
       if (rows->IsNull(i, 0)) continue;  // a card without (more) history
-      page.rows.push_back({rows->Int(i, 0), card_id, rows->Int(i, 1), rows->Int(i, 2), rows->Int(i, 3)});
+      page.rows.push_back(HistoryRow{.payment_time_us = rows->Int(i, 0),
+                                     .card_id = card_id,
+                                     .store_id = rows->Int(i, 1),
+                                     .amount = rows->Int(i, 2),
+                                     .balance = rows->Int(i, 3)});
     }
     if (static_cast<int64_t>(page.rows.size()) > limit) {
       page.rows.pop_back();
@@ -378,19 +410,21 @@ void Backoff(int attempt) {
 // before, none after.
 constexpr int64_t kCardLockSpace = 72720004;  // advisory lock key space: (this, card id)
 
-Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const char* lock, const std::string& call,
+// `call` in one SERIALIZABLE transaction behind the card's advisory lock,
+// with S_ACCOUNT locked ROW EXCLUSIVE (the grant's EXCLUSIVE waits for it).
+Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::NamedSql& call,
                                  const std::vector<pg::Param>& params) {
   // Card ids past int4 fold onto others: harmless, they only queue together.
   const std::vector<pg::Param> key = {std::to_string(kCardLockSpace), std::to_string(card_id % 2147483647)};
-  const pg::Connection::Statement take[] = {{"SELECT pg_advisory_lock($1::int, $2::int)", key}};
-  const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
-                                            {std::string("LOCK TABLE S_ACCOUNT IN ") + lock + " MODE", {}},
+  const pg::Connection::Statement take[] = {{kLockCard, key}};
+  const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL SERIALIZABLE"},
+                                            {"LOCK TABLE S_ACCOUNT IN ROW EXCLUSIVE MODE"},
                                             {call, params},
-                                            {"COMMIT", {}}};
+                                            {"COMMIT"}};
   // A failed statement leaves BEGIN's block aborted past its Sync: end it
   // first, or the release would fail inside it and the lock stay taken.
-  const pg::Connection::Statement end[] = {{"ROLLBACK", {}}};
-  const pg::Connection::Statement release[] = {{"SELECT pg_advisory_unlock($1::int, $2::int)", key}};
+  const pg::Connection::Statement end[] = {{"ROLLBACK"}};
+  const pg::Connection::Statement release[] = {{kUnlockCard, key}};
   const std::span<const pg::Connection::Statement> segments[] = {take, work, end, release};
   auto results = c.PipelineSegments(segments);
   if (!results[0].ok()) log::Debug("card lock not taken: {}", results[0].status().ToString());
@@ -409,8 +443,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     Result<pg::Rows> rows = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
       if (attempt > 0) Backoff(attempt);
-      rows =
-          RunSerializable(**c, p.card_id, "ROW EXCLUSIVE", "SELECT * FROM hotrow_pay_v2($1, $2, $3, $4, $5)", params);
+      rows = RunSerializable(**c, p.card_id, kPay, params);
       // Two first uses of one idempotency key race to insert it: the loser
       // retries and finds the winner's answer.
       bool unique_race = !rows.ok() && rows.status().sqlstate() == "23505";
@@ -430,9 +463,14 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;
     int64_t balance = rows->Int(0, 2);
     if (out.refused) {
-      out.row = {0, p.card_id, p.store_id, p.amount, balance};
+      out.row = {
+          .payment_time_us = 0, .card_id = p.card_id, .store_id = p.store_id, .amount = p.amount, .balance = balance};
     } else {
-      out.row = {rows->Int(0, 1), p.card_id, p.store_id, p.amount, balance};
+      out.row = {.payment_time_us = rows->Int(0, 1),
+                 .card_id = p.card_id,
+                 .store_id = p.store_id,
+                 .amount = p.amount,
+                 .balance = balance};
     }
     done(out);
   });
@@ -470,10 +508,10 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
       // to time it.
       // A grant is admin batch work: the per-request statement and lock
       // timeouts do not apply to it.
-      auto results = (*c)->Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE", {}},
-                                     {"SET LOCAL statement_timeout = 0", {}},
-                                     {"LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE", {}},
-                                     {"SELECT * FROM hotrow_grant_v2($1, $2, $3, $4, $5, $6)", params}});
+      auto results = (*c)->Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE"},
+                                     {"SET LOCAL statement_timeout = 0"},
+                                     {"LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE"},
+                                     {kGrant, params}});
       Status s = results.status();
       auto commit_start = std::chrono::steady_clock::now();
       if (s.ok()) {
@@ -517,8 +555,7 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
                      .replayed = replayed};
       if (!g.replayed) {
         // The grant has committed: only its recorded commit time is lost.
-        auto timed = (*c)->Query("UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2",
-                                 {std::to_string(commit_ms), std::to_string(g.grant_id)});
+        auto timed = (*c)->Query(kRecordCommitTime, {std::to_string(commit_ms), std::to_string(g.grant_id)});
         if (!timed.ok())
           log::Warn("grant {}: cannot record its commit time: {}", g.grant_id, timed.status().ToString());
       }

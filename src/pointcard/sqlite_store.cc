@@ -191,7 +191,11 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
     auto row = q->Step();
     if (!row.ok()) return done(row.status());
     if (!*row) break;
-    page.rows.push_back({q->Int(0), card_id, q->Int(1), q->Int(2), q->Int(3)});
+    page.rows.push_back(HistoryRow{.payment_time_us = q->Int(0),
+                                   .card_id = card_id,
+                                   .store_id = q->Int(1),
+                                   .amount = q->Int(2),
+                                   .balance = q->Int(3)});
   }
   if (static_cast<int64_t>(page.rows.size()) > limit) {
     page.rows.pop_back();
@@ -218,7 +222,11 @@ Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payme
                   "Idempotency-Key");
   PaymentOutcome out;
   out.refused = q->Int(1) != 0;
-  out.row = {q->Int(2), p.card_id, q->Int(3), q->Int(4), q->Int(5)};
+  out.row = {.payment_time_us = q->Int(2),
+             .card_id = p.card_id,
+             .store_id = q->Int(3),
+             .amount = q->Int(4),
+             .balance = q->Int(5)};
   out.replayed = true;
   return std::optional<PaymentOutcome>(out);
 }
@@ -291,9 +299,14 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   int64_t now = NextTime();
   if (balance + p.amount < 0) {
     out.refused = true;
-    out.row = {0, p.card_id, p.store_id, p.amount, balance};
+    out.row = {
+        .payment_time_us = 0, .card_id = p.card_id, .store_id = p.store_id, .amount = p.amount, .balance = balance};
   } else {
-    out.row = {now, p.card_id, p.store_id, p.amount, balance + p.amount};
+    out.row = {.payment_time_us = now,
+               .card_id = p.card_id,
+               .store_id = p.store_id,
+               .amount = p.amount,
+               .balance = balance + p.amount};
     auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
     if (!update.ok()) return update.status();
     if (Status s = update->Bind(1, out.row.balance).Bind(2, now).Bind(3, p.card_id).Run(); !s.ok()) return s;

@@ -64,15 +64,43 @@ TEST_F(FromV010, ADatabaseTheReleaseMadeIsMigratedAndServed) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
-TEST_F(FromV010, ADatabaseFromANewerReleaseIsRefused) {
+// Expand-then-contract (db/migration.h): a newer release's expand steps
+// leave the database usable by this one (a rolling restart runs both)...
+TEST_F(FromV010, ADatabaseWithANewerReleasesExpandStepsIsServed) {
+  {
+    auto conn = db::sqlite::Connection::Open(path, db::sqlite::OpenMode::kReadWrite);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE((*conn)->Exec("ALTER TABLE datePlans ADD COLUMN version INTEGER NOT NULL DEFAULT 1").ok());
+    ASSERT_TRUE((*conn)->Exec("ALTER TABLE datePlans ADD COLUMN a_newer_column TEXT").ok());
+    ASSERT_TRUE((*conn)->Exec("PRAGMA user_version = 2").ok());
+  }
+  auto p = ServerProcess::Start({"--db", "sqlite:" + path}, dir.File("log"));
+  ASSERT_TRUE(p);
+  HttpClient c(p->port());
+  EXPECT_EQ(JsonInt(c.Get("/datePlan/1").body, "like"), 3);
+  EXPECT_EQ(c.Post("/datePlan/1/like").status, 200);
+  ASSERT_EQ(p->Stop(), 0);
+  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 2) << "never rolled back";
+}
+
+// ...until a contract step records that older binaries may no longer use it:
+// then this one is refused, with both releases named.
+TEST_F(FromV010, ADatabaseAContractStepClosedToThisReleaseIsRefused) {
   {
     auto conn = db::sqlite::Connection::Open(path, db::sqlite::OpenMode::kReadWrite);
     ASSERT_TRUE(conn.ok());
     ASSERT_TRUE((*conn)->Exec("PRAGMA user_version = 99").ok());
+    ASSERT_TRUE((*conn)
+                    ->Exec("CREATE TABLE schema_compat (id INTEGER PRIMARY KEY CHECK (id = 1), oldest_schema INTEGER "
+                           "NOT NULL, oldest_binary TEXT NOT NULL); INSERT INTO schema_compat VALUES (1, 99, '9.9.0')")
+                    .ok());
   }
   auto r = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + path}, std::chrono::seconds(30));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("newer than this hotrow's"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs hotrow 9.9.0 or newer (schema 99); this is hotrow 0."), std::string::npos) << r.output;
+  auto seed = RunHotrow({"seed", "dateplans", "--count", "1", "--db", "sqlite:" + path});
+  EXPECT_NE(seed.exit_code, 0) << "seed applies the same rule";
+  EXPECT_NE(seed.output.find("needs hotrow 9.9.0"), std::string::npos) << seed.output;
 }
 
 }  // namespace

@@ -91,6 +91,33 @@ TEST(PgMigration, AV010DatabaseGainsTheVersionColumnOnce) {
   EXPECT_EQ(applied->Int(0, 0), 1) << "applied once, recorded once";
 }
 
+// Expand-then-contract on PostgreSQL (db/migration.h): steps a newer
+// release applied are used as they are; a contract step that closed the
+// schema to this release refuses it, naming both releases.
+TEST(PgMigration, ANewerExpandStepIsUsedAndAClosedSchemaIsRefused) {
+  std::string url = FreshDatabase();
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  {
+    auto pool = OpenPool(url);
+    OrThrow(dateplan::PostgresDatePlanStore::Open(*pool));
+  }
+  ASSERT_TRUE(conn->Exec("ALTER TABLE datePlans ADD COLUMN from_a_newer_release text; "
+                         "INSERT INTO schema_migrations (component, version) VALUES ('dateplans', 2)")
+                  .ok());
+  {
+    auto pool = OpenPool(url);
+    auto store = dateplan::PostgresDatePlanStore::Open(*pool);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+  }
+  ASSERT_TRUE(conn->Exec("INSERT INTO schema_compat VALUES ('dateplans', 2, '9.9.0')").ok());
+  auto pool = OpenPool(url);
+  auto refused = dateplan::PostgresDatePlanStore::Open(*pool);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("dateplans schema needs hotrow 9.9.0 or newer (schema 2); this is hotrow"),
+            std::string::npos)
+      << refused.status().ToString();
+}
+
 class PgPlans : public DatePlanBackendInstance {
  public:
   PgPlans() : url_(FreshDatabase()) { Open(); }

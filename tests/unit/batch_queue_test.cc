@@ -54,6 +54,43 @@ TEST(BatchQueue, PopBatchTakesOldestFirstUpToTheBatchBound) {
   EXPECT_EQ(q.size(), 0u);
 }
 
+TEST(BatchQueue, TheRingGrowsWithTheLoadUpToItsBoundAndKeepsTheOrder) {
+  BatchQueue<int> q(1000, "full");
+  std::vector<int> out;
+  for (int i = 0; i < 10; ++i) {  // the ring wraps before it grows
+    int v = -1;
+    ASSERT_TRUE(q.Push(v).ok());
+  }
+  ASSERT_TRUE(q.PopBatch(out, 5));
+  out.clear();
+  for (int i = 0; i < 995; ++i) {
+    int v = i;
+    ASSERT_TRUE(q.Push(v).ok()) << i;
+  }
+  int extra = 1;
+  EXPECT_EQ(q.Push(extra).code(), ErrorCode::kOverloaded) << "1000 waiting: the bound";
+  q.TakeAll(out);
+  ASSERT_EQ(out.size(), 1000u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(out[i], -1);
+  for (size_t i = 5; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<int>(i - 5));
+}
+
+TEST(BatchQueue, PauseTakesEverythingAndRefusesUntilResume) {
+  BatchQueue<int> q(10, "full");
+  int a = 1;
+  ASSERT_TRUE(q.Push(a).ok());
+  std::vector<int> out;
+  q.Pause(Status::Unavailable("reconnecting"), out);
+  EXPECT_EQ(out, (std::vector<int>{1}));
+  int b = 2;
+  Status s = q.Push(b);
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(s.message(), "reconnecting");
+  q.Resume();
+  EXPECT_TRUE(q.Push(b).ok());
+  EXPECT_EQ(q.size(), 1u);
+}
+
 TEST(BatchQueue, StopRefusesNewItemsButDrainsTheQueuedOnes) {
   BatchQueue<int> q(10, "full");
   int v = 7;

@@ -58,5 +58,25 @@ INSTANTIATE_TEST_SUITE_P(Backends, LeaderboardContract,
                                            LeaderboardBackend{"redis", [] { return std::make_unique<RedisBoard>(); }}),
                          [](const auto& info) { return info.param.name; });
 
+// The Redis key layout has a version (hotrow:schema), marked at the first
+// open; a layout a contract step closed to this release is refused.
+TEST(RedisSchema, TheLayoutIsMarkedAndALayoutClosedToThisReleaseIsRefused) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  {
+    auto store = leaderboard::RedisLeaderboardStore::Open(redis->url());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto version = (*store)->client().CommandSync({"HGET", "hotrow:schema", "version"});
+    ASSERT_TRUE(version.ok());
+    EXPECT_EQ(version->str, "0");
+    ASSERT_TRUE(
+        (*store)->client().CommandSync({"HSET", "hotrow:schema", "oldest_schema", "3", "oldest_binary", "9.9.0"}).ok());
+  }
+  auto refused = leaderboard::RedisLeaderboardStore::Open(redis->url());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("needs hotrow 9.9.0 or newer (schema 3)"), std::string::npos)
+      << refused.status().ToString();
+}
+
 }  // namespace
 }  // namespace hotrow::testing

@@ -1,0 +1,48 @@
+// Schema migrations, the rules every backend follows (SQLite user_version,
+// PostgreSQL schema_migrations, the Redis key hotrow:schema).
+//
+// Each store has a numbered list of steps, applied in order at serve and
+// seed start, each in its own transaction with its record; a step is never
+// renumbered or removed, only appended. Steps are expand-then-contract, so
+// that during a rolling restart the binary before keeps working against a
+// database the new one migrated:
+//   - an expand step (a new column with a default, a new table, a new
+//     function beside the old one) leaves the database usable by binaries
+//     that know fewer steps;
+//   - a contract step (dropping or changing what an older binary uses) is
+//     marked `contract`, and ships only once no binary that needs the old
+//     shape runs. Applying it records, in the database, the oldest schema a
+//     binary must know (this step's number) and this binary's version.
+// A binary is refused, with an error naming both versions, only when the
+// database's oldest allowed schema is past the steps it knows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace hotrow::db {
+
+struct MigrationStep {
+  std::string_view sql;
+  bool contract = false;
+};
+
+// What the database says about who may use it.
+struct SchemaCompat {
+  int64_t oldest_schema = 0;  // 0: every binary
+  std::string oldest_binary;  // the release that applied the contract step
+};
+
+// unavailable, naming the store, both releases and both schema numbers.
+inline Status TooOldForDatabase(std::string_view store, const SchemaCompat& compat, int64_t known_steps,
+                                std::string_view version) {
+  return Status::Unavailable("the " + std::string(store) + " schema needs hotrow " + compat.oldest_binary +
+                             " or newer (schema " + std::to_string(compat.oldest_schema) + "); this is hotrow " +
+                             std::string(version) + " (schema " + std::to_string(known_steps) +
+                             "): run the newer release");
+}
+
+}  // namespace hotrow::db
