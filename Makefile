@@ -6,7 +6,7 @@
 JOBS ?= 2
 DB ?= sqlite:data/hotrow.db
 
-.PHONY: all setup build run test test-release test-sanitize bench bench-alloc format clean
+.PHONY: all setup build run test test-release test-sanitize bench bench-alloc format lint clean
 
 all: build
 
@@ -39,6 +39,9 @@ bench: build
 
 bench-alloc: build
 	bench/alloc.sh
+
+lint: build
+	scripts/lint.sh
 
 format: setup
 	scripts/check-format.sh --fix
