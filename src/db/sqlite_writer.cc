@@ -26,10 +26,10 @@ void GroupWriter::Start() {
 }
 
 void GroupWriter::Submit(OpPtr op) {
-  if (!started_) return op->Finish(Status::Unavailable("the server is shutting down"));
+  if (!started_) return op->FinishOnce(Status::Unavailable("the server is shutting down"));
   if (options_.op_wait_max.count() > 0) op->submitted_at_ = std::chrono::steady_clock::now();
   // A refused op is finished here, on the calling thread, outside the lock.
-  if (Status s = queue_.Push(op); !s.ok()) op->Finish(s);
+  if (Status s = queue_.Push(op); !s.ok()) op->FinishOnce(s);
 }
 
 void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
@@ -38,8 +38,9 @@ void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
   size_t kept = 0, expired = 0;
   for (auto& op : batch) {
     if (op->submitted_at_ < oldest_allowed) {
-      op->Finish(Status::Unavailable("the write waited longer than " + std::to_string(options_.op_wait_max.count()) +
-                                     " ms for the store; nothing was written"));
+      op->FinishOnce(Status::Unavailable("the write waited longer than " +
+                                         std::to_string(options_.op_wait_max.count()) +
+                                         " ms for the store; nothing was written"));
       ++expired;
     } else {
       batch[kept++] = std::move(op);
@@ -164,7 +165,7 @@ void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
     stats_.batch_ops_largest = std::max<uint64_t>(stats_.batch_ops_largest, batch.size());
     if (!batch_status.ok()) ++stats_.failed_commits;
   }
-  for (size_t i = 0; i < batch.size(); ++i) batch[i]->Finish(batch_status.ok() ? outcome_[i] : batch_status);
+  for (size_t i = 0; i < batch.size(); ++i) batch[i]->FinishOnce(batch_status.ok() ? outcome_[i] : batch_status);
 }
 
 }  // namespace hotrow::db::sqlite

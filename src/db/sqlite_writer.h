@@ -39,6 +39,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -82,8 +83,16 @@ class WriteOp {
 
  private:
   friend class GroupWriter;
+  // Every path that ends an op goes through this: Finish exactly once
+  // (asserted, in release builds too).
+  void FinishOnce(const Status& status) {
+    assert(!finished_ && "a WriteOp finished twice");
+    finished_ = true;
+    Finish(status);
+  }
   std::chrono::microseconds commit_duration_{0};
   std::chrono::steady_clock::time_point submitted_at_;
+  bool finished_ = false;
 };
 
 using OpPtr = std::unique_ptr<WriteOp>;
