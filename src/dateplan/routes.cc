@@ -144,14 +144,16 @@ void Like(DatePlanService& service, Request& req, Responder responder) {
 void Ranking(DatePlanService& service, const Request& req, Responder responder) {
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(http::ErrorResponse(query.status()));
-  auto limit = query->Int("limit", kRankingLimitDefault, 1, kRankingLimitMax);
+  auto limit = query->Int("limit", kRankingLimitDefault);
   if (!limit.ok()) return responder.Send(http::ErrorResponse(limit.status()));
+  auto ranking = service.Ranking(*limit);
+  if (!ranking.ok()) return responder.Send(http::ErrorResponse(ranking.status()));
   Response r;
   JsonWriter w(r.body);
   w.StartObject();
   w.Key("plans");
   w.StartArray();
-  for (const auto& e : service.catalog().Ranking(static_cast<size_t>(*limit))) {
+  for (const auto& e : *ranking) {
     w.StartObject();
     w.Field("id", e.id);
     w.Field("title", e.title);

@@ -37,6 +37,11 @@ Status DatePlanService::Follow(std::string_view notification) {
   return Status::Ok();
 }
 
+Result<std::vector<RankEntry>> DatePlanService::Ranking(int64_t limit) const {
+  if (limit < 1 || limit > kRankingLimitMax) return Status::OutOfRange("limit", 1, kRankingLimitMax);
+  return catalog_.Ranking(static_cast<size_t>(limit));
+}
+
 Status DatePlanService::Authorize(int64_t id, std::optional<std::string_view> bearer) const {
   if (!bearer) return Status::Unauthorized("editing a plan needs 'Authorization: Bearer <editToken>'");
   std::string token_hash;

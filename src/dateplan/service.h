@@ -33,7 +33,11 @@ class DatePlanService final : public DomainService {
   const char* channel() const override { return store_.channel(); }
   Status Follow(std::string_view notification) override;
   void Stop() override { store_.Stop(); }
+  // The read model, for the routes to render from without copying (the hot
+  // GET paths); every write goes through the methods below.
   const Catalog& catalog() const { return catalog_; }
+  // The most liked plans, limit 1-kRankingLimitMax.
+  Result<std::vector<RankEntry>> Ranking(int64_t limit) const;
 
   // OK when `bearer` may edit plan `id` (its edit token or the admin
   // token): unauthorized without a token, not_found for an unknown id,
