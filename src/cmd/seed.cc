@@ -203,7 +203,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   for (int64_t i = 1; i <= f.clients; ++i) {
     int64_t score = leaderboard::DemoScore(rng);
     (*store)->PostScore("player-" + std::to_string(i), score, leaderboard::ScoreMode::kReplace,
-                        [&, total = f.clients](Result<leaderboard::StoredScore> r) {
+                        [&, total = f.clients](const Result<leaderboard::StoredScore>& r) {
                           if (!r.ok()) ++failed;
                           if (++done == total) all.set_value();
                         });

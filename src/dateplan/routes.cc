@@ -116,7 +116,7 @@ void Delete(DatePlanService& service, const Request& req, Responder responder) {
   auto id = PathId(req);
   if (!id.ok()) return responder.Send(http::ErrorResponse(id.status()));
   if (Status s = service.Authorize(*id, http::BearerToken(req)); !s.ok()) return responder.Send(http::ErrorResponse(s));
-  service.Delete(*id, [responder](Status s) mutable {
+  service.Delete(*id, [responder](const Status& s) mutable {
     if (!s.ok()) return responder.Send(http::ErrorResponse(s));
     Response r;
     r.status = 204;

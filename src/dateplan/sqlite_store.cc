@@ -101,8 +101,9 @@ void SqliteDatePlanStore::Delete(int64_t id, std::function<void(Status)> done) {
     if (c.Changes() == 0) return NoSuchPlan(id);
     return db::sqlite::Unit{};
   };
-  db::sqlite::SubmitCall<db::sqlite::Unit>(db_.writer(), std::move(apply),
-                                           [done = std::move(done)](Result<db::sqlite::Unit> r) { done(r.status()); });
+  db::sqlite::SubmitCall<db::sqlite::Unit>(
+      db_.writer(), std::move(apply),
+      [done = std::move(done)](const Result<db::sqlite::Unit>& r) { done(r.status()); });
 }
 
 namespace {

@@ -408,7 +408,9 @@ Status Migrate(Connection& conn, std::string_view component, const std::vector<M
     if (s.ok()) s = conn.Exec("COMMIT");
     if (!s.ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "PostgreSQL: ROLLBACK of a failed migration");
-      return Status::Internal("schema migration " + name + " " + number + " failed").WithDetail(s.ToString());
+      return Status::Internal(
+                 std::string("schema migration ").append(name).append(" ").append(number).append(" failed"))
+          .WithDetail(s.ToString());
     }
   }
   return Status::Ok();

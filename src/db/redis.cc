@@ -116,7 +116,7 @@ redisContext* Open(const Url& url, int timeout_ms, std::string* error) {
     return nullptr;
   }
   redisSetTimeout(ctx, tv);
-  auto check = [&](std::vector<std::string> argv) {
+  auto check = [&](const std::vector<std::string>& argv) {
     auto r = ToResult(Call(ctx, argv));
     if (!r.ok()) *error = r.status().message();
     return r.ok();

@@ -253,7 +253,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     if (blank_lines_skipped_ >= kEmptyLinesMax) return false;
     auto data = buffer_.data();
     std::string_view pending(static_cast<const char*>(data.data()), data.size());
-    size_t n = pending.rfind("\r\n", 0) == 0 ? 2 : pending.rfind("\n", 0) == 0 ? 1 : 0;
+    size_t n = pending.rfind("\r\n", 0) == 0 ? 2 : pending.rfind('\n', 0) == 0 ? 1 : 0;
     if (n == 0) return false;
     buffer_.consume(n);
     ++blank_lines_skipped_;

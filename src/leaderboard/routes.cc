@@ -49,7 +49,7 @@ void PostScore(LeaderboardService& service, const Request& req, Responder respon
   if (Status s = body->OnlyFields({"score"}); !s.ok()) return responder.Send(Error(s));
   auto score = body->SaturatedInteger("score");
   if (!score.ok()) return responder.Send(Error(score.status()));
-  service.PostScore(std::move(client_id), *score, *mode, [responder](Result<Posted> r) mutable {
+  service.PostScore(client_id, *score, *mode, [responder](Result<Posted> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res;
     JsonWriter w(res.body);
@@ -112,7 +112,7 @@ void Player(LeaderboardService& service, const Request& req, Responder responder
 
 void Remove(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
   if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
-  service.Remove(req.params.at(0), [responder](Status s) mutable {
+  service.Remove(req.params.at(0), [responder](const Status& s) mutable {
     if (!s.ok()) return responder.Send(Error(s));
     Response res;
     res.status = 204;

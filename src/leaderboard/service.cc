@@ -31,7 +31,7 @@ Status LeaderboardService::Follow(std::string_view notification) {
   return Status::Ok();
 }
 
-void LeaderboardService::PostScore(std::string client_id, int64_t score, ScoreMode mode,
+void LeaderboardService::PostScore(const std::string& client_id, int64_t score, ScoreMode mode,
                                    std::function<void(Result<Posted>)> done) {
   if (Status s = ValidateClientId(client_id); !s.ok()) return done(s);
   if (score < -kScoreAbsMax || score > kScoreAbsMax)
@@ -47,9 +47,9 @@ void LeaderboardService::PostScore(std::string client_id, int64_t score, ScoreMo
   });
 }
 
-void LeaderboardService::Remove(std::string client_id, std::function<void(Status)> done) {
+void LeaderboardService::Remove(const std::string& client_id, std::function<void(Status)> done) {
   if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
-  store_.Remove(client_id, [this, client_id, done = std::move(done)](Status s) {
+  store_.Remove(client_id, [this, client_id, done = std::move(done)](const Status& s) {
     if (s.ok() && !ranking_) board_.Erase(client_id);
     done(s);
   });

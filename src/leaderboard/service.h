@@ -34,9 +34,9 @@ class LeaderboardService final : public DomainService {
 
   // client_id as ValidateClientId; |score| <= kScoreAbsMax. `done` gets the
   // score stored after the request and its rank.
-  void PostScore(std::string client_id, int64_t score, ScoreMode mode, std::function<void(Result<Posted>)> done);
+  void PostScore(const std::string& client_id, int64_t score, ScoreMode mode, std::function<void(Result<Posted>)> done);
   // not_found when the player has no score.
-  void Remove(std::string client_id, std::function<void(Status)> done);
+  void Remove(const std::string& client_id, std::function<void(Status)> done);
   // offset >= 0, limit 1-kPageLimitMax.
   void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done);
   // around 0-kAroundMax; not_found for an unknown player.

@@ -89,7 +89,7 @@ void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(St
     if (c.Changes() == 0) return NoSuchPlayer(client_id);
     return db::sqlite::Unit{};
   };
-  auto finish = [done = std::move(done)](Result<db::sqlite::Unit> r) { done(r.status()); };
+  auto finish = [done = std::move(done)](const Result<db::sqlite::Unit>& r) { done(r.status()); };
   db::sqlite::SubmitCall<db::sqlite::Unit>(db_.writer(), std::move(apply), std::move(finish));
 }
 

@@ -101,6 +101,7 @@ const std::vector<Region>& Prefectures() {
                            "岡山県", "広島県", "山口県", "徳島県", "香川県", "愛媛県",   "高知県", "福岡県",
                            "佐賀県", "長崎県", "熊本県", "大分県", "宮崎県", "鹿児島県", "沖縄県"};
     std::vector<Region> out;
+    out.reserve(47);
     for (int i = 0; i < 47; ++i) out.push_back({i + 1, names[i]});
     return out;
   }();

@@ -295,7 +295,7 @@ void PostgresPointCardStore::Purge() {
                                 {"SET LOCAL statement_timeout = 0"},
                                 {kPurgeKeys, {std::to_string(NowUs() - kIdempotencyRetentionUs)}},
                                 {"COMMIT"}});
-    Status s = done.status();
+    const Status& s = done.status();
     if (s.ok()) return;
     log::Warn("idempotency purge failed (the next pass retries): {}", s.ToString());
     if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();

@@ -457,14 +457,12 @@ void SqlitePointCardStore::Grant(GrantRequest request, std::string fingerprint,
   if (grant_thread_.joinable()) grant_thread_.join();  // the previous one, finished
   // The query phase takes a while: it runs on its own thread, never on an
   // event loop.
-  grant_thread_ =
-      std::thread([this, r = std::move(request), fp = std::move(fingerprint), done = std::move(done)]() mutable {
-        RunGrant(std::move(r), std::move(fp), std::move(done));
-      });
+  grant_thread_ = std::thread([this, r = std::move(request), fp = std::move(fingerprint),
+                               done = std::move(done)]() mutable { RunGrant(std::move(r), std::move(fp), done); });
 }
 
 void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprint,
-                                    std::function<void(Result<GrantOutcome>)> done) {
+                                    const std::function<void(Result<GrantOutcome>)>& done) {
   auto start = std::chrono::steady_clock::now();
   // 1. Barrier: after it, no row with PAYMENT_TIME < to can still appear.
   auto barrier = OnWriter<int64_t>(db_.writer(), [this](sqlite::Connection&) -> Result<int64_t> { return NextTime(); });
@@ -523,7 +521,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
           if (Status s = q->Run(); !s.ok()) return s;
           return db::sqlite::Unit{};
         },
-        [id](Result<db::sqlite::Unit> r) {
+        [id](const Result<db::sqlite::Unit>& r) {
           // The grant has committed: only its recorded commit time is lost.
           if (!r.ok()) log::Warn("grant {}: cannot record its commit time: {}", id, r.status().ToString());
         });
@@ -544,7 +542,7 @@ void SqlitePointCardStore::Purge() {
         if (Status s = q->Bind(1, cutoff).Run(); !s.ok()) return s;
         return db::sqlite::Unit{};
       },
-      [](Result<db::sqlite::Unit> r) {
+      [](const Result<db::sqlite::Unit>& r) {
         if (!r.ok()) log::Warn("idempotency purge failed (the next pass retries): {}", r.status().ToString());
       });
 }

@@ -76,7 +76,7 @@ class SqlitePointCardStore final : public PointCardStore {
   explicit SqlitePointCardStore(db::sqlite::Database& db) : db_(db) {}
   // The writer's clock; only the writer thread calls it.
   int64_t NextTime();
-  void RunGrant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done);
+  void RunGrant(GrantRequest request, std::string fingerprint, const std::function<void(Result<GrantOutcome>)>& done);
   void Purge();
 
   db::sqlite::Database& db_;

@@ -272,11 +272,13 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
            const std::function<void(const std::string&)>& progress_line) {
   Shared shared;
   std::vector<std::unique_ptr<SimClient>> clients;
+  clients.reserve(static_cast<size_t>(parallel));
   for (int i = 0; i < parallel; ++i) clients.push_back(make_client());
   auto batch_client = make_client();
   auto start = Clock::now();
   auto end = start + o.duration;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(parallel));
   for (int i = 0; i < parallel; ++i)
     threads.emplace_back([&, i] { Worker(*clients[static_cast<size_t>(i)], o, cards, 1000 + i, shared); });
 
@@ -391,7 +393,10 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       " pooled connections; grants cover the whole initial history period";
   for (int p : o.parallel) {
     log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + run_db), "dropping " + run_db);
-    if (Status s = (*admin)->Exec("CREATE DATABASE " + run_db + " TEMPLATE " + template_db); !s.ok()) return s;
+    if (Status s =
+            (*admin)->Exec(std::string("CREATE DATABASE ").append(run_db).append(" TEMPLATE ").append(template_db));
+        !s.ok())
+      return s;
     RunResult r;
     r.parallel = p;
     std::string url = db::pg::WithDatabase(o.postgres_url, run_db);
