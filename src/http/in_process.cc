@@ -12,7 +12,7 @@ namespace {
 // Receives the response, from whichever thread answers.
 class WaitingSink final : public ResponseSink {
  public:
-  void Send(Response&& r) override {
+  void Deliver(Response&& r) override {
     std::lock_guard lock(mutex_);
     response_ = std::move(r);
     ready_ = true;
@@ -60,7 +60,7 @@ int InProcessConnection::Exchange(std::string_view raw, std::string* out) {
   }
   if (!parser.is_done()) return 0;
   Request& request = impl.codec.BuildRequest();
-  impl.handler(request, Responder(impl.sink));
+  impl.handler(request, Responder(impl.sink, impl.sink->BeginRequest()));
   Response response = impl.sink->Wait();
   int status = response.status;
   auto buffers = impl.codec.Serialize(std::move(response), false);

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <cassert>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,28 +88,73 @@ std::string TakeSpareBody(Request& request);
 Response ResponseWithBody(std::string body, int status = 200);
 
 // Where a response goes. The server implements it per connection.
+//
+// Every request gets exactly one answer. Its handler answers it, or the
+// server does for it (the handler timed out, or threw); a handler's answer
+// that comes after the server's is expected and dropped. A handler that
+// answers one request twice is a bug: the second answer could otherwise
+// reach the connection's next request, so it stops the process (an assert,
+// kept in release builds).
 class ResponseSink {
  public:
+  enum class By { kHandler, kServer };
+
   virtual ~ResponseSink() = default;
-  // Thread-safe: may be called from any thread, exactly once per request.
-  virtual void Send(Response&& response) = 0;
+
+  // Numbers the next request on this sink; its Responder carries the
+  // number. Called by the one thread that reads the requests.
+  uint64_t BeginRequest() { return ++begun_; }
+
+  // Claims the answer to request n: true for the first claim, which then
+  // delivers. Thread-safe.
+  bool Claim(uint64_t n, By by) {
+    uint64_t claimed = answered_.load(std::memory_order_acquire);
+    for (;;) {
+      if ((claimed >> 1) >= n) {
+        // Answered already: fine when the server did it for this request
+        // and the handler comes late, a bug when the handler answers twice.
+        assert((by == By::kServer || ((claimed >> 1) == n && (claimed & 1) != 0)) &&
+               "a handler answered one request twice");
+        return false;
+      }
+      uint64_t mine = n << 1 | (by == By::kServer ? 1 : 0);
+      if (answered_.compare_exchange_weak(claimed, mine, std::memory_order_acq_rel)) return true;
+    }
+  }
+
+  // The handler's answer to request n (see Responder).
+  void Answer(uint64_t n, Response&& response) {
+    if (Claim(n, By::kHandler)) Deliver(std::move(response));
+  }
+
+ protected:
+  // Writes the answer out; may be called from any thread.
+  virtual void Deliver(Response&& response) = 0;
+
+ private:
+  uint64_t begun_ = 0;
+  // The last request answered, shifted left by one, with the low bit set
+  // when the server answered it.
+  std::atomic<uint64_t> answered_{0};
 };
 
-// A one-shot handle that delivers the response for one request. Copyable so
-// it can travel through std::function callbacks; only the first Send counts
-// (later ones are a programming error and are ignored in release builds).
+// A handle that delivers the answer for one request. Copyable so it can
+// travel through std::function callbacks; each copy carries the request's
+// number, so a second Send through any copy is caught (ResponseSink).
 class Responder {
  public:
   Responder() = default;
-  explicit Responder(std::shared_ptr<ResponseSink> sink) : sink_(std::move(sink)) {}
+  Responder(std::shared_ptr<ResponseSink> sink, uint64_t request) : sink_(std::move(sink)), request_(request) {}
 
   void Send(Response&& response) {
-    if (auto sink = std::exchange(sink_, nullptr)) sink->Send(std::move(response));
+    assert((sink_ || request_ == 0) && "a Responder sent twice");
+    if (auto sink = std::exchange(sink_, nullptr)) sink->Answer(request_, std::move(response));
   }
   explicit operator bool() const { return sink_ != nullptr; }
 
  private:
   std::shared_ptr<ResponseSink> sink_;
+  uint64_t request_ = 0;
 };
 
 // The token of an "Authorization: Bearer <token>" header, or nullopt when

@@ -123,7 +123,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
 
   void Start() { ReadRequest(); }
 
-  void Send(Response&& response) override {
+  void Deliver(Response&& response) override {
     // The worker's own executor (not the stream's type-erased one), which
     // allocates the dispatch through the handler's allocator.
     asio::dispatch(worker_.io.get_executor(),
@@ -273,11 +273,12 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     deadline_ = Clock::time_point::max();  // the request has arrived; now the handler's bound applies
     Request& request = codec_.BuildRequest();
     handler_deadline_ = asio::steady_timer::clock_type::now() + server_.options.handler_timeout;
+    request_number_ = BeginRequest();
     try {
-      server_.handler(request, Responder(shared_from_this()));
+      server_.handler(request, Responder(shared_from_this(), request_number_));
     } catch (const std::exception& e) {
       log::Error("handler for {} threw: {}", std::string(request.target), e.what());
-      if (state_ == State::kHandling) Write(ErrorResponse(Status::Internal("internal error")));
+      if (Claim(request_number_, By::kServer)) Write(ErrorResponse(Status::Internal("internal error")));
     }
     if (request.long_running) handler_deadline_ = Clock::time_point::max();
   }
@@ -285,6 +286,8 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   // The handler did not answer within handler_timeout: answer for it (its
   // late answer is then ignored) and close, since what it did is unknown.
   void OnHandlerTimeout() {
+    // The handler's answer may be on its way here already: then it wins.
+    if (!Claim(request_number_, By::kServer)) return;
     log::Warn("a request did not finish within {} ms; answered 503", server_.options.handler_timeout.count());
     Response r = ErrorResponse(Status::Unavailable("the request did not finish within " +
                                                    std::to_string(server_.options.handler_timeout.count()) +
@@ -373,6 +376,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   // long_running one). Checked by the worker's sweep, not by the watchdog:
   // moving the watchdog earlier would cost a timer operation per request.
   Clock::time_point handler_deadline_ = Clock::time_point::max();
+  uint64_t request_number_ = 0;  // of the request being handled (ResponseSink::BeginRequest)
   bool watchdog_armed_ = false;
   bool closed_ = false;
   beast::flat_buffer buffer_;

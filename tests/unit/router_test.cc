@@ -9,7 +9,7 @@ namespace {
 struct Capture : ResponseSink {
   Response response;
   int sends = 0;
-  void Send(Response&& r) override {
+  void Deliver(Response&& r) override {
     response = std::move(r);
     ++sends;
   }
@@ -41,7 +41,7 @@ class RouterTest : public ::testing::Test {
     req.method = m;
     req.path = path;
     req.headers = std::move(headers);
-    router.Dispatch(req, Responder(sink));
+    router.Dispatch(req, Responder(sink, sink->BeginRequest()));
     EXPECT_EQ(sink->sends, 1);
     return sink->response;
   }
@@ -100,6 +100,42 @@ TEST(ContentType, Parsing) {
   EXPECT_FALSE(IsJsonContentType("application/jsonx"));
   EXPECT_FALSE(IsJsonContentType("text/json"));
   EXPECT_FALSE(IsJsonContentType(""));
+}
+
+Response WithStatus(int status) {
+  Response r;
+  r.status = status;
+  return r;
+}
+
+// A handler answers each request once; the server may answer for it first.
+TEST(ResponseSinkTest, TheFirstAnswerCountsAndALateHandlerAfterTheServerIsDropped) {
+  auto sink = std::make_shared<Capture>();
+  uint64_t first = sink->BeginRequest();
+  Responder(sink, first).Send(WithStatus(201));
+  EXPECT_EQ(sink->sends, 1);
+
+  uint64_t second = sink->BeginRequest();
+  Responder late(sink, second);
+  EXPECT_TRUE(sink->Claim(second, ResponseSink::By::kServer));  // a timeout answers for the handler
+  late.Send(WithStatus(200));                                   // and the handler's answer comes after
+  EXPECT_EQ(sink->sends, 1);
+  EXPECT_EQ(sink->response.status, 201);
+  EXPECT_FALSE(sink->Claim(second, ResponseSink::By::kServer));  // the sweep checks again: nothing to do
+}
+
+TEST(ResponseSinkDeathTest, AHandlerThatAnswersTwiceStopsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto sink = std::make_shared<Capture>();
+  Responder responder(sink, sink->BeginRequest());
+  Responder copy = responder;  // callbacks carry copies
+  responder.Send(Response{});
+  EXPECT_DEATH(copy.Send(Response{}), "answered one request twice");
+  EXPECT_DEATH(responder.Send(Response{}), "sent twice");
+  // A copy sending for an earlier request, after the next one began, is
+  // the case that would answer the wrong request.
+  sink->BeginRequest();
+  EXPECT_DEATH(Responder(sink, 1).Send(Response{}), "answered one request twice");
 }
 
 }  // namespace
