@@ -17,8 +17,8 @@
 // delete): changes that arrive out of order, from several connections or
 // instances, cannot resurrect a plan or bring an old title back.
 //
-// Rendering: Put renders each plan's JSON up to its like count once
-// (Plan::json_head), so serving a plan is a copy plus one number.
+// Rendering: Put renders each plan's JSON up to its like count once, with
+// RapidJSON (Plan::json_head), so serving a plan is a copy plus one number.
 //
 // Concurrency: one writer-preferring RwLock. Readers visit a plan under the
 // shared lock (serialising it there, so no copy is made); writers hold the

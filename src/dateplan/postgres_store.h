@@ -11,7 +11,8 @@
 //
 // Every change NOTIFYs hotrow_plans in the same transaction ("put <id>",
 // "del <id>", "like <id> <count>"), so other instances' read models follow
-// it as soon as it commits; Follow parses them (postgres_store.cc).
+// it as soon as it commits; Follow parses them (postgres_store.cc). A "put"
+// re-reads the row, so a late message cannot bring back stale data.
 #pragma once
 
 #include <mutex>

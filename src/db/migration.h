@@ -1,5 +1,11 @@
 // Schema migrations, the rules every backend follows (SQLite user_version,
-// PostgreSQL schema_migrations, the Redis key hotrow:schema).
+// PostgreSQL schema_migrations, the Redis key hotrow:schema; each backend's
+// record is described at db::sqlite::Migrate, db::pg::Migrate and
+// db::redis::Migrate).
+//
+// Tables are created as the first release (v0.1.0) made them, and the steps
+// bring them forward, so a new database and one an older release wrote take
+// the same steps.
 //
 // Each store has a numbered list of steps, applied in order at serve and
 // seed start, each in its own transaction with its record; a step is never
@@ -13,8 +19,11 @@
 //     marked `contract`, and ships only once no binary that needs the old
 //     shape runs. Applying it records, in the database, the oldest schema a
 //     binary must know (this step's number) and this binary's version.
-// A binary is refused, with an error naming both versions, only when the
-// database's oldest allowed schema is past the steps it knows.
+// A binary is refused at start-up, with an error naming both releases ("the
+// dateplans schema needs hotrow 0.3.0 or newer (schema 2); this is hotrow
+// 0.2.0 (schema 1)"), only when the database's oldest allowed schema is past
+// the steps it knows; otherwise a binary that knows fewer steps than the
+// database holds uses it as it is.
 #pragma once
 
 #include <cstdint>

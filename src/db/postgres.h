@@ -1,27 +1,48 @@
 // PostgreSQL through libpq: connections, a bounded pool, and a listener.
 //
-// Pool: `size` connections, each owned by one thread, and one bounded
-// queue of jobs. A job runs on whichever connection thread is free, with a
-// healthy connection (reconnected if it broke). The pool never opens more
+// Pool: `size` connections (--db-pool), each owned by one thread, and one
+// bounded queue of jobs. A job runs on whichever connection thread is free,
+// with a healthy connection: one the server closed is noticed before use (a
+// zero-timeout poll of its socket, Connection::Check) and replaced, as is
+// one that broke. The pool never opens more
 // than `size` connections -- PostgreSQL's max_connections is shared by every
 // instance, and "FATAL: sorry, too many clients already" is the failure the
 // reference met at 100 concurrent likes -- so requests wait in the queue,
 // and a full queue answers overloaded (503) at once instead of waiting
 // without bound.
 //
+// Statements: every statement of a request path is a NamedSql constant at
+// the top of its store, prepared on a connection the first time it runs
+// there (in a pipeline too: just before it) and then sent as name and
+// parameters, so PostgreSQL neither parses nor plans it per call and no SQL
+// text is built per request. A row's column list is written once per table
+// (HOTROW_PLAN_COLUMNS in dateplan/postgres_store.cc), and rows are built
+// with designated initializers.
+//
 // Listener: one more connection in LISTEN mode on a set of channels; a
 // thread hands every notification (delivered by PostgreSQL when the
-// notifying transaction commits) to a callback, and calls on_connect after
-// every (re)connect, since notifications sent meanwhile are lost. A
-// callback that fails (a re-read that could not run) makes the listener
-// reconnect and call on_connect again, until it succeeds: a read model is
-// never left behind for good. A connection that went silent (a peer that
-// vanished without a FIN) is found by a heartbeat: after
-// heartbeat_interval without traffic the listener asks the server for a
-// round trip, and one unanswered within heartbeat_timeout counts as lost.
-// Every connection also has TCP keepalives and tcp_user_timeout set
-// (Connection::Connect), so the kernel gives up on a dead peer in
-// seconds, not hours. Staleness bound: docs/design.md.
+// notifying transaction commits) to a callback, and calls on_connect (the
+// services reload everything) after every (re)connect, since notifications
+// sent meanwhile are lost. LISTEN comes first, then the reload, so a change
+// committed during the reload is in the reload or in a notification, never
+// in neither. A callback or a reload that fails (a re-read that could not
+// run) makes the listener reconnect and call on_connect again, with backoff
+// (50 ms doubling to 2 s), until it succeeds: a read model is never left
+// behind for good. A connection that went silent (a stopped server process,
+// a peer that vanished without a FIN or RST) is found by a heartbeat: after
+// kHeartbeatInterval (1 s) without traffic the listener sends SELECT 1, and
+// one unanswered within kHeartbeatTimeout (3 s) counts as lost. Every
+// connection also sets connect_timeout=5, TCP keepalives (idle 5 s, every
+// 2 s, 3 probes) and tcp_user_timeout=15000 (Connection::Connect), so the
+// kernel gives up on a dead peer in seconds, not two hours.
+//
+// Staleness bound: while PostgreSQL is reachable, another instance's
+// committed change reaches this instance's read models within a few
+// milliseconds (the notification), and in the worst case within 5 s plus one
+// reload of the commit (heartbeat interval + timeout + the reconnect, then
+// the reload; its time is measured in docs/design.md). While PostgreSQL is
+// unreachable the read models keep their last state and catch up by the
+// reload once it is back.
 //
 // Only this file and postgres.cc include libpq.
 #pragma once

@@ -8,6 +8,10 @@
 // one pipeline of N scripts costs one fsync, not N. If the connection breaks,
 // the commands in flight fail with unavailable (they may or may not have
 // run), new ones fail fast while the thread reconnects with backoff.
+// hiredis writes with write(2), not send(MSG_NOSIGNAL), so the client
+// ignores SIGPIPE process-wide: Redis closing or restarting under a pipeline
+// is an EPIPE that the reconnect handles, not a signal that kills the
+// server (tests/unit/redis_client_test.cc feeds it a peer that closes).
 //
 // Subscriber owns a second connection in SUBSCRIBE mode and calls back
 // for every message on one channel (cache invalidation between instances),

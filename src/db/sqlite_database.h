@@ -5,7 +5,8 @@
 // Lock: flock(2) on PATH.lock, held for the object's lifetime and released by
 // the kernel if the process dies, so "is a server running on this file?" has
 // a reliable answer. A second server or `hotrow seed` on the same file is
-// refused with a message naming the holder's pid.
+// refused with a message naming the holder's pid: two writers would each
+// keep a read model the other does not update.
 //
 // Readers: WAL lets any number of readers run beside the writer, each on a
 // snapshot taken when its read transaction starts, so a read that starts

@@ -3,27 +3,33 @@
 // Design
 // ------
 // Every write request becomes a WriteOp queued here. The writer thread takes
-// everything that is waiting (at most batch_ops_max), opens one transaction
-// (BEGIN IMMEDIATE), applies each op inside its own SAVEPOINT so that an op
-// that fails (not found, constraint) is rolled back alone without spoiling
-// the others, COMMITs once, and only then calls each op's Finish. With
+// everything that is waiting (at most batch_ops_max, 2,048), opens one
+// transaction (BEGIN IMMEDIATE), applies each op inside its own SAVEPOINT
+// so that an op that fails (not found, constraint) is rolled back alone
+// without spoiling the others, COMMITs once, and only then calls each op's Finish. With
 // synchronous=FULL in WAL mode the COMMIT fsyncs the log, so an op that
 // finishes OK survives kill -9 and power loss: nothing is acknowledged before
 // the fsync that covers it (LevelDB's DBImpl::Write does the same with its
 // writer queue). While one batch commits, the next one queues up, so the
-// fsync cost is shared by every op that arrived during the previous fsync.
+// fsync cost is shared by every op that arrived during the previous fsync:
+// the batch size adapts to the load by itself, with no timer and no added
+// latency at low load.
 //
 // Coalescing: ops whose coalesce_key() is equal within one batch are applied
-// together by one Apply call (the first op's, given the whole group), in submission order (likes on one plan
-// become a single "UPDATE ... like = like + k"). Ops in one batch were all
-// in flight at once, so applying a group at the position of its first op is
-// a valid serial order.
+// together by one Apply call (the first op's, given the whole group), in
+// submission order. Likes on one plan become a single
+//   UPDATE datePlans SET "like" = "like" + k WHERE id = ? RETURNING "like"
+// and its k requests receive the counts N-k+1 ... N in submission order, so
+// every 200 carries a distinct count and the final count equals the number
+// of 200s. Ops in one batch were all in flight at once, so applying a group
+// at the position of its first op is a valid serial order.
 //
 // Invariants
 //   - Finish is called exactly once per submitted op, on the writer thread,
 //     in batch order, after the COMMIT returned (or after the batch failed).
-//     Read models are updated in Finish, so they change exactly when the
-//     commit that changed the data is done: never before, never later.
+//     Finish updates the read models and then answers the client, so they
+//     change exactly when the commit that changed the data is done: never
+//     before, never later.
 //   - An op whose Apply failed has written nothing (its savepoint is rolled
 //     back); if COMMIT fails, every op of the batch fails.
 //   - If SQLite rolls back the whole transaction under an op (SQLITE_FULL,
@@ -31,11 +37,15 @@
 //     groups after it never run: nothing of the batch was written, and no
 //     op is ever committed outside the batch's transaction.
 //   - The queue holds at most queue_ops_max ops; Submit beyond that answers
-//     overloaded at once. Nothing waits without bound.
+//     overloaded at once (503 with Retry-After). Nothing waits without
+//     bound. hotrow serve sets queue_ops_max to --max-connections + 1,024:
+//     every allowed connection can have one write waiting (HTTP/1.1 without
+//     pipelined writes has at most one request in flight per connection), so
+//     only beyond that is a write refused.
 //
-// Cost: one fsync per batch (about 1-4 ms on this machine's disk), plus a
-// SAVEPOINT/RELEASE pair and the op's own statements per group, all on
-// cached prepared statements.
+// Cost: one fsync per batch (its time is the disk's; measured in
+// docs/design.md), plus a SAVEPOINT/RELEASE pair and the op's own
+// statements per group, all on cached prepared statements.
 #pragma once
 
 #include <atomic>
@@ -152,7 +162,8 @@ class GroupWriter {
 
   std::unique_ptr<sqlite::Connection> conn_;
   const GroupWriterOptions options_;
-  BatchQueue<OpPtr> queue_;  // queue_ops_max slots, allocated once: queuing never allocates
+  BatchQueue<OpPtr>
+      queue_;  // at most queue_ops_max slots; the ring doubles up to that bound, then queuing never allocates
 
   // The writer thread's scratch space for grouping a batch, reused so that
   // a batch allocates nothing once warm.

@@ -2,7 +2,10 @@
 // request in steady state allocates nothing (see ops/pooling.h):
 //   - an arena for Beast's header fields and the request body, reset per
 //     request (anything larger than the arena falls back to the heap);
-//   - the response head buffer and the spare response body, reused.
+//   - the response head buffer and the spare response body, reused. The
+//     head is written straight into its buffer (not through Beast's fields
+//     container, which allocates per header) and goes out with the body as
+//     two buffers of one write: one writev.
 // Session (a socket, server.cc) and InProcessConnection (none,
 // in_process.cc) share it, so the benchmarks measure the very code that
 // serves requests. Internal to src/http.

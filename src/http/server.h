@@ -9,7 +9,10 @@
 // Bounds (each answered with the error named, then a graceful close):
 //   header block   > header_bytes_max (8 KiB)   -> 431 headers_too_large
 //   body           > body_bytes_max   (64 KiB)  -> 413 payload_too_large
-//   open conns     > connections_max  (10,000)  -> 503 overloaded
+//   open conns     > connections_max  (10,000)  -> 503 overloaded (canned, by a
+//                                                  Rejector, while fewer than 1,024
+//                                                  rejections are in progress; past
+//                                                  that the connection is dropped)
 //   a request not complete request_timeout (30 s) after its first read began,
 //   or an idle keep-alive connection past it     -> closed without a response
 // After an error response the server shuts down its sending side and reads
@@ -18,9 +21,18 @@
 //
 // Shutdown (SIGTERM/SIGINT or Shutdown()): stop accepting; close idle
 // connections; let in-flight requests finish and answer with
-// "Connection: close"; once no connection is left (or drain_timeout_max has
-// passed) call before_stop (the caller flushes pending commits there), stop
-// the workers and return from Run().
+// "Connection: close". Once no connection is left (or the grace period,
+// shutdown_timeout_max, --shutdown-grace-ms, 15 s, has passed) call
+// before_stop while the event loops still run: hotrow serve stops its work
+// sources there, in the one order written at Backends in cmd/serve.cc, and
+// each answers what it holds. Then wait up to drain_timeout (2 s) for those
+// answers to be written, close what is left, stop the workers and return
+// from Run() (hotrow serve then exits 0). The services and stores are
+// destroyed only after that, so no thread calls into a freed object. Should
+// a handler still hold a connection at the end (a work source that was not
+// stopped: a bug), Run() returns false, and hotrow serve logs it and leaves
+// with _exit(1) rather than free what that handler will touch; everything
+// acknowledged is committed by then.
 #pragma once
 
 #include <chrono>
@@ -53,7 +65,7 @@ struct ServerOptions {
   // when its header arrives (Content-Length, or body_bytes_max when
   // chunked) and released when its request is answered; one that does not
   // fit is refused at once with 503 overloaded. Bounds what slow senders
-  // can make the server hold (3,000 partly sent 60 KB bodies took 248 MB).
+  // can make the server hold (3,000 partly sent 60 KB bodies took 212 MiB).
   size_t body_bytes_in_flight_max = 64 * 1024 * 1024;
   size_t header_bytes_max = 8 * 1024;
   size_t drain_bytes_max = 1024 * 1024;

@@ -8,7 +8,12 @@
 //   - a listener reconnect reloads the whole board.
 // The sequence number that orders equal scores comes from one clock row,
 // locked until the commit, so it is one order for all instances, and it is
-// commit order.
+// commit order. The cost: score writes queue on that row through their
+// commit (measured in docs/design.md). Changes carry their sequence number,
+// and the Board ignores older ones (SetIfNewer). One narrow race remains: a
+// local write's own update of the Board can land after another instance's
+// later delete of the same player was applied; the next reload or change of
+// that player corrects it.
 #pragma once
 
 #include "db/postgres.h"

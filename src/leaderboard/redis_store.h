@@ -1,7 +1,9 @@
 // The leaderboard on Redis: the truth for every instance that points at the
 // same Redis, so several hotrow instances agree on one board.
 //
-// Data (all changed together by Lua scripts, so each change is atomic):
+// Data (all changed together by Lua scripts, so each change is atomic: a
+// score reads the old member, compares, ZREMs it, INCRs, ZADDs, HSETs and
+// PUBLISHes in one script):
 //   hotrow:lb:z    sorted set; score = the player's score (exact: |score| <
 //                  2^53), member = 16 decimal digits of (2^53-1 - seq)
 //                  followed by the client id
@@ -14,16 +16,21 @@
 //
 // Durability: a 200 is durable only when Redis runs with appendonly yes and
 // appendfsync always (scripts/redis-durable.conf, the tests and the cluster
-// scripts start it that way). With appendfsync everysec a crash can lose up
-// to a second of acknowledged scores.
+// scripts start it that way); hotrow logs a warning at start-up otherwise.
+// With appendfsync everysec a crash can lose up to a second of acknowledged
+// scores.
 //
 // Cache: the top 100 (and the total) are cached per instance and serve every
 // page inside them. An entry is valid while (a) no change was seen since it
 // was fetched -- this instance's own writes bump the version before they
-// answer, other instances' writes arrive by pub/sub -- and (b) it is younger
-// than kCacheAgeMaxMs (100 ms), which bounds staleness even when pub/sub
-// messages are lost. Misses are single-flight: concurrent readers share one
-// fetch. A player's own rank (GET /leaderboard/{id}) always goes to Redis.
+// answer, so its reads after a 200 refetch; other instances' writes arrive
+// by pub/sub, and a reconnect of the subscriber counts as a change -- and
+// (b) it is younger than kCacheAgeMaxMs (100 ms), which bounds staleness
+// even when pub/sub messages are lost. Misses are single-flight: readers
+// that arrive while a fetch runs share it, unless a change was seen after it
+// started, in which case they wait for the next one. A player's own rank
+// (GET /leaderboard/{id}) always goes to Redis, so a player always sees
+// their own accepted score.
 #pragma once
 
 #include <atomic>

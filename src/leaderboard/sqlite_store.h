@@ -1,6 +1,9 @@
-// The leaderboard on the embedded SQLite database: the table is the truth,
-// written through the group-commit writer (a 200 is durable). The
-// service's Board answers every read and changes right after each commit.
+// The leaderboard on the embedded SQLite database: the table
+// leaderboard(client_id, score, seq) is the truth, written through the
+// group-commit writer (a 200 is durable). seq comes from the one-row counter
+// table leaderboard_seq, bumped in the same transaction whenever a stored
+// score changes. The service's Board answers every read and changes right
+// after each commit.
 #pragma once
 
 #include "db/sqlite_database.h"

@@ -6,8 +6,11 @@
 // bounded, and past its bound falls back to plain allocation (still
 // correct, just not free), so memory stays bounded whatever the load. The
 // switch below exists to measure the difference (bench/request_bench,
-// docs/benchmarks.md): HOTROW_POOLING=off at start-up disables them and
-// makes each request allocate as it would without them.
+// docs/benchmarks.md): HOTROW_POOLING=off at start-up disables them -- the
+// arena, the handler slots and the body reuse -- and makes each request
+// allocate as it would without them. It does not switch off InlineFunction,
+// the connection's watchdog timer or the writer's ring: those are simply
+// how the code is written now.
 #pragma once
 
 namespace hotrow::pooling {

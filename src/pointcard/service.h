@@ -1,6 +1,10 @@
 // The point-card service: input rules, the master data in memory, the
 // one-grant-at-a-time gate, and the store for everything else. Thin enough
 // that the HTTP handlers and the simulator call the very same functions.
+//
+// Stop waits for a running grant, which answers through the writer or the
+// pool (both still run then): a grant is admin batch work, exempt from the
+// shutdown grace period.
 #pragma once
 
 #include <condition_variable>
