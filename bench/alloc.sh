@@ -10,19 +10,22 @@
 #      counter (bench/tools/count_malloc.c), which would distort its times.
 # Writes docs/benchmarks.md (section "allocations") unless --no-docs.
 #
-#   bench/alloc.sh [--duration 10s] [--rounds 3] [--before COMMIT] [--no-before] [--no-docs]
+#   bench/alloc.sh [--duration 10s] [--rounds 3] [--before COMMIT] [--before-bin FILE] [--no-before] [--no-docs]
+# --before-bin takes an already built hotrow as "before" instead of building
+# --before (its allocations are then counted the same way).
 # Figures are medians of --rounds runs; over loopback, next to nginx serving
 # a static file the size of a random plan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-DURATION=10s ROUNDS=3 BEFORE=864681a WRITE_DOCS=1 DO_BEFORE=1
+DURATION=10s ROUNDS=3 BEFORE=864681a BEFORE_BIN="" WRITE_DOCS=1 DO_BEFORE=1
 while (($#)); do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --before) BEFORE=$2; shift 2 ;;
+    --before-bin) BEFORE_BIN=$2; BEFORE=$(basename "$2"); shift 2 ;;
     --no-before) DO_BEFORE=0; shift ;;
     --no-docs) WRITE_DOCS=0; shift ;;
     -h|--help) bench_usage; exit 0 ;;
@@ -47,7 +50,10 @@ bm() {
          for (i = 1; i <= NF; i++) if ($i ~ /^allocs=/) { split($i, a, "="); printf "%s %s %.4g\n", n, $2, si(a[2]) } }' "$1"
 }
 
-if ((DO_BEFORE)); then
+if ((DO_BEFORE)) && [[ -n $BEFORE_BIN ]]; then
+  cp "$BEFORE_BIN" "$WORK/hotrow-before"
+  MODES=(on off before)
+elif ((DO_BEFORE)); then
   echo "building $BEFORE in a worktree"
   git worktree add -f "$WORK/before" "$BEFORE" >/dev/null 2>&1
   cmake -S "$WORK/before" -B "$WORK/before/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTROW_TESTS=OFF >/dev/null
@@ -60,8 +66,8 @@ else
 fi
 
 echo "2. over loopback (wrk -c50 -d$DURATION)"
-build/hotrow seed dateplans --count 100000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
-build/hotrow seed leaderboard --clients 10000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
+"$HOTROW" seed dateplans --count 100000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
+"$HOTROW" seed leaderboard --clients 10000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
 cat >"$WORK/echo.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"name":"test","id":"id1","country":"testCountry","age":10}'
@@ -78,7 +84,8 @@ measure_server() {
   for p in "${PATHS[@]}"; do
     local target=${p#* } args
     args=$(script_for "$p")
-    if [[ $label == before* && $p == "POST /api/v1/echo" ]]; then continue; fi
+    # The default "before" (864681a) has no echo route.
+    if [[ $label == before* && -z $BEFORE_BIN && $p == "POST /api/v1/echo" ]]; then continue; fi
     # shellcheck disable=SC2086
     wrk -t2 -c50 -d2s $args "http://127.0.0.1:$port$target" >/dev/null 2>&1 || true
     local a b n

@@ -27,7 +27,7 @@ done
 
 bench_init
 echo "work dir: $WORK"
-build/hotrow seed dateplans --count "$PLANS" --db "sqlite:$WORK/bench.db"
+"$HOTROW" seed dateplans --count "$PLANS" --db "sqlite:$WORK/bench.db"
 HPORT=$(free_port)
 start_hotrow "$HPORT" --db "sqlite:$WORK/bench.db"
 

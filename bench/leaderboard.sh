@@ -33,8 +33,8 @@ BENCH_PIDS+=("$!")
 for _ in $(seq 100); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
 REDIS="redis://127.0.0.1:$RPORT"
 
-build/hotrow seed leaderboard --clients "$PLAYERS" --db "sqlite:$WORK/lb.db"
-build/hotrow seed leaderboard --clients "$PLAYERS" --redis "$REDIS"
+"$HOTROW" seed leaderboard --clients "$PLAYERS" --db "sqlite:$WORK/lb.db"
+"$HOTROW" seed leaderboard --clients "$PLAYERS" --redis "$REDIS"
 
 EPORT=$(free_port) XPORT=$(free_port)
 start_hotrow "$EPORT" --db "sqlite:$WORK/lb.db"

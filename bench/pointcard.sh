@@ -28,7 +28,7 @@ done
 bench_init
 OUT=bench/results/pointcard
 mkdir -p "$OUT"
-build/hotrow simulate pointcard --parallel "$PARALLEL" --duration "$DURATION" "${EXTRA[@]}" \
+"$HOTROW" simulate pointcard --parallel "$PARALLEL" --duration "$DURATION" "${EXTRA[@]}" \
   --work-dir "$WORK" --out "$OUT" | tee "$OUT/simulation.out"
 
 if ((WRITE_DOCS)); then

@@ -34,8 +34,8 @@ psql_() { "$PGBIN/psql" "$PGURL/$1" -XAtqc "$2"; }
 psql_ postgres "CREATE DATABASE hotrow"
 psql_ postgres "CREATE DATABASE pgb"
 DB="$PGURL/hotrow"
-build/hotrow seed dateplans --count 100000 --db "$DB"
-build/hotrow seed leaderboard --clients 10000 --db "$DB"
+"$HOTROW" seed dateplans --count 100000 --db "$DB"
+"$HOTROW" seed leaderboard --clients 10000 --db "$DB"
 
 secs() { echo "${1%s}"; }
 
@@ -149,7 +149,7 @@ echo "plan 1: PostgreSQL says $sql_count likes; instance A's read model $final_a
 bench_stop_pids
 
 echo "point-card simulator on PostgreSQL..."
-build/hotrow simulate pointcard --db "$PGURL/postgres" --db-pool 16 --parallel "$PARALLEL" --duration "$SIM_DURATION" \
+"$HOTROW" simulate pointcard --db "$PGURL/postgres" --db-pool 16 --parallel "$PARALLEL" --duration "$SIM_DURATION" \
   --out "$WORK/sim" | tee "$WORK/sim.out" | grep -v '^parallel'
 
 if ((WRITE_DOCS)); then

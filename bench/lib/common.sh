@@ -4,6 +4,9 @@
 # Sourced, not run.
 
 BENCH_PIDS=()
+# The binary under test: HOTROW_BIN, or this tree's build (bench/compare.py
+# sets HOTROW_BIN to run a script against an older build).
+HOTROW=${HOTROW_BIN:-build/hotrow}
 BENCH_CLEAN_DIRS=()
 # bench_stop_pids: stops every process this script started, by PID.
 bench_stop_pids() {
@@ -23,7 +26,7 @@ bench_usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { ex
 # bench_init: builds if needed and makes WORK, a scratch directory removed at
 # exit (world-readable: nginx's workers read static files from it).
 bench_init() {
-  [[ -x build/hotrow ]] || make build
+  [[ -n ${HOTROW_BIN:-} || -x build/hotrow ]] || make build
   WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
   chmod 755 "$WORK"
   BENCH_CLEAN_DIRS+=("$WORK")
@@ -33,7 +36,7 @@ bench_init() {
 # passes through), waits for /healthz; its pid is in HOTROW_PID.
 start_hotrow() {
   local port=$1; shift
-  "${HOTROW_BIN:-build/hotrow}" serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
+  "${HOTROW_BIN:-$HOTROW}" serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
   HOTROW_PID=$!
   BENCH_PIDS+=("$HOTROW_PID")
   wait_http "http://127.0.0.1:$port/healthz" 60
