@@ -47,12 +47,12 @@ class BatchQueue {
   // Moves from `item` only when it returns OK.
   [[nodiscard]] Status Push(T& item) {
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       if (stopped_) return Status::Unavailable("the server is shutting down");
       if (paused_) return pause_reason_;
       if (size_ == ring_.size()) {
         if (ring_.size() == items_max_) return Status::Overloaded(overloaded_);
-        Grow();
+        Grow(lock);
       }
       ring_[(head_ + size_++) % ring_.size()] = std::move(item);
     }
@@ -65,20 +65,20 @@ class BatchQueue {
     std::unique_lock lock(mutex_);
     wake_.wait(lock, [&] { return size_ > 0 || stopped_; });
     if (size_ == 0) return false;  // stopped, and drained
-    MoveOut(out, batch_max);
+    MoveOut(lock, out, batch_max);
     return true;
   }
 
   void TakeAll(std::vector<T>& out) {
-    std::lock_guard lock(mutex_);
-    MoveOut(out, size_);
+    std::unique_lock lock(mutex_);
+    MoveOut(lock, out, size_);
   }
 
   void Pause(Status reason, std::vector<T>& out) {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     paused_ = true;
     pause_reason_ = std::move(reason);
-    MoveOut(out, size_);
+    MoveOut(lock, out, size_);
   }
   void Resume() {
     std::lock_guard lock(mutex_);
@@ -107,14 +107,22 @@ class BatchQueue {
  private:
   static constexpr size_t kInitialSlots = 64;
 
-  void Grow() {  // under mutex_; the ring is full
+  // The helpers below run under mutex_; the caller proves it with its lock.
+  void AssertHeld(const std::unique_lock<std::mutex>& held) const {
+    assert(held.mutex() == &mutex_ && held.owns_lock() && "BatchQueue: mutex_ not held");
+    (void)held;  // NDEBUG builds
+  }
+
+  void Grow(const std::unique_lock<std::mutex>& held) {  // the ring is full
+    AssertHeld(held);
     std::vector<T> bigger(std::min(ring_.size() * 2, items_max_));
     for (size_t i = 0; i < size_; ++i) bigger[i] = std::move(ring_[(head_ + i) % ring_.size()]);
     ring_.swap(bigger);
     head_ = 0;
   }
 
-  void MoveOut(std::vector<T>& out, size_t n) {  // under mutex_
+  void MoveOut(const std::unique_lock<std::mutex>& held, std::vector<T>& out, size_t n) {
+    AssertHeld(held);
     n = std::min(n, size_);
     for (size_t i = 0; i < n; ++i) {
       out.push_back(std::move(ring_[head_]));

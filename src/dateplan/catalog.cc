@@ -1,6 +1,7 @@
 #include "dateplan/catalog.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "dateplan/plan_json.h"
 
@@ -23,6 +24,7 @@ void Catalog::ReplaceAll(std::vector<Plan> plans) {
 }
 
 void Catalog::PutLocked(Plan plan) {
+  assert(mutex_.HeldExclusively() && "Catalog::PutLocked without the exclusive lock");
   if (erased_.count(plan.id)) return;
   auto it = plans_.find(plan.id);
   if (it != plans_.end()) {
@@ -55,6 +57,7 @@ bool Catalog::Erase(int64_t id) {
 }
 
 void Catalog::EraseLocked(std::unordered_map<int64_t, Plan>::iterator it) {
+  assert(mutex_.HeldExclusively() && "Catalog::EraseLocked without the exclusive lock");
   const Plan& p = it->second;
   all_.Erase(p.id);
   auto cat = categories_.find(p.category);

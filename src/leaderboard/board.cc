@@ -1,5 +1,6 @@
 #include "leaderboard/board.h"
 
+#include <cassert>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -59,6 +60,7 @@ void Board::SetIfNewer(std::string_view client_id, int64_t score, int64_t seq) {
 }
 
 void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
+  assert(mutex_.HeldExclusively() && "Board::SetLocked without the exclusive lock");
   auto& tree = impl_->tree;
   bool touches_top = false;
   auto it = impl_->players.find(client_id);
