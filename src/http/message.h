@@ -90,8 +90,9 @@ Response ResponseWithBody(std::string body, int status = 200);
 // Where a response goes. The server implements it per connection.
 //
 // Every request gets exactly one answer. Its handler answers it, or the
-// server does for it (the handler timed out, or threw); a handler's answer
-// that comes after the server's is expected and dropped. A handler that
+// server does for it (the handler timed out, or threw) and then closes the
+// connection, so no request follows one the server answered; a handler's
+// answer that comes after the server's is expected and dropped. A handler that
 // answers one request twice is a bug: the second answer could otherwise
 // reach the connection's next request, so it stops the process (an assert,
 // kept in release builds).
@@ -145,6 +146,16 @@ class Responder {
  public:
   Responder() = default;
   Responder(std::shared_ptr<ResponseSink> sink, uint64_t request) : sink_(std::move(sink)), request_(request) {}
+  Responder(const Responder&) = default;
+  Responder& operator=(const Responder&) = default;
+  // A moved-from Responder is an empty one, as before: its Send does nothing.
+  Responder(Responder&& other) noexcept
+      : sink_(std::move(other.sink_)), request_(std::exchange(other.request_, 0)) {}
+  Responder& operator=(Responder&& other) noexcept {
+    sink_ = std::move(other.sink_);
+    request_ = std::exchange(other.request_, 0);
+    return *this;
+  }
 
   void Send(Response&& response) {
     assert((sink_ || request_ == 0) && "a Responder sent twice");

@@ -278,7 +278,14 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
       server_.handler(request, Responder(shared_from_this(), request_number_));
     } catch (const std::exception& e) {
       log::Error("handler for {} threw: {}", std::string(request.target), e.what());
-      if (Claim(request_number_, By::kServer)) Write(ErrorResponse(Status::Internal("internal error")));
+      // Close after it, as after a timeout: the handler may still answer
+      // through a copy of its Responder, and a server-answered request must
+      // be the connection's last (ResponseSink::Claim relies on it).
+      if (Claim(request_number_, By::kServer)) {
+        Response r = ErrorResponse(Status::Internal("internal error"));
+        r.close = true;
+        Write(std::move(r));
+      }
     }
     if (request.long_running) handler_deadline_ = Clock::time_point::max();
   }

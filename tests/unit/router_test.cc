@@ -132,6 +132,12 @@ TEST(ResponseSinkDeathTest, AHandlerThatAnswersTwiceStopsTheProcess) {
   responder.Send(Response{});
   EXPECT_DEATH(copy.Send(Response{}), "answered one request twice");
   EXPECT_DEATH(responder.Send(Response{}), "sent twice");
+  Responder moved_from(sink, sink->BeginRequest());
+  Responder taken = std::move(moved_from);
+  moved_from.Send(Response{});  // NOLINT(bugprone-use-after-move): empty, does nothing
+  EXPECT_EQ(sink->sends, 1);
+  taken.Send(Response{});
+  EXPECT_EQ(sink->sends, 2);
   // A copy sending for an earlier request, after the next one began, is
   // the case that would answer the wrong request.
   sink->BeginRequest();
