@@ -1,6 +1,5 @@
 #include "db/sqlite.h"
 
-#include <cassert>
 #include <mutex>
 
 #include <sqlite3.h>
@@ -12,12 +11,17 @@
 namespace hotrow::db::sqlite {
 
 namespace {
+// The statement and SQLite's own text go into the detail, which is logged;
+// the message, which a response may carry, says only what happened.
 Status ErrorFor(sqlite3* db, int rc, std::string_view context) {
-  std::string message = std::string(context) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  std::string detail = "SQLite: " + std::string(context) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   int primary = rc & 0xFF;
-  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return Status::Unavailable(std::move(message));
-  if (primary == SQLITE_CONSTRAINT) return Status::Conflict(std::move(message));
-  return Status::Internal(std::move(message));
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    return Status::Unavailable("the database is locked by another connection or process")
+        .WithDetail(std::move(detail));
+  if (primary == SQLITE_CONSTRAINT)
+    return Status::Conflict("the change breaks a rule of the database").WithDetail(std::move(detail));
+  return Status::Internal("SQLite error").WithDetail(std::move(detail));
 }
 }  // namespace
 
@@ -153,11 +157,10 @@ Result<Query> Connection::Prepare(std::string_view sql) {
     sqlite3_stmt* stmt = nullptr;
     int rc =
         sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-    if (rc != SQLITE_OK) {
-      Status s = ErrorFor(db_, rc, "prepare");
-      assert(false && "SQL does not compile");
-      return s;
-    }
+    // Not an assert: besides a typo (which every store's tests would meet
+    // at once), preparing fails at run time too (NOMEM, IOERR, a schema
+    // changed under an older binary), and that is a 503, not a crash.
+    if (rc != SQLITE_OK) return ErrorFor(db_, rc, "prepare");
     it = statements_.emplace(std::string(sql), stmt).first;
   }
   return Query(it->second, this);
@@ -205,6 +208,15 @@ Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps) {
   if (!at.ok()) return at.status();
   for (auto step = static_cast<size_t>(*at); step < steps.size(); ++step) {
     if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    // Read again under the write lock: another process (one without the
+    // file lock, such as `hotrow check`) may have applied this step since.
+    auto now = QueryInt(conn, "PRAGMA user_version");
+    if (!now.ok() || *now > static_cast<int64_t>(step)) {
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "SQLite: ROLLBACK of a migration applied elsewhere");
+      if (!now.ok()) return now.status();
+      step = static_cast<size_t>(*now) - 1;  // the loop's ++ resumes after it
+      continue;
+    }
     Status s = conn.Exec(steps[step].sql);
     if (s.ok()) s = conn.Exec("PRAGMA user_version = " + std::to_string(step + 1));
     if (s.ok() && steps[step].contract) {

@@ -127,6 +127,11 @@ TEST_F(WriterTest, AFailingOpIsRolledBackAloneAndFinishRunsAfterCommit) {
   EXPECT_TRUE(a.get_future().get().ok());
   Status sb = b.get_future().get();
   EXPECT_EQ(sb.code(), ErrorCode::kConflict) << sb.ToString();
+  // The message may reach a response: no SQL and no SQLite text in it,
+  // both in the detail, which only the log sees.
+  EXPECT_EQ(sb.message().find("INSERT"), std::string::npos) << sb.message();
+  EXPECT_EQ(sb.message().find("CHECK constraint"), std::string::npos) << sb.message();
+  EXPECT_NE(sb.detail().find("INSERT INTO t"), std::string::npos) << sb.detail();
   EXPECT_TRUE(c.get_future().get().ok());
   EXPECT_EQ(visible_at_finish, 2) << "Finish must run after the commit, with the data visible to readers";
   EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 2);
