@@ -56,11 +56,11 @@ constexpr pg::NamedSql kAddLikes{"dateplan_add_likes", R"(
   WITH u AS (UPDATE datePlans SET "like" = "like" + $2 WHERE id = $1 RETURNING id, "like")
   SELECT "like", pg_notify('hotrow_plans', 'like ' || id || ' ' || "like") FROM u)"};
 
-}  // namespace
+constexpr int64_t kSchemaLock = 72720001;  // advisory lock key (pg::WithSchemaLock)
 
 // Created as v0.1.0 made it, then migrated (pg::Migrate), so a new
 // database and one a release made take the same steps.
-Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
+Status CreateSchema(pg::Connection& conn) {
   if (Status s = conn.Exec(R"sql(
     CREATE TABLE IF NOT EXISTS datePlans (
       id              BIGSERIAL PRIMARY KEY,
@@ -80,8 +80,12 @@ Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
                      });
 }
 
+}  // namespace
+
+Status CreatePostgresDatePlanSchema(pg::Connection& conn) { return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema); }
+
 Result<std::unique_ptr<PostgresDatePlanStore>> PostgresDatePlanStore::Open(pg::Pool& pool, size_t like_queue_max) {
-  if (Status s = pg::CreateSchemaLocked(pool, 72720001, CreatePostgresDatePlanSchema); !s.ok()) return s;
+  if (Status s = pg::CreateSchemaLocked(pool, kSchemaLock, CreateSchema); !s.ok()) return s;
   std::unique_ptr<PostgresDatePlanStore> store(new PostgresDatePlanStore(pool, like_queue_max));
   store->liker_ = std::thread([p = store.get()] { p->LikeLoop(); });
   return store;

@@ -172,7 +172,7 @@ Status Connection::Prepare(const NamedSql& sql) {
   if (std::find(prepared_.begin(), prepared_.end(), sql.name) != prepared_.end()) return Status::Ok();
   PGresult* r = PQprepare(conn_, sql.name, sql.text, 0, nullptr);
   if (!ResultOk(r)) {
-    Status s = ErrorOf(conn_, r, sql.text);
+    Status s = NoteStatementLoss(ErrorOf(conn_, r, sql.text));
     PQclear(r);
     return s;
   }
@@ -187,7 +187,7 @@ Result<Rows> Connection::Query(const NamedSql& sql, const std::vector<Param>& pa
   Collect(params, &values);
   PGresult* r = PQexecPrepared(conn_, sql.name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
   if (!ResultOk(r)) {
-    Status s = ErrorOf(conn_, r, sql.text);
+    Status s = NoteStatementLoss(ErrorOf(conn_, r, sql.text));
     PQclear(r);
     return s;
   }
@@ -247,7 +247,7 @@ std::vector<Result<std::vector<Rows>>> Connection::PipelineSegments(
     for (const auto& st : segment) {
       PGresult* r = PQgetResult(conn_);
       if (!r) return all_broken("pipeline: a statement without a result");
-      if (!failure && !ResultOk(r)) failure = ErrorOf(conn_, r, st.text());
+      if (!failure && !ResultOk(r)) failure = NoteStatementLoss(ErrorOf(conn_, r, st.text()));
       rows.emplace_back(r);
       if (PGresult* extra = PQgetResult(conn_)) {
         PQclear(extra);
@@ -278,6 +278,19 @@ std::vector<Result<std::vector<Rows>>> Connection::PipelineSegments(
   if (PQtransactionStatus(conn_) == PQTRANS_INERROR)
     log::WarnIfFailed(Exec("ROLLBACK"), "PostgreSQL: ROLLBACK of a failed transaction");
   return out;
+}
+
+Status Connection::NoteStatementLoss(Status s) {
+  // 26000: a statement this connection prepared is gone (DISCARD ALL or
+  // DEALLOCATE from elsewhere, a pooler in between); 42P05: a name it has
+  // not prepared exists. Either way prepared_ no longer matches the server,
+  // so the pool replaces the connection instead of failing every later call.
+  if (s.sqlstate() == "26000" || s.sqlstate() == "42P05") {
+    log::Warn("PostgreSQL: the server's prepared statements differ from this connection's ({}); replacing it",
+              s.sqlstate());
+    broken_ = true;
+  }
+  return s;
 }
 
 Status Connection::Broken(std::string_view what) {
@@ -361,14 +374,18 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
   }
 }
 
-Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)) {
+Status WithSchemaLock(Connection& conn, int64_t key, Status (*create)(Connection&)) {
   std::string id = std::to_string(key);
+  if (Status s = conn.Exec("SELECT pg_advisory_lock(" + id + ")"); !s.ok()) return s;
+  Status s = create(conn);
+  log::WarnIfFailed(conn.Exec("SELECT pg_advisory_unlock(" + id + ")"), "PostgreSQL: releasing the schema lock");
+  return s;
+}
+
+Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&)) {
   auto created = pool.Run<bool>(
       [&](Connection& c) -> Result<bool> {
-        if (Status s = c.Exec("SELECT pg_advisory_lock(" + id + ")"); !s.ok()) return s;
-        Status s = create(c);
-        log::WarnIfFailed(c.Exec("SELECT pg_advisory_unlock(" + id + ")"), "PostgreSQL: releasing the schema lock");
-        if (!s.ok()) return s;
+        if (Status s = WithSchemaLock(c, key, create); !s.ok()) return s;
         return true;
       },
       /*unbounded=*/true);

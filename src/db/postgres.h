@@ -160,6 +160,9 @@ class Connection {
  private:
   explicit Connection(pg_conn* c) : conn_(c) {}
   Status Broken(std::string_view what);
+  // Marks the connection broken when `s` says its prepared statements and
+  // the server's differ; returns `s`.
+  Status NoteStatementLoss(Status s);
   // PQprepare unless this connection has prepared `sql` already.
   Status Prepare(const NamedSql& sql);
   pg_conn* conn_;
@@ -238,10 +241,13 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
-// Runs `create` on a pooled connection while holding the advisory lock
-// `key`: of several instances starting at once, one runs `create` (which
-// creates the schema if absent and runs its Migrate steps) and the others
-// wait and then find it done.
+// Runs `create` on `conn` while holding the session advisory lock `key`:
+// of several processes creating a schema at once (instances starting, a
+// `hotrow seed`), one runs `create` (which creates the schema if absent and
+// runs its Migrate steps) and the others wait and then find it done. Each
+// store's exported Create...Schema takes its lock this way.
+Status WithSchemaLock(Connection& conn, int64_t key, Status (*create)(Connection&));
+// The same on a pooled connection, without the request deadline (start-up).
 Status CreateSchemaLocked(Pool& pool, int64_t key, Status (*create)(Connection&));
 
 // Schema migrations on PostgreSQL (the rules: db/migration.h):

@@ -8,7 +8,10 @@ namespace hotrow::leaderboard {
 
 namespace pg = db::pg;
 
-Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
+namespace {
+constexpr int64_t kSchemaLock = 72720002;  // advisory lock key (pg::WithSchemaLock)
+
+Status CreateSchema(pg::Connection& conn) {
   // leaderboard_clock is the one serialisation point of score writes: a
   // post takes its row lock (UPDATE ... n = n + 1) and holds it until its
   // commit, so seq order is commit order. A sequence (nextval) hands out
@@ -34,9 +37,14 @@ Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
       ON CONFLICT (id) DO NOTHING;
   )sql");
 }
+}  // namespace
+
+Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
+  return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema);
+}
 
 Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open(pg::Pool& pool) {
-  if (Status s = pg::CreateSchemaLocked(pool, 72720002, CreatePostgresLeaderboardSchema); !s.ok()) return s;
+  if (Status s = pg::CreateSchemaLocked(pool, kSchemaLock, CreateSchema); !s.ok()) return s;
   return std::unique_ptr<PostgresLeaderboardStore>(new PostgresLeaderboardStore(pool));
 }
 

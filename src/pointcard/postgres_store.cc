@@ -10,7 +10,10 @@ namespace hotrow::pointcard {
 
 namespace pg = db::pg;
 
-Status CreatePostgresPointCardSchema(pg::Connection& conn) {
+namespace {
+constexpr int64_t kSchemaLock = 72720003;  // advisory lock key (pg::WithSchemaLock)
+
+Status CreateSchema(pg::Connection& conn) {
   return conn.Exec(R"sql(
     CREATE TABLE IF NOT EXISTS M_REGION (
       REGION_ID   int PRIMARY KEY,
@@ -238,9 +241,14 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
       SELECT * FROM hotrow_grant(p_from, p_to, p_rate, p_key, p_fp, true) $$;
   )sql");
 }
+}  // namespace
+
+Status CreatePostgresPointCardSchema(pg::Connection& conn) {
+  return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema);
+}
 
 Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg::Pool& pool) {
-  if (Status s = pg::CreateSchemaLocked(pool, 72720003, CreatePostgresPointCardSchema); !s.ok()) return s;
+  if (Status s = pg::CreateSchemaLocked(pool, kSchemaLock, CreateSchema); !s.ok()) return s;
   std::unique_ptr<PostgresPointCardStore> store(new PostgresPointCardStore(pool));
   store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
                                                   [p = store.get()] { p->Purge(); });

@@ -1,6 +1,7 @@
 // The three store contracts, unchanged, on PostgreSQL: a throwaway cluster
 // (one per test binary), a fresh database per test.
 #include <future>
+#include <latch>
 
 #include <gtest/gtest.h>
 
@@ -89,6 +90,40 @@ TEST(PgMigration, AV010DatabaseGainsTheVersionColumnOnce) {
   auto applied = conn->Query("SELECT COUNT(*) FROM schema_migrations WHERE component = 'dateplans'");
   ASSERT_TRUE(applied.ok()) << applied.status().ToString();
   EXPECT_EQ(applied->Int(0, 0), 1) << "applied once, recorded once";
+}
+
+// Processes that create and migrate a schema at once (instances starting
+// beside a `hotrow seed`) take turns on the schema's advisory lock: each
+// store's exported Create...Schema takes it, not only the pool's. Before,
+// `seed` ran them unlocked, and two at once failed on PostgreSQL's own
+// catalog (a concurrent CREATE TABLE IF NOT EXISTS) or on the second ALTER
+// TABLE ... ADD COLUMN.
+TEST(PgMigration, SchemasCreatedByManyConnectionsAtOnceAreCreatedOnce) {
+  using Create = Status (*)(db::pg::Connection&);
+  const Create creates[] = {dateplan::CreatePostgresDatePlanSchema, leaderboard::CreatePostgresLeaderboardSchema,
+                            pointcard::CreatePostgresPointCardSchema};
+  for (int round = 0; round < 3; ++round) {
+    std::string url = FreshDatabase();
+    constexpr int kConnections = 6;
+    std::vector<std::unique_ptr<db::pg::Connection>> conns;
+    for (int i = 0; i < kConnections; ++i) conns.push_back(OrThrow(db::pg::Connection::Connect(url)));
+    for (Create create : creates) {
+      std::latch start(kConnections);
+      std::vector<std::future<Status>> results;
+      for (auto& c : conns)
+        results.push_back(std::async(std::launch::async, [&start, &c, create] {
+          start.arrive_and_wait();
+          return create(*c);
+        }));
+      for (auto& r : results) {
+        Status s = r.get();
+        EXPECT_TRUE(s.ok()) << "round " << round << ": " << s.ToString();
+      }
+    }
+    auto applied = conns[0]->Query("SELECT COUNT(*) FROM schema_migrations WHERE component = 'dateplans'");
+    ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+    EXPECT_EQ(applied->Int(0, 0), 1);
+  }
 }
 
 // Expand-then-contract on PostgreSQL (db/migration.h): steps a newer
