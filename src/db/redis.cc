@@ -162,11 +162,9 @@ void Client::Eval(const Script& script, std::vector<std::string> numkeys_keys_ar
 }
 
 void Client::Enqueue(Pending p) {
-  // While the client thread reconnects the queue is paused: refused at once.
-  if (Status s = queue_.Push(p); !s.ok()) {
-    if (s.code() == ErrorCode::kUnavailable) s = Status::Unavailable("the Redis client is stopping");
-    p.done(std::move(s));
-  }
+  // While the client thread reconnects the queue is paused: refused at once,
+  // with the pause's reason; after Stop, as the server shutting down.
+  if (Status s = queue_.Push(p); !s.ok()) p.done(std::move(s));
 }
 
 Result<Reply> Client::CommandSync(std::vector<std::string> argv) {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "db/redis.h"
+#include "harness/http_client.h"
 #include "harness/redis_process.h"
 
 namespace hotrow::testing {
@@ -92,6 +93,30 @@ TEST(RedisClient, AScriptRedisForgotIsResentAndRuns) {
   ASSERT_TRUE(after_flush.ok()) << after_flush.status().ToString();
   EXPECT_EQ(after_flush->integer, 9);  // ran exactly once more
   EXPECT_EQ((*client)->CommandSync({"GET", "n"})->str, "9");
+}
+
+// While Redis is down, commands are refused at once, saying so: not "the
+// client is stopping", which an operator would read as a shutdown. Seen
+// failing: every refusal said the client was stopping.
+TEST(RedisClient, WhileRedisIsDownCommandsAreRefusedAsUnreachable) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  db::redis::Options options;
+  options.timeout_ms = 500;
+  auto client = db::redis::Client::Connect(redis->url(), options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  redis->Kill();
+  std::string last;
+  bool refused_as_unreachable = Eventually(
+      [&] {
+        auto r = (*client)->CommandSync({"PING"});
+        last = r.ok() ? "ok" : r.status().ToString();
+        return !r.ok() && r.status().code() == ErrorCode::kUnavailable &&
+               r.status().message().find("unreachable") != std::string::npos;
+      },
+      std::chrono::seconds(10));
+  EXPECT_TRUE(refused_as_unreachable) << last;
+  EXPECT_EQ(last.find("stopping"), std::string::npos) << last;
 }
 
 }  // namespace
