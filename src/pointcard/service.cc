@@ -46,10 +46,11 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
     return done(Status::InvalidField("amount", "amount must be a non-zero integer from " +
                                                    std::to_string(-kAmountAbsMax) + " to " +
                                                    std::to_string(kAmountAbsMax)));
-  if (!store_region_.count(p.store_id)) return done(Status::NotFound("no store with id " + std::to_string(p.store_id)));
   if (p.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
   }
+  // Existence after every identifier is read (docs/api.md, the error order).
+  if (!store_region_.count(p.store_id)) return done(Status::NotFound("no store with id " + std::to_string(p.store_id)));
   // The same key with the same fingerprint is the same request (only keyed
   // requests need one).
   std::string fingerprint;
