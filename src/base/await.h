@@ -6,19 +6,33 @@
 //   Result<Plan> p = Await<Result<Plan>>([&](auto done) { store.Update(id, f, done); });
 //
 // `call` receives a callable that takes the result; it must be called
-// exactly once (a second call aborts: std::promise refuses it).
+// exactly once. A second call stops the process (an assert, kept in
+// Release builds); the state is shared with the callable, so even a call
+// after Await returned touches nothing freed.
 #pragma once
 
+#include <atomic>
+#include <cassert>
 #include <future>
+#include <memory>
 #include <utility>
 
 namespace hotrow {
 
 template <typename R, typename Call>
 R Await(Call&& call) {
-  std::promise<R> p;
-  std::forward<Call>(call)([&p](R r) { p.set_value(std::move(r)); });
-  return p.get_future().get();
+  struct State {
+    std::promise<R> promise;
+    std::atomic<bool> called{false};
+  };
+  auto state = std::make_shared<State>();
+  auto result = state->promise.get_future();
+  std::forward<Call>(call)([state](R r) {
+    bool twice = state->called.exchange(true);
+    assert(!twice && "an Await callback was called twice");
+    if (!twice) state->promise.set_value(std::move(r));
+  });
+  return result.get();
 }
 
 }  // namespace hotrow

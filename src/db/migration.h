@@ -24,6 +24,23 @@
 // 0.2.0 (schema 1)"), only when the database's oldest allowed schema is past
 // the steps it knows; otherwise a binary that knows fewer steps than the
 // database holds uses it as it is.
+//
+// A step may be interrupted (kill -9, a failed statement) and run again:
+// on SQLite and PostgreSQL the step and its record commit together, so it
+// is either all there or not at all. A Redis step is one Lua script, which
+// Redis logs whole but does not roll back when it fails midway: write every
+// Redis step so that running it again over a half-done run is correct.
+//
+// Not yet per store on SQLite: the file's user_version and its one
+// schema_compat row are the date plans' (the only SQLite steps so far),
+// though the leaderboard and point-card tables share the file. The first
+// SQLite step for another store must first move the record to one row per
+// store, as PostgreSQL's schema_migrations(component, version) has.
+//
+// Change notifications follow the same rule as the schema: a release may
+// add a kind that older instances ignore (they log and drop what they
+// cannot read), so one that carries a change older instances must see also
+// sends the kinds they know until no older instance runs.
 #pragma once
 
 #include <cstdint>
