@@ -172,6 +172,7 @@ struct Shared {
   const uint64_t run_nonce = std::random_device{}();
   std::atomic<bool> stop{false};
   std::atomic<int64_t> ok{0}, refused{0}, ng{0}, retries{0}, grants{0};
+  std::atomic<int> ng_logged{0};  // the first few failures are logged with their cause
   std::mutex mutex;
   std::vector<Sample> samples;
   std::vector<double> iterations_ms;
@@ -209,6 +210,7 @@ void Worker(SimClient& client, const SimulationOptions& o, int64_t cards, uint64
     auto t1 = Clock::now();
     Sample sample{t1, 0, Sample::kNg};
     const std::string key = key_prefix + std::to_string(++payments);
+    Status last;
     for (int t = 0; t < o.tries; ++t) {
       if (t > 0) shared.retries.fetch_add(1, std::memory_order_relaxed);
       auto r = client.Pay(card_id, store, amount, key);
@@ -216,7 +218,12 @@ void Worker(SimClient& client, const SimulationOptions& o, int64_t cards, uint64
         sample.outcome = r->refused ? Sample::kRefused : Sample::kOk;
         break;
       }
+      last = r.status();
     }
+    static constexpr int kNgLogged = 5;
+    if (sample.outcome == Sample::kNg && shared.ng_logged.fetch_add(1, std::memory_order_relaxed) < kNgLogged)
+      log::Warn("a payment failed after {} tries (NG; the first {} are logged): {}", o.tries, kNgLogged,
+                last.ToString());
     auto t2 = Clock::now();
     sample.ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
     (sample.outcome == Sample::kOk        ? shared.ok
