@@ -12,7 +12,8 @@
 #
 #   bench/alloc.sh [--duration 10s] [--rounds 3] [--before COMMIT] [--before-bin FILE] [--no-before] [--no-docs]
 # --before-bin takes an already built hotrow as "before" instead of building
-# --before (its allocations are then counted the same way).
+# --before; it must have GET /debug/allocations (any build since the pooling
+# work), which counts its allocations as this build's are counted.
 # Figures are medians of --rounds runs; over loopback, next to nginx serving
 # a static file the size of a random plan.
 set -euo pipefail
@@ -114,7 +115,11 @@ no_count() { echo 0; }
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "round $round/$ROUNDS"
   for mode in "${MODES[@]}"; do
-    if [[ $mode == before ]]; then
+    if [[ $mode == before && -n $BEFORE_BIN ]]; then
+      # A build with the counting hooks: counted like this one.
+      HOTROW_BIN="$WORK/hotrow-before" start_hotrow "$PORT" --db "sqlite:$WORK/a.db" --admin-token bench
+      measure_server before own_count "$PORT"
+    elif [[ $mode == before ]]; then
       HOTROW_BIN="$WORK/hotrow-before" start_hotrow "$PORT" --db "sqlite:$WORK/a.db"
       measure_server before no_count "$PORT"
     else
@@ -134,7 +139,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
   PATHS=("${PATHS_SAVED[@]}")
 done
 
-if ((DO_BEFORE)); then
+if ((DO_BEFORE)) && [[ -z $BEFORE_BIN ]]; then
+  # The default "before" predates the counting hooks: count it from outside.
   echo "3. before: allocations of $BEFORE, counted with LD_PRELOAD (times above are without it)"
   gcc -O2 -shared -fPIC -o "$WORK/count_malloc.so" bench/tools/count_malloc.c
   export COUNT_MALLOC_FILE="$WORK/count.txt"
@@ -163,7 +169,7 @@ medians() {
       return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
     }
     END { for (i = 1; i <= n; i++) { k = key[i]; split(k, f, FS)
-      a = f[1] == "before" ? counted[f[2]] : med(al, k, c[k])
+      a = f[1] == "before" && (f[2] in counted) ? counted[f[2]] : med(al, k, c[k])
       printf "%s\t%s\t%.0f\t%.2f\t%.2f\n", f[1], f[2], med(rps, k, c[k]), med(p99, k, c[k]), a } }' "$WORK/rows.tsv"
 }
 NGINX_RPS=$(medians | awk -F'\t' '$1 == "nginx" { print $3 }')
