@@ -82,7 +82,9 @@ Status CreateSchema(pg::Connection& conn) {
 
 }  // namespace
 
-Status CreatePostgresDatePlanSchema(pg::Connection& conn) { return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema); }
+Status CreatePostgresDatePlanSchema(pg::Connection& conn) {
+  return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema);
+}
 
 Result<std::unique_ptr<PostgresDatePlanStore>> PostgresDatePlanStore::Open(pg::Pool& pool, size_t like_queue_max) {
   if (Status s = pg::CreateSchemaLocked(pool, kSchemaLock, CreateSchema); !s.ok()) return s;

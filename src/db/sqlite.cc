@@ -17,8 +17,7 @@ Status ErrorFor(sqlite3* db, int rc, std::string_view context) {
   std::string detail = "SQLite: " + std::string(context) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   int primary = rc & 0xFF;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
-    return Status::Unavailable("the database is locked by another connection or process")
-        .WithDetail(std::move(detail));
+    return Status::Unavailable("the database is locked by another connection or process").WithDetail(std::move(detail));
   if (primary == SQLITE_CONSTRAINT)
     return Status::Conflict("the change breaks a rule of the database").WithDetail(std::move(detail));
   return Status::Internal("SQLite error").WithDetail(std::move(detail));

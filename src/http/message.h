@@ -149,8 +149,7 @@ class Responder {
   Responder(const Responder&) = default;
   Responder& operator=(const Responder&) = default;
   // A moved-from Responder is an empty one, as before: its Send does nothing.
-  Responder(Responder&& other) noexcept
-      : sink_(std::move(other.sink_)), request_(std::exchange(other.request_, 0)) {}
+  Responder(Responder&& other) noexcept : sink_(std::move(other.sink_)), request_(std::exchange(other.request_, 0)) {}
   Responder& operator=(Responder&& other) noexcept {
     sink_ = std::move(other.sink_);
     request_ = std::exchange(other.request_, 0);
