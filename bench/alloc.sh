@@ -26,7 +26,7 @@ while (($#)); do
     --duration) DURATION=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --before) BEFORE=$2; shift 2 ;;
-    --before-bin) BEFORE_BIN=$2; BEFORE=$(basename "$2"); shift 2 ;;
+    --before-bin) [[ $2 == /* ]] && BEFORE_BIN=$2 || BEFORE_BIN=$OLDPWD/$2; BEFORE=$(basename "$2"); shift 2 ;;
     --no-before) DO_BEFORE=0; shift ;;
     --no-docs) WRITE_DOCS=0; shift ;;
     -h|--help) bench_usage; exit 0 ;;
@@ -188,10 +188,16 @@ if ((WRITE_DOCS)); then
     echo "|---|---:|---:|---:|---:|"
     join <(bm "$WORK/on.txt" | sort) <(bm "$WORK/off.txt" | sort) | awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }'
     echo
-    echo "Over loopback (\`wrk -t2 -c50 -d$DURATION\`, medians of $ROUNDS rounds alternating pooling on, pooling off and"
-    echo "\"before\" (commit $BEFORE, before this work), a fresh server each time, next to nginx serving a static file of a"
-    echo "plan's size; allocations per request from \`GET /debug/allocations\`, or, for \"before\", from a separate 3 s run"
-    echo "under an LD_PRELOAD malloc counter that also counts SQLite's allocations on the like path):"
+    if [[ -n $BEFORE_BIN ]]; then
+      echo "Over loopback (\`wrk -t2 -c50 -d$DURATION\`, medians of $ROUNDS rounds alternating pooling on, pooling off and"
+      echo "\"before\" (the build \`$BEFORE\`), a fresh server each time, next to nginx serving a static file of a"
+      echo "plan's size; allocations per request from each build's \`GET /debug/allocations\`):"
+    else
+      echo "Over loopback (\`wrk -t2 -c50 -d$DURATION\`, medians of $ROUNDS rounds alternating pooling on, pooling off and"
+      echo "\"before\" (commit $BEFORE, before this work), a fresh server each time, next to nginx serving a static file of a"
+      echo "plan's size; allocations per request from \`GET /debug/allocations\`, or, for \"before\", from a separate 3 s run"
+      echo "under an LD_PRELOAD malloc counter that also counts SQLite's allocations on the like path):"
+    fi
     echo
     echo "| build | request | req/s | × nginx | p99 ms | allocs/request |"
     echo "|---|---|---:|---:|---:|---:|"

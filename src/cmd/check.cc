@@ -34,14 +34,14 @@ int RunCheck(const CheckFlags& f) {
   if (url->kind == db::StoreUrl::Kind::kPostgres) {
     auto conn = db::pg::Connection::Connect(url->postgres_url);
     if (!conn.ok()) {
-      log::Error("{}", conn.status().message());
+      log::Error("{}", conn.status().ToString());
       return 2;
     }
     report = pointcard::CheckPostgresInvariants(**conn);
   } else {
     auto conn = db::sqlite::Connection::Open(url->sqlite_path, db::sqlite::OpenMode::kReadOnly);
     if (!conn.ok()) {
-      log::Error("{}", conn.status().message());
+      log::Error("{}", conn.status().ToString());
       return 2;
     }
     report = pointcard::CheckInvariants(**conn);

@@ -105,7 +105,7 @@ int SeedSqlite(const SeedFlags& f, db::sqlite::Database& database, int64_t count
   Status s = d.generate(conn, count, f.seed, [&bar](int64_t done) { bar.Update(done); });
   bar.Finish();
   if (!s.ok()) {
-    log::Error("{}", s.message());
+    log::Error("{}", s.ToString());
     return 1;
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
@@ -155,7 +155,7 @@ int SeedPointCards(const SeedFlags& f, db::sqlite::Database& database) {
   Status s = pointcard::SeedPointCard(conn, PointCardOptions(f), [&bar](int64_t done, int64_t) { bar.Update(done); });
   bar.Finish();
   if (!s.ok()) {
-    log::Error("{}", s.message());
+    log::Error("{}", s.ToString());
     return 1;
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
@@ -172,12 +172,12 @@ const SqliteDataset kPlayers{"player(s)", "leaderboard", leaderboard::CreateLead
 int SeedRedisLeaderboard(const SeedFlags& f) {
   auto store = leaderboard::RedisLeaderboardStore::Open(f.redis);
   if (!store.ok()) {
-    log::Error("{}", store.status().message());
+    log::Error("{}", store.status().ToString());
     return 1;
   }
   auto existing = (*store)->Count();
   if (!existing.ok()) {
-    log::Error("{}", existing.status().message());
+    log::Error("{}", existing.status().ToString());
     return 1;
   }
   if (*existing > 0 && f.if_empty) {
@@ -225,7 +225,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
 int SeedPostgres(const SeedFlags& f, const std::string& url) {
   auto conn = db::pg::Connection::Connect(url);
   if (!conn.ok()) {
-    log::Error("{}", conn.status().message());
+    log::Error("{}", conn.status().ToString());
     return 1;
   }
   auto& c = **conn;
@@ -273,7 +273,7 @@ int SeedPostgres(const SeedFlags& f, const std::string& url) {
     bar.Finish();
   }
   if (!s.ok()) {
-    log::Error("{}", s.message());
+    log::Error("{}", s.ToString());
     return 1;
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
@@ -293,7 +293,7 @@ int RunSeed(const SeedFlags& f) {
   if (url->kind == db::StoreUrl::Kind::kPostgres) return SeedPostgres(f, url->postgres_url);
   auto database = db::sqlite::Database::Open(url->sqlite_path);
   if (!database.ok()) {
-    log::Error("cannot seed: {}", database.status().message());
+    log::Error("cannot seed: {}", database.status().ToString());
     return 1;
   }
   if (f.what == "dateplans") return SeedSqlite(f, **database, f.count, kDatePlans);

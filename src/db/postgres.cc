@@ -378,7 +378,12 @@ Status WithSchemaLock(Connection& conn, int64_t key, Status (*create)(Connection
   std::string id = std::to_string(key);
   if (Status s = conn.Exec("SELECT pg_advisory_lock(" + id + ")"); !s.ok()) return s;
   Status s = create(conn);
-  log::WarnIfFailed(conn.Exec("SELECT pg_advisory_unlock(" + id + ")"), "PostgreSQL: releasing the schema lock");
+  if (Status unlocked = conn.Exec("SELECT pg_advisory_unlock(" + id + ")"); !unlocked.ok()) {
+    // Still held (an aborted transaction, say): a pooled connection must
+    // not keep it, or every other instance would wait for it for ever.
+    log::Warn("PostgreSQL: releasing the schema lock: {}; dropping the connection", unlocked.ToString());
+    conn.MarkBroken();
+  }
   return s;
 }
 

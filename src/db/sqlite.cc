@@ -119,9 +119,11 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, Op
   flags |= mode == OpenMode::kReadWrite ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
-    Status s = ErrorFor(db, rc, "cannot open " + path);
+    // No SQL here: the message names the file and SQLite's reason (start-up
+    // and the CLI print it).
+    Status s = Status::Unavailable("cannot open " + path + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
     sqlite3_close(db);
-    return Status::Unavailable(s.message());
+    return s;
   }
   std::unique_ptr<Connection> conn(new Connection(db, path));
   sqlite3_busy_timeout(db, 5000);

@@ -134,6 +134,20 @@ TEST(Cli, VersionAndUnknownCommand) {
   EXPECT_NE(unknown.output.find("serve, seed, check, grant, simulate"), std::string::npos) << unknown.output;
 }
 
+// A database that cannot be opened is named with SQLite's reason. Before,
+// after SQLite's text moved to the detail, the CLI printed only "SQLite
+// error" (found in review).
+TEST(Cli, AnUnopenableDatabaseIsNamedWithTheReason) {
+  TempDir dir;  // a directory, not a database file
+  auto r = RunHotrow({"check", "pointcard", "--db", "sqlite:" + dir.path()});
+  EXPECT_NE(r.exit_code, 0);
+  // "cannot open PATH: <SQLite's reason>" (which reason depends on the mode).
+  size_t named = r.output.find("cannot open " + dir.path() + ": ");
+  ASSERT_NE(named, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find_first_not_of(" \n", named + dir.path().size() + 14), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("SQLite error"), std::string::npos) << r.output;
+}
+
 // No password reaches a log line or a message (issue 9, item 11).
 TEST(Cli, UrlPasswordsAreNeverPrinted) {
   auto seed = RunHotrow({"seed", "leaderboard", "--clients", "1", "--redis", "redis://:topsecret@127.0.0.1:1"});
