@@ -6,7 +6,7 @@
 JOBS ?= 2
 DB ?= sqlite:data/hotrow.db
 
-.PHONY: all setup build run test test-release test-sanitize bench bench-alloc format lint clean
+.PHONY: all setup build run test test-release test-sanitize bench bench-alloc format lint fuzz clean
 
 all: build
 
@@ -43,8 +43,11 @@ bench-alloc: build
 lint: build
 	scripts/lint.sh
 
+fuzz: setup
+	scripts/fuzz.sh
+
 format: setup
 	scripts/check-format.sh --fix
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

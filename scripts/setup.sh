@@ -13,8 +13,8 @@ packages=(
   libpq-dev libhiredis-dev libicu-dev
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev curl procps
-  # formatting (make test checks it) and lint (make lint)
-  clang-format clang-tidy
+  # formatting (make test checks it), lint (make lint), the fuzz targets (make fuzz)
+  clang-format clang-tidy clang
   # servers the tests start on loopback
   postgresql redis-server
   # load tools and the HTTP ceiling used by the benchmarks
