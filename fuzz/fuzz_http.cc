@@ -11,11 +11,12 @@
 
 namespace {
 hotrow::http::InProcessConnection& Connection() {
-  static auto* conn = new hotrow::http::InProcessConnection([](hotrow::http::Request& req, hotrow::http::Responder res) {
-    hotrow::http::Response r;
-    r.body = std::string(req.body.substr(0, 64));
-    res.Send(std::move(r));
-  });
+  static auto* conn =
+      new hotrow::http::InProcessConnection([](hotrow::http::Request& req, hotrow::http::Responder res) {
+        hotrow::http::Response r;
+        r.body = std::string(req.body.substr(0, 64));
+        res.Send(std::move(r));
+      });
   return *conn;
 }
 }  // namespace

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Fails when a C++ file under src/, tests/ or bench/ differs from what
+# Fails when a C++ file under src/, tests/, bench/ or fuzz/ differs from what
 # .clang-format makes of it, and names the files. `make format` fixes them.
 #   scripts/check-format.sh          check
 #   scripts/check-format.sh --fix    rewrite in place
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'bench/*.h')
+mapfile -t files < <(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'bench/*.h' 'fuzz/*.cc')
 if [[ ${1:-} == --fix ]]; then
   clang-format -i "${files[@]}"
   exit 0

@@ -17,7 +17,7 @@ import re
 import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
-code_files = [p for d in ("src", "tests", "bench") for p in (root / d).rglob("*") if p.suffix in (".h", ".cc")]
+code_files = [p for d in ("src", "tests", "bench", "fuzz") for p in (root / d).rglob("*") if p.suffix in (".h", ".cc")]
 allow = set()
 allow_file = root / "scripts" / "check-names.allow"
 if allow_file.exists():
