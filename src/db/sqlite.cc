@@ -11,10 +11,13 @@
 namespace hotrow::db::sqlite {
 
 namespace {
+// SQLite's own text for `rc` (the connection's, when there is one).
+std::string Reason(sqlite3* db, int rc) { return db ? sqlite3_errmsg(db) : sqlite3_errstr(rc); }
+
 // The statement and SQLite's own text go into the detail, which is logged;
 // the message, which a response may carry, says only what happened.
 Status ErrorFor(sqlite3* db, int rc, std::string_view context) {
-  std::string detail = "SQLite: " + std::string(context) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  std::string detail = "SQLite: " + std::string(context) + ": " + Reason(db, rc);
   int primary = rc & 0xFF;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     return Status::Unavailable("the database is locked by another connection or process").WithDetail(std::move(detail));
@@ -121,7 +124,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, Op
   if (rc != SQLITE_OK) {
     // No SQL here: the message names the file and SQLite's reason (start-up
     // and the CLI print it).
-    Status s = Status::Unavailable("cannot open " + path + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    Status s = Status::Unavailable("cannot open " + path + ": " + Reason(db, rc));
     sqlite3_close(db);
     return s;
   }

@@ -105,6 +105,8 @@ class ResponseSink {
   // Numbers the next request on this sink; its Responder carries the
   // number. Called by the one thread that reads the requests.
   uint64_t BeginRequest() { return ++begun_; }
+  // The number of the latest request begun; on that same thread only.
+  uint64_t current_request() const { return begun_; }
 
   // Claims the answer to request n: true for the first claim, which then
   // delivers. Thread-safe.

@@ -273,15 +273,15 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     deadline_ = Clock::time_point::max();  // the request has arrived; now the handler's bound applies
     Request& request = codec_.BuildRequest();
     handler_deadline_ = asio::steady_timer::clock_type::now() + server_.options.handler_timeout;
-    request_number_ = BeginRequest();
+    uint64_t n = BeginRequest();
     try {
-      server_.handler(request, Responder(shared_from_this(), request_number_));
+      server_.handler(request, Responder(shared_from_this(), n));
     } catch (const std::exception& e) {
       log::Error("handler for {} threw: {}", std::string(request.target), e.what());
       // Close after it, as after a timeout: the handler may still answer
       // through a copy of its Responder, and a server-answered request must
       // be the connection's last (ResponseSink::Claim relies on it).
-      if (Claim(request_number_, By::kServer)) {
+      if (Claim(n, By::kServer)) {
         Response r = ErrorResponse(Status::Internal("internal error"));
         r.close = true;
         Write(std::move(r));
@@ -294,7 +294,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   // late answer is then ignored) and close, since what it did is unknown.
   void OnHandlerTimeout() {
     // The handler's answer may be on its way here already: then it wins.
-    if (!Claim(request_number_, By::kServer)) return;
+    if (!Claim(current_request(), By::kServer)) return;
     log::Warn("a request did not finish within {} ms; answered 503", server_.options.handler_timeout.count());
     Response r = ErrorResponse(Status::Unavailable("the request did not finish within " +
                                                    std::to_string(server_.options.handler_timeout.count()) +
@@ -383,7 +383,6 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   // long_running one). Checked by the worker's sweep, not by the watchdog:
   // moving the watchdog earlier would cost a timer operation per request.
   Clock::time_point handler_deadline_ = Clock::time_point::max();
-  uint64_t request_number_ = 0;  // of the request being handled (ResponseSink::BeginRequest)
   bool watchdog_armed_ = false;
   bool closed_ = false;
   beast::flat_buffer buffer_;
