@@ -2,11 +2,13 @@
 #   make run   set up the machine, build (Release), seed demo data if the
 #              database is empty, serve on :8080
 #   make test  set up the machine, build, run every test (and the
-#              ASan+UBSan build of the unit and HTTP tests)
+#              ASan+UBSan build of the unit and HTTP tests, each fuzz
+#              target for 10 s with a fixed seed, the short fault rig and
+#              5 crash rounds)
 JOBS ?= 2
 DB ?= sqlite:data/hotrow.db
 
-.PHONY: all setup build run test test-release test-sanitize bench bench-alloc format lint fuzz clean
+.PHONY: all setup build run test test-release test-sanitize test-fuzz bench bench-alloc format lint fuzz clean
 
 all: build
 
@@ -23,7 +25,7 @@ run: build
 	build/hotrow seed pointcard --cards 1000 --stores 100 --history 5000 --if-empty --db $(DB)
 	build/hotrow serve --db $(DB)
 
-test: test-release test-sanitize
+test: test-release test-sanitize test-fuzz
 
 test-release: build
 	ctest --test-dir build --output-on-failure -j$(JOBS) --timeout 600
@@ -33,6 +35,11 @@ test-sanitize: setup
 	cmake --build build-asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) --timeout 900 -L 'unit|http|pg'
+
+# Each fuzz target for 10 s from its seed corpus with a fixed seed (the same
+# mutations on every machine) after replaying its past findings.
+test-fuzz: setup
+	scripts/fuzz.sh --seconds 10 --seed 1
 
 bench: build
 	bench/dateplan.sh

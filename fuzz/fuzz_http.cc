@@ -1,9 +1,11 @@
 // libFuzzer target: the HTTP/1.1 request codec (Beast's parser with
 // hotrow's framing rules: Transfer-Encoding, chunked bodies, Host, the
 // header and body limits), through the same path a connection uses, with a
-// handler that answers every request.
+// handler that answers every request. An input may hold several pipelined
+// requests: each is answered in turn, as on one keep-alive connection.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -22,7 +24,13 @@ hotrow::http::InProcessConnection& Connection() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view rest(reinterpret_cast<const char*>(data), size);
   std::string out;
-  (void)Connection().Exchange(std::string_view(reinterpret_cast<const char*>(data), size), &out);
+  for (int i = 0; i < 64 && !rest.empty(); ++i) {
+    size_t used = 0;
+    if (Connection().Exchange(rest, &out, &used) == 0) break;
+    if (used == 0 || used > rest.size()) std::abort();  // a request takes bytes, and only the input's
+    rest.remove_prefix(used);
+  }
   return 0;
 }

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target (fuzz/) for a set time each, from the seed
 # corpora in fuzz/corpus/ (copied: what a run adds stays in build-fuzz/).
-# Builds the targets first (clang, only the parser sources). Exits 1 on the
-# first crash or sanitizer report, leaving the input in build-fuzz/.
+# Builds the targets first (clang, only the parser sources). Each target
+# first replays its past findings (fuzz/findings/TARGET-*), the regression
+# tests. Exits 1 on the first crash or sanitizer report, leaving the input
+# in build-fuzz/.
 #
-#   scripts/fuzz.sh [--seconds 300] [TARGET...]    (targets: json query time url http)
+#   scripts/fuzz.sh [--seconds 300] [--seed N] [TARGET...]   (targets: json query time url http)
+#
+# --seed N makes a run repeatable: from a fresh copy of the seed corpus,
+# libFuzzer's mutations are then the same on every machine, so make test
+# (--seconds 10 --seed 1) cannot fail on a find that is new to CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_EACH=300 TARGETS=()
+SECONDS_EACH=300 SEED=0 TARGETS=()
 while (($#)); do
   case $1 in
     --seconds) SECONDS_EACH=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -19,12 +26,21 @@ done
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j2 >/dev/null
 for t in "${TARGETS[@]}"; do
+  shopt -s nullglob
+  findings=(fuzz/findings/"$t"-*)
+  shopt -u nullglob
+  if ((${#findings[@]})) && ! build-fuzz/fuzz_"$t" "${findings[@]}" >"build-fuzz/fuzz_$t.replay.log" 2>&1; then
+    grep -E "ERROR|SUMMARY|runtime error" "build-fuzz/fuzz_$t.replay.log" | head -5
+    echo "fuzz_$t fails on a past finding again: build-fuzz/fuzz_$t.replay.log" >&2
+    exit 1
+  fi
   corpus=build-fuzz/corpus/$t
+  if ((SEED)); then rm -rf "$corpus"; fi  # a repeatable run starts from the seeds alone
   mkdir -p "$corpus"
   cp -n fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
-  echo "fuzz_$t: ${SECONDS_EACH}s"
+  echo "fuzz_$t: ${SECONDS_EACH}s, seed $SEED, after replaying ${#findings[@]} past finding(s)"
   if ! (cd build-fuzz && ./fuzz_"$t" -max_total_time="$SECONDS_EACH" -max_len=8192 -print_final_stats=1 \
-          "corpus/$t" >"fuzz_$t.log" 2>&1); then
+          -seed="$SEED" "corpus/$t" >"fuzz_$t.log" 2>&1); then
     grep -E "ERROR|SUMMARY|runtime error" "build-fuzz/fuzz_$t.log" | head -5
     echo "fuzz_$t found a failure: build-fuzz/fuzz_$t.log and its crash-* input" >&2
     exit 1

@@ -47,18 +47,19 @@ InProcessConnection::InProcessConnection(Handler handler, ServerOptions options)
 
 InProcessConnection::~InProcessConnection() = default;
 
-int InProcessConnection::Exchange(std::string_view raw, std::string* out) {
+int InProcessConnection::Exchange(std::string_view raw, std::string* out, size_t* used) {
   auto& impl = *impl_;
   Parser& parser = impl.codec.Begin(impl.options);
   parser.eager(true);
   boost::system::error_code ec;
   boost::asio::const_buffer input(raw.data(), raw.size());
   while (input.size() > 0 && !parser.is_done()) {
-    size_t used = parser.put(input, ec);
+    size_t n = parser.put(input, ec);
     if (ec) return 0;
-    input += used;
+    input += n;
   }
   if (!parser.is_done()) return 0;
+  if (used) *used = raw.size() - input.size();
   Request& request = impl.codec.BuildRequest();
   impl.handler(request, Responder(impl.sink, impl.sink->BeginRequest()));
   Response response = impl.sink->Wait();

@@ -118,11 +118,12 @@ class InProcessConnection {
   explicit InProcessConnection(Handler handler, ServerOptions options = {});
   ~InProcessConnection();
 
-  // Parses `raw` (one complete request), dispatches it, waits for its
+  // Parses the first request of `raw`, dispatches it, waits for its
   // response (a handler may answer from another thread) and writes the
   // response, head and body, into `out`. Returns the status code (0 when
-  // `raw` is not a complete request).
-  int Exchange(std::string_view raw, std::string* out);
+  // `raw` does not begin with a complete request). `used`, when given, gets
+  // the bytes that request took, so pipelined requests can follow.
+  int Exchange(std::string_view raw, std::string* out, size_t* used = nullptr);
 
  private:
   struct Impl;
