@@ -1,6 +1,10 @@
 #include "db/sqlite.h"
 
+#include <sys/statvfs.h>
+
+#include <cerrno>
 #include <mutex>
+#include <string>
 
 #include <sqlite3.h>
 
@@ -14,15 +18,37 @@ namespace {
 // SQLite's own text for `rc` (the connection's, when there is one).
 std::string Reason(sqlite3* db, int rc) { return db ? sqlite3_errmsg(db) : sqlite3_errstr(rc); }
 
+// True when the file system holding `db`'s main file has (almost) no room
+// left. An I/O error there is a full disk whatever errno SQLite kept: the
+// -shm file's growth and the WAL's sync report ENOSPC as "disk I/O error",
+// and errno has often moved on by the time the error is reported.
+bool DiskFull(sqlite3* db) {
+  const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
+  if (!file || !*file) return false;
+  std::string dir(file);
+  dir.erase(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
+  struct statvfs fs {};
+  if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return false;
+  return static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize < (1ULL << 20);
+}
+
 // The statement and SQLite's own text go into the detail, which is logged;
 // the message, which a response may carry, says only what happened.
 Status ErrorFor(sqlite3* db, int rc, std::string_view context) {
   std::string detail = "SQLite: " + std::string(context) + ": " + Reason(db, rc);
+  if (db) detail += " (extended code " + std::to_string(sqlite3_extended_errcode(db)) + ")";
   int primary = rc & 0xFF;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     return Status::Unavailable("the database is locked by another connection or process").WithDetail(std::move(detail));
   if (primary == SQLITE_CONSTRAINT)
     return Status::Conflict("the change breaks a rule of the database").WithDetail(std::move(detail));
+  // A full disk is an operator's problem, not a bug: 503 with Retry-After.
+  // SQLite has rolled the statement (or the transaction) back by then. A
+  // WAL write that meets a full disk is SQLITE_FULL, but a COMMIT's often
+  // is "disk I/O error" (seen in the fault rig, on a full tmpfs).
+  if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && (sqlite3_system_errno(db) == ENOSPC || DiskFull(db))))
+    return Status::Unavailable("the disk holding the database is full; nothing was written")
+        .WithDetail(std::move(detail));
   return Status::Internal("SQLite error").WithDetail(std::move(detail));
 }
 }  // namespace

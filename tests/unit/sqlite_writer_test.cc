@@ -160,7 +160,10 @@ TEST_F(WriterTest, AWholeTransactionRollbackFailsTheRestOfTheBatchUnrun) {
   database->writer().Submit(MakeOp<InsertOp>(3, &c));
   release.count_down();
   Status sa = a.get_future().get(), sblob = blob.get_future().get(), sc = c.get_future().get();
-  EXPECT_FALSE(sblob.ok());
+  // A full disk is 503 (definite: nothing was written), not a 500 that
+  // reads as a bug. Seen failing before the fix: internal "SQLite error".
+  EXPECT_EQ(sblob.code(), ErrorCode::kUnavailable) << sblob.ToString();
+  EXPECT_NE(sblob.message().find("nothing was written"), std::string::npos) << sblob.message();
   EXPECT_EQ(sa.ok(), Count("SELECT COUNT(*) FROM t WHERE v = 1") == 1) << "a answered " << sa.ToString();
   EXPECT_EQ(sc.ok(), Count("SELECT COUNT(*) FROM t WHERE v = 3") == 1) << "c answered " << sc.ToString();
   EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 0) << "the rollback took a, and c must not have run";
@@ -244,6 +247,25 @@ TEST_F(WriterTest, StopAppliesEverythingQueuedThenRefuses) {
   database->writer().Submit(MakeOp<InsertOp>(7, &late));
   EXPECT_EQ(late.get_future().get().code(), ErrorCode::kUnavailable);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM t"), 50);
+}
+
+// A full disk (SQLITE_FULL: here max_page_count, in production the file
+// system) is 503 naming the cause and saying nothing was written, not a 500
+// that reads as a bug. Seen failing before the fix: internal "SQLite error".
+TEST(SqliteErrors, AFullDiskIsUnavailableAndNamed) {
+  TempDir dir;
+  auto conn = Connection::Open(dir.File("full.db"), OpenMode::kReadWrite);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  ASSERT_TRUE((*conn)->Exec("CREATE TABLE b(x BLOB)").ok());
+  int64_t pages = QueryInt(**conn, "PRAGMA page_count").value();
+  ASSERT_TRUE((*conn)->Exec("PRAGMA max_page_count = " + std::to_string(pages + 2)).ok());
+  auto q = (*conn)->Prepare("INSERT INTO b(x) VALUES (randomblob(1000000))");
+  ASSERT_TRUE(q.ok());
+  Status s = q->Run();
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable) << s.ToString();
+  EXPECT_EQ(s.message(), "the disk holding the database is full; nothing was written");
+  EXPECT_NE(s.detail().find("database or disk is full"), std::string::npos) << s.detail();
+  EXPECT_EQ(QueryInt(**conn, "SELECT COUNT(*) FROM b").value(), 0);
 }
 
 TEST(Database, ASecondOpenOfTheSameFileIsRefused) {
