@@ -87,9 +87,38 @@ Result<Reply> ToResult(redisReply* r) {
   if (!r) return Status::Unavailable("no reply from Redis");
   Reply out = Convert(r);
   freeReplyObject(r);
-  if (out.type == Reply::Type::kError) return Status::Internal("Redis: " + out.str);
+  if (out.type == Reply::Type::kError) return ErrorReplyStatus(out.str);
   return out;
 }
+
+}  // namespace
+
+Status ErrorReplyStatus(std::string_view reply) {
+  // Redis refuses these before it runs the command (or the script), and
+  // they pass: 503, definite. Found by the fault rig: a Redis restarted
+  // under load answers LOADING while it reads its AOF, and that was a 500.
+  struct Transient {
+    std::string_view prefix, says;
+  };
+  static constexpr Transient kTransient[] = {
+      {"LOADING", "Redis is loading its data"},
+      {"BUSY", "Redis is busy running a script"},
+      {"MISCONF", "Redis refuses writes: it cannot save to disk"},
+      {"OOM", "Redis is out of memory"},
+      {"READONLY", "Redis is a read-only replica"},
+      {"MASTERDOWN", "Redis has lost its primary"},
+      {"TRYAGAIN", "Redis asks to try again"},
+      {"CLUSTERDOWN", "the Redis cluster is down"},
+  };
+  std::string detail = "Redis: " + std::string(reply);
+  for (const Transient& t : kTransient) {
+    if (reply.starts_with(t.prefix) && (reply.size() == t.prefix.size() || reply[t.prefix.size()] == ' '))
+      return Status::Unavailable(std::string(t.says) + "; nothing was written").WithDetail(std::move(detail));
+  }
+  return Status::Internal(std::move(detail));
+}
+
+namespace {
 
 redisReply* Call(redisContext* ctx, const std::vector<std::string>& argv) {
   std::vector<const char*> args;

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -77,6 +78,11 @@ class Script {
  private:
   std::string body_, sha_;
 };
+
+// The Status of an error reply: the transient refusals (LOADING, BUSY,
+// MISCONF, OOM, READONLY, ...) are 503 unavailable, definite (Redis ran
+// nothing); any other error is internal, with the reply in the message.
+Status ErrorReplyStatus(std::string_view reply);
 
 class Client {
  public:

@@ -119,5 +119,42 @@ TEST(RedisClient, WhileRedisIsDownCommandsAreRefusedAsUnreachable) {
   EXPECT_EQ(last.find("stopping"), std::string::npos) << last;
 }
 
+// A Redis that refuses for a while (LOADING after a restart, BUSY while a
+// script runs long) is 503, definite, not a 500. Found by the fault rig
+// (seed 3: LOADING after a kill -9 and restart was "internal error").
+TEST(RedisClient, ARedisBusyWithAScriptRefusesAsUnavailable) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  auto busy = db::redis::Client::Connect(redis->url());
+  auto client = db::redis::Client::Connect(redis->url());
+  ASSERT_TRUE(busy.ok() && client.ok());
+  ASSERT_TRUE((*busy)->CommandSync({"CONFIG", "SET", "busy-reply-threshold", "50"}).ok());
+  std::promise<void> script_done;
+  (*busy)->Command(
+      {"EVAL", "local s = redis.call('TIME')[1] while tonumber(redis.call('TIME')[1]) < s + 2 do end return 1", "0"},
+      [&](Result<db::redis::Reply>) { script_done.set_value(); });
+  std::string last;
+  bool refused = Eventually(
+      [&] {
+        auto r = (*client)->CommandSync({"PING"});
+        last = r.ok() ? "ok" : r.status().ToString();
+        return !r.ok() && r.status().code() == ErrorCode::kUnavailable;
+      },
+      std::chrono::seconds(5));
+  EXPECT_TRUE(refused) << last;
+  EXPECT_NE(last.find("Redis is busy running a script; nothing was written"), std::string::npos) << last;
+  script_done.get_future().wait();
+}
+
+TEST(RedisClient, ErrorRepliesAreTransientOrInternal) {
+  EXPECT_EQ(db::redis::ErrorReplyStatus("LOADING Redis is loading the dataset in memory").code(),
+            ErrorCode::kUnavailable);
+  EXPECT_EQ(db::redis::ErrorReplyStatus("OOM command not allowed").code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(db::redis::ErrorReplyStatus("LOADINGX odd").code(), ErrorCode::kInternal);
+  Status other = db::redis::ErrorReplyStatus("ERR unknown command 'FOO'");
+  EXPECT_EQ(other.code(), ErrorCode::kInternal);
+  EXPECT_NE(other.message().find("unknown command"), std::string::npos) << other.ToString();
+}
+
 }  // namespace
 }  // namespace hotrow::testing
