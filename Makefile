@@ -8,7 +8,7 @@
 JOBS ?= 2
 DB ?= sqlite:data/hotrow.db
 
-.PHONY: all setup build run test test-release test-sanitize test-fuzz bench bench-alloc format lint fuzz clean
+.PHONY: all setup build run test test-release test-sanitize test-fuzz test-faults faults bench bench-alloc format lint fuzz clean
 
 all: build
 
@@ -25,7 +25,7 @@ run: build
 	build/hotrow seed pointcard --cards 1000 --stores 100 --history 5000 --if-empty --db $(DB)
 	build/hotrow serve --db $(DB)
 
-test: test-release test-sanitize test-fuzz
+test: test-release test-sanitize test-fuzz test-faults
 
 test-release: build
 	ctest --test-dir build --output-on-failure -j$(JOBS) --timeout 600
@@ -40,6 +40,27 @@ test-sanitize: setup
 # mutations on every machine) after replaying its past findings.
 test-fuzz: setup
 	scripts/fuzz.sh --seconds 10 --seed 1
+
+# The fault rig (faults/, docs/reliability.md), short and with fixed seeds:
+# the checkers' own tests, the rig's self-test (a like lost behind hotrow's
+# back must be found), 90 s of faults on the cluster, 30 s on the embedded
+# store, 5 crash rounds and the 3 failpoints.
+test-faults: build
+	python3 faults/test_checks.py
+	python3 faults/rig.py embedded --seconds 3 --seed 1 --sabotage
+	python3 faults/rig.py cluster --seconds 90 --seed 1
+	python3 faults/rig.py embedded --seconds 30 --seed 1
+	python3 faults/rig.py crash --rounds 5 --seed 1
+
+# The long runs, random seeds (printed; --seed replays): FAULT_MINUTES of
+# faults on the cluster and a third of that on the embedded store, 100
+# crash rounds, then the overload cases.
+FAULT_MINUTES ?= 30
+faults: build
+	python3 faults/rig.py cluster --seconds $$(($(FAULT_MINUTES) * 40))
+	python3 faults/rig.py embedded --seconds $$(($(FAULT_MINUTES) * 20))
+	python3 faults/rig.py crash --rounds 100
+	python3 faults/overload.py
 
 bench: build
 	bench/dateplan.sh

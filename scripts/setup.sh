@@ -19,6 +19,8 @@ packages=(
   postgresql redis-server
   # load tools and the HTTP ceiling used by the benchmarks
   hey wrk nginx-light
+  # the fault rig (make test, make faults): clock steps
+  faketime libfaketime
 )
 
 missing=()

@@ -181,6 +181,7 @@ class GroupWriter {
   std::thread thread_;
   mutable std::mutex stats_mutex_;
   GroupWriterStats stats_;  // guarded by stats_mutex_
+  int64_t commits_ = 0;     // the writer thread's: batches committed, for the writer.commit failpoint
 };
 
 // An op built from two functions, for writes that need no coalescing:

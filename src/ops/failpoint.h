@@ -6,6 +6,9 @@
 //                                       has updated its 5,000th card
 //   HOTROW_FAILPOINT=grant.commit       abort() right after the grant commits,
 //                                       before anyone is told
+//   HOTROW_FAILPOINT=writer.commit:20   abort() right after the SQLite writer's
+//                                       20th group commit, before any of its
+//                                       writes is answered
 //   HOTROW_FAILPOINT=follow.fetch:1     the first re-read of a plan another
 //                                       instance changed fails
 //   HOTROW_FAILPOINT=grant.slow:3000    the grant's query phase takes 3,000 ms

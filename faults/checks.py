@@ -1,0 +1,299 @@
+"""The checks, run after the faults stop and every process is back. Each
+returns a list of violations (strings); an empty list is a pass.
+
+The rules (issue 11, docs/reliability.md):
+- counters and appends: every ok write is present, no fail write is, an
+  info write at most once;
+- overwritten values: the final value is one of the writes that no
+  completed write follows in real time (an info write may take effect at
+  any time after its invocation, so it always qualifies);
+- read models on every instance equal the store of record within the
+  staleness bound;
+- hotrow's own answers: no 5xx but 503 with Retry-After, none slower than
+  the bound, except from an instance under a fault.
+"""
+
+import collections
+import http.client
+import json
+import time
+
+from workload import BEST_PLAYERS, CREATE_CATEGORY, EDIT_PLANS, HOT_PLANS, HOT_PLAYERS
+
+
+def get_json(port, path, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path, headers={"Host": "rig"})
+        r = c.getresponse()
+        body = r.read()
+        return r.status, (json.loads(body) if body else None)
+    finally:
+        c.close()
+
+
+def by_outcome(ops):
+    out = collections.defaultdict(list)
+    for o in ops:
+        out[o.outcome].append(o)
+    return out
+
+
+def candidates(writes, initial, value):
+    """The values an overwritten register may hold at the end."""
+    oks = [w for w in writes if w.outcome == "ok"]
+    out = set()
+    if not oks:
+        out.add(initial)
+    for w in writes:
+        if w.outcome == "fail":
+            continue
+        end = float("inf") if w.outcome == "info" else w.complete
+        if not any(o.invoke > end for o in oks):
+            out.add(value(w))
+    return out
+
+
+def check_likes(history, truth, initial):
+    v = []
+    finals = truth.plans(HOT_PLANS)
+    for plan in HOT_PLANS:
+        ops = by_outcome(o for o in history.of("like") if o.args["plan"] == plan)
+        delta = finals[plan][1] - initial[plan][1]
+        ok, info = len(ops["ok"]), len(ops["info"])
+        if not ok <= delta <= ok + info:
+            v.append(f"likes on plan {plan}: the count grew by {delta}, not within [{ok} ok, {ok + info} ok+info]")
+        counts = [o.value["like"] for o in ops["ok"]]
+        if len(set(counts)) != len(counts):
+            dup = [n for n, k in collections.Counter(counts).items() if k > 1][:5]
+            v.append(f"likes on plan {plan}: two 200s carried the same count ({dup})")
+        if counts and (min(counts) <= initial[plan][1] or max(counts) > finals[plan][1]):
+            v.append(f"likes on plan {plan}: a 200's count {min(counts)}..{max(counts)} is outside "
+                     f"{initial[plan][1] + 1}..{finals[plan][1]}")
+    return v
+
+
+def check_edits(history, truth, initial):
+    v = []
+    finals = truth.plans(EDIT_PLANS)
+    for plan in EDIT_PLANS:
+        writes = [o for o in history.of("edit") if o.args["plan"] == plan]
+        allowed = candidates(writes, initial[plan][0], lambda w: w.args["title"])
+        if finals[plan][0] not in allowed:
+            v.append(f"plan {plan}: its final title {finals[plan][0]!r} is not one a last write could leave "
+                     f"({len(allowed)} candidates)")
+    return v
+
+
+def check_creates(history, truth):
+    v = []
+    present = collections.Counter(t for _, t in truth.titles(CREATE_CATEGORY))
+    deleted = {o.args["plan"]: o for o in history.of("delete")}
+    ids = dict(truth.titles(CREATE_CATEGORY))
+    for o in history.of("create"):
+        title, n = o.args["title"], present.get(o.args["title"], 0)
+        if n > 1:
+            v.append(f"create {title}: present {n} times")
+        if o.outcome == "fail" and n:
+            v.append(f"create {title}: answered as failed ({o.status} {o.error}) but present")
+        if o.outcome == "ok":
+            d = deleted.get(o.value["id"])
+            if d is None and not n:
+                v.append(f"create {title} (plan {o.value['id']}): answered {o.status} but absent")
+            if d is not None and d.outcome == "ok" and o.value["id"] in ids:
+                v.append(f"plan {o.value['id']}: deleted (204) but still present")
+            if d is not None and d.outcome == "fail" and o.value["id"] not in ids:
+                v.append(f"plan {o.value['id']}: its delete failed ({d.status} {d.error}) but it is gone")
+    return v
+
+
+def check_scores(history, truth):
+    v = []
+    board = truth.board()
+    scores = dict(board)
+    rank = {c: i for i, (c, _) in enumerate(board)}
+    for player in HOT_PLAYERS:
+        writes = [o for o in history.of("score_hot") if o.args["player"] == player]
+        if not writes:
+            continue
+        allowed = candidates(writes, None, lambda w: w.args["score"])
+        if scores.get(player) not in allowed:
+            v.append(f"player {player}: final score {scores.get(player)} is not one a last write could leave")
+    for player in BEST_PLAYERS:
+        ops = by_outcome(o for o in history.of("score_best") if o.args["player"] == player)
+        if not ops["ok"]:
+            continue
+        best_ok = max(o.args["score"] for o in ops["ok"])
+        possible = {o.args["score"] for o in ops["ok"] + ops["info"]}
+        final = scores.get(player)
+        if final is None or final < best_ok or final not in possible:
+            v.append(f"player {player} (mode=best): final {final}, highest ok {best_ok}")
+    ties = history.of("score_tie")
+    for o in ties:
+        p = o.args["player"]
+        if o.outcome == "ok" and p not in scores:
+            v.append(f"player {p}: score answered 200 but absent")
+        if o.outcome == "fail" and p in scores:
+            v.append(f"player {p}: score answered {o.status} ({o.error}) but present")
+    # First to reach a score ranks higher: A's 200 before B's request was sent.
+    present = sorted((o for o in ties if o.args["player"] in scores and o.outcome in ("ok", "info")),
+                     key=lambda o: o.invoke)
+    by_score = collections.defaultdict(list)
+    for o in present:
+        by_score[o.args["score"]].append(o)
+    inversions = 0
+    for group in by_score.values():
+        for i, b in enumerate(group):
+            for a in group[:i]:
+                if a.outcome == "ok" and a.complete < b.invoke and rank[a.args["player"]] > rank[b.args["player"]]:
+                    inversions += 1
+                    if inversions <= 3:
+                        v.append(f"tie order: {a.args['player']} reached {a.args['score']} first (200 before "
+                                 f"{b.args['player']} was sent) but ranks below it")
+    if inversions > 3:
+        v.append(f"tie order: {inversions} inversions in all")
+    return v
+
+
+def check_payments(history, truth, baseline, cards):
+    v = []
+    now = truth.payments(cards)
+    added = now - baseline
+    groups = collections.defaultdict(list)
+    for o in history.of("pay"):
+        groups[o.args["logical"]].append(o)
+    explained = collections.Counter()
+    for logical, attempts in groups.items():
+        a0 = attempts[0].args
+        row = (a0["card"], a0["store"], a0["amount"])
+        n = added.get(row, 0)
+        explained[row] += n
+        outcomes = {o.outcome for o in attempts}
+        desc = f"payment {logical} (card {a0['card']}, amount {a0['amount']}, key {a0['key']})"
+        if n > 1:
+            v.append(f"{desc}: applied {n} times")
+        # A keyed payment's attempts share one effect: any 201 means it
+        # happened; a refusal (409) is recorded with the key, so its retries
+        # are refused too.
+        if "ok" in outcomes and n != 1:
+            v.append(f"{desc}: answered 201 but present {n} times")
+        if outcomes == {"fail"} and n:
+            v.append(f"{desc}: answered as failed ({attempts[-1].status} {attempts[-1].error}) but present")
+        oks = [o.value for o in attempts if o.outcome == "ok"]
+        if any(x != oks[0] for x in oks):
+            v.append(f"{desc}: its 201s differ ({oks[:2]})")
+    stray = added - explained
+    if stray:
+        v.append(f"payments: {sum(stray.values())} history row(s) no request explains, e.g. {list(stray)[:3]}")
+    return v
+
+
+def check_grants(history, truth, grants_before):
+    v = []
+    grants = truth.grants()
+    new = grants[len(grants_before):]
+    by_key = collections.defaultdict(list)
+    for o in history.of("grant"):
+        by_key[o.args["key"]].append(o)
+    ok = sum(1 for a in by_key.values() if any(o.outcome == "ok" for o in a))
+    info = sum(1 for a in by_key.values() if not any(o.outcome == "ok" for o in a) and
+               any(o.outcome == "info" for o in a))
+    if not ok <= len(new) <= ok + info:
+        v.append(f"grants: {len(new)} recorded, not within [{ok} ok, {ok + info} ok+info]")
+    ids = {g[0] for g in grants}
+    for a in by_key.values():
+        for o in a:
+            if o.outcome == "ok" and o.value["grantId"] not in ids:
+                v.append(f"grant {o.value['grantId']}: answered 201 but not recorded")
+    rows, points = truth.grant_rows()
+    want_rows, want_points = sum(g[1] for g in grants), sum(g[2] for g in grants)
+    if (rows, points) != (want_rows, want_points):
+        v.append(f"grants: {rows} grant rows with {points} points, the grants say {want_rows} and {want_points} "
+                 "(a half-applied grant)")
+    return v
+
+
+def read_models(truth, instances, created_ids, bound):
+    """Every instance's plans, ranking, leaderboard pages and ranks equal the
+    store of record, within `bound` seconds. Returns (violations, seconds the
+    slowest instance took)."""
+    plan_ids = HOT_PLANS + EDIT_PLANS + sorted(created_ids)[:20]
+
+    def differences(port):
+        diffs = []
+        want = truth.plans(plan_ids)
+        for pid in plan_ids:
+            status, body = get_json(port, f"/datePlan/{pid}")
+            have = (body["title"], body["like"]) if status == 200 else None
+            if have != want.get(pid):
+                diffs.append(f"plan {pid}: {have} instead of {want.get(pid)}")
+        status, body = get_json(port, "/datePlan/ranking?limit=10")
+        have = [(p["id"], p["like"]) for p in body["plans"]] if status == 200 else status
+        if have != [tuple(r) for r in truth.ranking(10)]:
+            diffs.append(f"ranking {have} instead of {truth.ranking(10)}")
+        board = truth.board()
+        pages = []
+        for offset in range(0, max(len(board), 1), 100):
+            status, body = get_json(port, f"/api/v1/leaderboard?limit=100&offset={offset}")
+            if status != 200:
+                diffs.append(f"leaderboard page at {offset}: {status}")
+                break
+            pages += [(e["clientId"], e["score"]) for e in body["entries"]]
+        if pages != [tuple(b) for b in board]:
+            diffs.append(f"leaderboard: {len(pages)} entries differ from the store's {len(board)}")
+        for i, (player, score) in enumerate(board[:5]):
+            status, body = get_json(port, f"/api/v1/leaderboard/{player}")
+            if status != 200 or (body["rank"], body["score"]) != (i + 1, score):
+                diffs.append(f"rank of {player}: {body} instead of rank {i + 1} score {score}")
+        return diffs
+
+    v, slowest = [], 0.0
+    for name, port in instances.items():
+        start = time.monotonic()
+        while True:
+            try:
+                diffs = differences(port)
+            except (OSError, http.client.HTTPException) as e:
+                diffs = [f"cannot read: {e}"]
+            if not diffs or time.monotonic() - start > bound:
+                break
+            time.sleep(0.2)
+        slowest = max(slowest, time.monotonic() - start)
+        for d in diffs[:5]:
+            v.append(f"{name}: {d} (after {bound:.0f} s)")
+    return v, slowest
+
+
+def check_answers(history, faults, instances_by_port, bound):
+    """5xx other than 503 with Retry-After, and answers slower than the bound,
+    from an instance that was under no fault of its own at the time."""
+    v = []
+
+    def exempt(o, who):
+        for f in faults:
+            if f.start <= o.complete and o.invoke <= f.end and (f.target == who or f.target == "*" or
+                                                                (who == "" and f.target.startswith("hotrow"))):
+                return True
+        return False
+
+    bad5xx = slow = 0
+    for o in history.ops:
+        who = o.answered_by(instances_by_port)
+        if o.kind == "grant":
+            continue
+        if o.server == "hotrow" and o.status >= 500 and not (o.status == 503 and o.retry_after):
+            if not exempt(o, who):
+                bad5xx += 1
+                if bad5xx <= 5:
+                    v.append(f"{o.kind} to {o.target} ({who}): {o.status} {o.error!r} under no fault of that instance")
+        took = o.complete - o.invoke
+        timed_out = o.status == 0 and "timed out" in o.error
+        if (took > bound or timed_out) and not exempt(o, who if o.server == "hotrow" else ""):
+            slow += 1
+            if slow <= 5:
+                v.append(f"{o.kind} to {o.target} ({who}): took {took:.1f} s ({o.status or o.error})")
+    if bad5xx > 5:
+        v.append(f"{bad5xx} unexpected 5xx in all")
+    if slow > 5:
+        v.append(f"{slow} answers slower than {bound:.1f} s in all")
+    return v

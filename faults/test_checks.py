@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""The checks must be able to fail: each test feeds one a history and a store
+that break its rule, and one that keeps it. Runs in make test (no servers,
+well under a second): python3 faults/test_checks.py
+"""
+
+import collections
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import checks  # noqa: E402
+from history import History, Op, classify  # noqa: E402
+
+
+def op(kind, outcome, invoke, complete, write=True, status=200, value=None, **args):
+    o = Op(kind, args.pop("target", "hotrow-1"), args, write=write)
+    o.outcome, o.invoke, o.complete, o.status, o.value, o.server = outcome, invoke, complete, status, value, "hotrow"
+    return o
+
+
+def history(*ops):
+    h = History()
+    for o in ops:
+        h.add(o)
+    return h
+
+
+class FakeTruth:
+    def __init__(self, plans=None, board=(), payments=None, grants=(), grant_rows=(0, 0), titles=()):
+        self._plans, self._board, self._payments = plans or {}, list(board), payments or collections.Counter()
+        self._grants, self._grant_rows, self._titles = list(grants), grant_rows, list(titles)
+
+    def plans(self, ids):
+        return {i: self._plans[i] for i in ids if i in self._plans}
+
+    def board(self):
+        return self._board
+
+    def payments(self, cards):
+        return self._payments
+
+    def grants(self):
+        return self._grants
+
+    def grant_rows(self):
+        return self._grant_rows
+
+    def titles(self, category):
+        return self._titles
+
+
+INITIAL = {1: ("p1", 10), 2: ("p2", 0), 3: ("p3", 0), 4: ("t4", 0), 5: ("t5", 0)}
+
+
+class Likes(unittest.TestCase):
+    def test_a_lost_like_is_found(self):
+        h = history(op("like", "ok", 0, 1, plan=1, value={"like": 11}), op("like", "ok", 2, 3, plan=1, value={"like": 12}))
+        t = FakeTruth(plans={**INITIAL, 1: ("p1", 11)})
+        self.assertTrue(any("grew by 1" in v for v in checks.check_likes(h, t, INITIAL)))
+
+    def test_info_likes_may_or_may_not_count(self):
+        h = history(op("like", "ok", 0, 1, plan=1, value={"like": 11}), op("like", "info", 2, 3, plan=1))
+        for n in (11, 12):
+            self.assertEqual(checks.check_likes(h, FakeTruth(plans={**INITIAL, 1: ("p1", n)}), INITIAL), [])
+        self.assertTrue(checks.check_likes(h, FakeTruth(plans={**INITIAL, 1: ("p1", 13)}), INITIAL))
+
+    def test_two_200s_with_one_count_are_found(self):
+        h = history(op("like", "ok", 0, 1, plan=1, value={"like": 11}), op("like", "ok", 0, 1, plan=1, value={"like": 11}))
+        v = checks.check_likes(h, FakeTruth(plans={**INITIAL, 1: ("p1", 12)}), INITIAL)
+        self.assertTrue(any("same count" in x for x in v))
+
+
+class Registers(unittest.TestCase):
+    def test_a_value_overwritten_by_a_later_completed_write_is_refused(self):
+        h = history(op("edit", "ok", 0, 1, plan=4, title="a"), op("edit", "ok", 2, 3, plan=4, title="b"))
+        ok = FakeTruth(plans={**INITIAL, 4: ("b", 0)})
+        stale = FakeTruth(plans={**INITIAL, 4: ("a", 0)})
+        self.assertEqual(checks.check_edits(h, ok, INITIAL), [])
+        self.assertTrue(checks.check_edits(h, stale, INITIAL))
+
+    def test_concurrent_writes_may_end_either_way_and_info_always_may(self):
+        h = history(op("edit", "ok", 0, 3, plan=4, title="a"), op("edit", "ok", 1, 2, plan=4, title="b"),
+                    op("edit", "info", 0.5, 0.6, plan=4, title="c"), op("edit", "fail", 0, 9, plan=4, title="d"))
+        for title in "abc":
+            self.assertEqual(checks.check_edits(h, FakeTruth(plans={**INITIAL, 4: (title, 0)}), INITIAL), [])
+        self.assertTrue(checks.check_edits(h, FakeTruth(plans={**INITIAL, 4: ("d", 0)}), INITIAL))
+
+
+class Payments(unittest.TestCase):
+    def pay(self, outcome, logical, attempt=0, key=None, value=None):
+        return op("pay", outcome, 0, 1, card=1, store=1, amount=-logical, key=key, logical=logical, attempt=attempt,
+                  value=value)
+
+    def test_double_effects_missing_oks_present_fails_and_strays_are_found(self):
+        h = history(self.pay("ok", 1), self.pay("ok", 2), self.pay("fail", 3), self.pay("info", 4, key="k"),
+                    self.pay("info", 4, 1, key="k"))
+        rows = collections.Counter({(1, 1, -1): 2, (1, 1, -3): 1, (1, 1, -4): 1, (1, 1, -99): 1})
+        v = " | ".join(checks.check_payments(h, FakeTruth(payments=rows), collections.Counter(), [1]))
+        self.assertIn("payment 1 (card 1, amount -1, key None): applied 2 times", v)
+        self.assertIn("payment 2", v)  # answered 201, absent
+        self.assertIn("payment 3", v)  # failed, present
+        self.assertNotIn("payment 4", v)  # info: once is allowed
+        self.assertIn("no request explains", v)
+
+    def test_a_clean_history_passes(self):
+        h = history(self.pay("ok", 1), self.pay("info", 2), self.pay("fail", 3))
+        rows = collections.Counter({(1, 1, -1): 1, (1, 1, -50): 3})
+        self.assertEqual(checks.check_payments(h, FakeTruth(payments=rows), collections.Counter({(1, 1, -50): 3}), [1]),
+                         [])
+
+
+class Scores(unittest.TestCase):
+    def test_the_first_to_reach_a_tied_score_must_rank_above(self):
+        a = op("score_tie", "ok", 0, 1, player="tie-a", score=10)
+        b = op("score_tie", "ok", 2, 3, player="tie-b", score=10)
+        good = FakeTruth(board=[("tie-a", 10), ("tie-b", 10)])
+        bad = FakeTruth(board=[("tie-b", 10), ("tie-a", 10)])
+        self.assertEqual(checks.check_scores(history(a, b), good), [])
+        self.assertTrue(any("tie order" in v for v in checks.check_scores(history(a, b), bad)))
+
+    def test_a_failed_score_that_is_present_is_found(self):
+        a = op("score_tie", "fail", 0, 1, player="tie-a", score=10, status=400)
+        self.assertTrue(checks.check_scores(history(a), FakeTruth(board=[("tie-a", 10)])))
+
+
+class Grants(unittest.TestCase):
+    def test_a_half_applied_grant_is_found(self):
+        g = op("grant", "ok", 0, 1, key="g1", attempt=0, value={"grantId": 1})
+        t = FakeTruth(grants=[(1, 5, 100)], grant_rows=(4, 90))
+        self.assertTrue(any("half-applied" in v for v in checks.check_grants(history(g), t, [])))
+        self.assertEqual(checks.check_grants(history(g), FakeTruth(grants=[(1, 5, 100)], grant_rows=(5, 100)), []), [])
+
+
+class Answers(unittest.TestCase):
+    def test_a_500_or_a_slow_answer_outside_a_fault_is_found_and_inside_one_is_not(self):
+        class F:
+            kind, target, start, end = "kill9", "hotrow-1", 10.0, 12.0
+        bad = op("like", "info", 0, 0.1, plan=1, status=500)
+        slow = op("like", "ok", 0, 9, plan=1)
+        excused = op("like", "info", 10.5, 10.6, plan=1, status=500)
+        v = checks.check_answers(history(bad, slow, excused), [F()], {}, 5.5)
+        self.assertEqual(len(v), 2, v)
+        no_retry = op("like", "fail", 0, 0.1, plan=1, status=503)
+        self.assertEqual(len(checks.check_answers(history(no_retry), [], {}, 5.5)), 1)
+
+    def test_classification_follows_the_docs(self):
+        def c(status, message, server="hotrow", sqlite=False):
+            o = Op("pay", "hotrow-1", {})
+            o.status, o.server = status, server
+            return classify(o, {"error": {"message": message}}, sqlite)
+        self.assertEqual(c(409, "card 1 has a balance of 0"), "fail")
+        self.assertEqual(c(503, "the database connection was lost; the outcome of a write is unknown"), "info")
+        self.assertEqual(c(503, "Redis connection lost"), "info")
+        self.assertEqual(c(503, "the server is shutting down"), "fail")
+        self.assertEqual(c(502, "", server="nginx/1.22.1"), "info")
+        self.assertEqual(c(500, "internal error"), "info")
+        self.assertEqual(c(500, "internal error", sqlite=True), "fail")
+
+
+if __name__ == "__main__":
+    unittest.main()

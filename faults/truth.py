@@ -1,0 +1,94 @@
+"""What the stores of record hold, read straight from them (not through
+hotrow): PostgreSQL and Redis for the cluster, the SQLite file for the
+embedded case. The checks compare the history and every instance's answers
+with this.
+"""
+
+import collections
+import sqlite3
+import subprocess
+
+
+class PgTruth:
+    def __init__(self, pg, redis):
+        self.pg = pg
+        self.redis = redis
+        self.url = pg.url
+
+    def plans(self, ids):
+        if not ids:
+            return {}
+        rows = self.pg.rows(f'SELECT id, title, "like" FROM datePlans WHERE id IN ({",".join(map(str, ids))})')
+        return {int(r[0]): (r[1], int(r[2])) for r in rows}
+
+    def titles(self, category):
+        rows = self.pg.rows(f"SELECT id, title FROM datePlans WHERE category = '{category}'")
+        return [(int(r[0]), r[1]) for r in rows]
+
+    def ranking(self, limit):
+        rows = self.pg.rows(f'SELECT id, "like" FROM datePlans ORDER BY "like" DESC, id LIMIT {limit}')
+        return [(int(r[0]), int(r[1])) for r in rows]
+
+    def payments(self, cards):
+        rows = self.pg.rows("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
+                            f"WHERE STORE_ID > 0 AND CARD_ID IN ({','.join(map(str, cards))})")
+        return collections.Counter((int(c), int(s), int(a)) for c, s, a in rows)
+
+    def grants(self):
+        rows = self.pg.rows("SELECT GRANT_ID, CARDS, POINTS FROM P_GRANT ORDER BY GRANT_ID")
+        return [tuple(map(int, r)) for r in rows]
+
+    def grant_rows(self):
+        (n, points), = self.pg.rows("SELECT count(*), COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0")
+        return int(n), int(points)
+
+    def board(self):
+        """The leaderboard in rank order: [(clientId, score)] (Redis's sorted set)."""
+        out = self.redis.cli("ZREVRANGE", "hotrow:lb:z", "0", "-1", "WITHSCORES").splitlines()
+        return [(out[i][16:], int(out[i + 1])) for i in range(0, len(out), 2)]
+
+
+class SqliteTruth:
+    def __init__(self, path):
+        self.path = path
+        self.url = f"sqlite:{path}"
+
+    def _query(self, sql):
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+    def plans(self, ids):
+        if not ids:
+            return {}
+        rows = self._query(f'SELECT id, title, "like" FROM datePlans WHERE id IN ({",".join(map(str, ids))})')
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def titles(self, category):
+        return self._query(f"SELECT id, title FROM datePlans WHERE category = '{category}'")
+
+    def ranking(self, limit):
+        return self._query(f'SELECT id, "like" FROM datePlans ORDER BY "like" DESC, id LIMIT {limit}')
+
+    def payments(self, cards):
+        rows = self._query("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
+                           f"WHERE STORE_ID > 0 AND CARD_ID IN ({','.join(map(str, cards))})")
+        return collections.Counter(rows)
+
+    def grants(self):
+        return self._query("SELECT GRANT_ID, CARDS, POINTS FROM P_GRANT ORDER BY GRANT_ID")
+
+    def grant_rows(self):
+        (n, points), = self._query("SELECT count(*), COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0")
+        return n, points
+
+    def board(self):
+        return self._query("SELECT client_id, score FROM leaderboard ORDER BY score DESC, seq")
+
+
+def check_pointcard(binary, url):
+    """hotrow check pointcard: (passed, its report)."""
+    r = subprocess.run([binary, "check", "pointcard", "--db", url], capture_output=True, text=True, timeout=300)
+    return r.returncode == 0, (r.stdout + r.stderr).strip()

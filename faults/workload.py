@@ -1,0 +1,188 @@
+"""The mixed workload: likes on a few hot plans, plan edits, creates and
+deletes, scores (the same players, distinct players with tied scores, a
+`best` board), payments with and without Idempotency-Key, and grants.
+
+Each worker draws its operations from its own random.Random(seed, worker),
+so a seed reproduces the workload (not the interleaving). Values are chosen
+so that the checks can tell every write apart in the stores afterwards:
+titles carry the operation's id, a replace score is 100000 + id, a payment's
+amount is +-id on its card.
+"""
+
+import datetime
+import random
+import threading
+import time
+
+from history import Client, Op, next_id
+
+HOT_PLANS = [1, 2, 3]
+EDIT_PLANS = [4, 5]
+CREATE_CATEGORY = "RigCreated"
+HOT_PLAYERS = ["hot-0", "hot-1", "hot-2"]
+BEST_PLAYERS = ["best-0", "best-1"]
+TIE_SCORES = [10, 20, 30]
+CARDS = [1, 2, 3, 4, 5, 6]
+STORES = [1, 2, 3]
+
+WEIGHTS = [
+    ("like", 30), ("edit", 6), ("create", 3), ("delete", 2), ("score_hot", 10), ("score_best", 4),
+    ("score_tie", 5), ("pay", 14), ("pay_keyed", 10), ("read", 16),
+]
+
+
+def rfc3339(epoch):
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Workload:
+    def __init__(self, history, targets, admin_token, seed, sqlite=False, timeout=15.0, workers=8):
+        self.history = history
+        self.targets = targets  # name -> port; "nginx" first when there is one
+        self.admin = {"Authorization": f"Bearer {admin_token}"}
+        self.seed = seed
+        self.sqlite = sqlite
+        self.timeout = timeout
+        self.workers = workers
+        self.stop = threading.Event()
+        self.threads = []
+        self.created = []  # ids of plans created ok, for deletes
+        self.created_lock = threading.Lock()
+        self.start_epoch = time.time()
+
+    def start(self, grant_every=(2.0, 5.0)):
+        self.stop.clear()
+        for w in range(self.workers):
+            t = threading.Thread(target=self._worker, args=(random.Random(f"{self.seed}/{w}"),), daemon=True)
+            t.start()
+            self.threads.append(t)
+        if grant_every:
+            t = threading.Thread(target=self._granter, args=(random.Random(f"{self.seed}/grants"), grant_every),
+                                 daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(self.timeout + 5)
+        self.threads = []
+
+    def _pick_target(self, rng):
+        names = list(self.targets)
+        if "nginx" in self.targets and rng.random() < 0.5:
+            return "nginx"
+        return rng.choice(names)
+
+    def _worker(self, rng):
+        clients = {}
+        kinds = [k for k, _ in WEIGHTS]
+        weights = [w for _, w in WEIGHTS]
+        while not self.stop.is_set():
+            target = self._pick_target(rng)
+            client = clients.get(target)
+            if client is None:
+                client = clients[target] = Client(self.targets[target], self.timeout)
+            kind = rng.choices(kinds, weights)[0]
+            getattr(self, f"_do_{kind}")(rng, client, target)
+        for c in clients.values():
+            c.close()
+
+    def _run(self, client, op, method, path, body=None, headers=None):
+        client.call(op, method, path, body, headers, sqlite=self.sqlite)
+        self.history.add(op)
+        if op.error.startswith("refused"):
+            time.sleep(0.05)  # the instance is down: do not spin
+        return op
+
+    def _do_like(self, rng, client, target):
+        plan = rng.choice(HOT_PLANS)
+        self._run(client, Op("like", target, {"plan": plan}), "POST", f"/datePlan/{plan}/like")
+
+    def _do_edit(self, rng, client, target):
+        plan = rng.choice(EDIT_PLANS)
+        op = Op("edit", target, {"plan": plan})
+        op.args["title"] = f"e{op.id}"
+        self._run(client, op, "PUT", f"/datePlan/{plan}",
+                  {"title": op.args["title"], "content": "", "category": "RigEdited"}, self.admin)
+
+    def _do_create(self, rng, client, target):
+        op = Op("create", target, {})
+        op.args["title"] = f"c{op.id}"
+        self._run(client, op, "POST", "/datePlan", {"title": op.args["title"], "content": "",
+                                                     "category": CREATE_CATEGORY})
+        if op.outcome == "ok":
+            with self.created_lock:
+                self.created.append(op.value["id"])
+
+    def _do_delete(self, rng, client, target):
+        with self.created_lock:
+            if not self.created:
+                return
+            plan = self.created.pop(rng.randrange(len(self.created)))
+        self._run(client, Op("delete", target, {"plan": plan}), "DELETE", f"/datePlan/{plan}", None, self.admin)
+
+    def _do_score_hot(self, rng, client, target):
+        player = rng.choice(HOT_PLAYERS)
+        op = Op("score_hot", target, {"player": player})
+        op.args["score"] = 100000 + op.id
+        self._run(client, op, "POST", "/api/v1/score", {"score": op.args["score"]}, {"ClientId": player})
+
+    def _do_score_best(self, rng, client, target):
+        player = rng.choice(BEST_PLAYERS)
+        op = Op("score_best", target, {"player": player})
+        op.args["score"] = 200000 + rng.randrange(1000000)
+        self._run(client, op, "POST", "/api/v1/score?mode=best", {"score": op.args["score"]}, {"ClientId": player})
+
+    def _do_score_tie(self, rng, client, target):
+        op = Op("score_tie", target, {})
+        op.args["player"] = f"tie-{op.id}"
+        op.args["score"] = rng.choice(TIE_SCORES)
+        self._run(client, op, "POST", "/api/v1/score", {"score": op.args["score"]}, {"ClientId": op.args["player"]})
+
+    def _pay(self, rng, client, target, keyed):
+        card, store = rng.choice(CARDS), rng.choice(STORES)
+        logical = next_id()
+        amount = logical if rng.random() < 0.4 else -logical
+        key = f"rig-{logical}" if keyed else None
+        # A keyed payment whose outcome is unknown is retried with the same
+        # key and body, as docs/api.md tells a client to; an unkeyed one is not.
+        for attempt in range(3 if keyed else 1):
+            op = Op("pay", target, {"card": card, "store": store, "amount": amount, "key": key, "logical": logical,
+                                    "attempt": attempt})
+            headers = {"Idempotency-Key": key} if key else None
+            self._run(client, op, "POST", f"/api/v1/cards/{card}/transactions", {"storeId": store, "amount": amount},
+                      headers)
+            if op.outcome != "info" or self.stop.is_set():
+                break
+
+    def _do_pay(self, rng, client, target):
+        self._pay(rng, client, target, False)
+
+    def _do_pay_keyed(self, rng, client, target):
+        self._pay(rng, client, target, True)
+
+    def _do_read(self, rng, client, target):
+        path = rng.choice(["/datePlan/ranking", f"/datePlan/{rng.choice(HOT_PLANS)}", "/api/v1/leaderboard",
+                           f"/api/v1/leaderboard/{rng.choice(HOT_PLAYERS)}",
+                           f"/api/v1/cards/{rng.choice(CARDS)}/transactions?limit=5", "/datePlan"])
+        self._run(client, Op("read", target, {"path": path}, write=False), "GET", path)
+
+    def _granter(self, rng, every):
+        client = None
+        while not self.stop.wait(rng.uniform(*every)):
+            target = self._pick_target(rng)
+            if client is None or client.port != self.targets[target]:
+                if client:
+                    client.close()
+                client = Client(self.targets[target], 120.0)
+            key = f"grant-{next_id()}"
+            body = {"from": rfc3339(self.start_epoch - 3600), "to": rfc3339(time.time() - 1), "ratePercent": 1,
+                    "allowOverlap": True}
+            for attempt in range(3):
+                op = Op("grant", target, {"key": key, "attempt": attempt})
+                self._run(client, op, "POST", "/api/v1/grants", body, dict(self.admin, **{"Idempotency-Key": key}))
+                if op.outcome != "info" or self.stop.is_set():
+                    break
+        if client:
+            client.close()
