@@ -2,8 +2,10 @@
 // router without a socket (see server.h).
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 
 #include "http/codec.h"
+#include "http/errors.h"
 #include "http/server.h"
 
 namespace hotrow::http {
@@ -47,28 +49,51 @@ InProcessConnection::InProcessConnection(Handler handler, ServerOptions options)
 
 InProcessConnection::~InProcessConnection() = default;
 
-int InProcessConnection::Exchange(std::string_view raw, std::string* out, size_t* used) {
+int InProcessConnection::Exchange(std::string_view raw, std::string* out, size_t* used, bool* close) {
   auto& impl = *impl_;
   Parser& parser = impl.codec.Begin(impl.options);
-  parser.eager(true);
   boost::system::error_code ec;
   boost::asio::const_buffer input(raw.data(), raw.size());
-  while (input.size() > 0 && !parser.is_done()) {
-    size_t n = parser.put(input, ec);
-    if (ec) return 0;
-    input += n;
+  bool too_large = false;
+  auto parse = [&](bool eager) {
+    parser.eager(eager);
+    while (input.size() > 0 && !(eager ? parser.is_done() : parser.is_header_done())) {
+      size_t n = 0;
+      try {
+        n = parser.put(input, ec);
+      } catch (const std::length_error&) {
+        // A trailer field past what Beast's fields can hold (64 KiB). A
+        // connection never gets here: its read buffer is smaller (server.cc).
+        too_large = true;
+        return false;
+      }
+      if (ec) return false;
+      input += n;
+    }
+    return true;
+  };
+  auto answer = [&](Response response, bool must_close) {
+    int status = response.status;
+    bool closing = must_close || !impl.codec.keep_alive();
+    auto buffers = impl.codec.Serialize(std::move(response), closing);
+    out->clear();
+    for (const auto& b : buffers) out->append(static_cast<const char*>(b.data()), b.size());
+    impl.codec.Written();
+    if (used) *used = raw.size() - input.size();
+    if (close) *close = closing;
+    return status;
+  };
+  // As a connection does: the header first, then hotrow's framing rules,
+  // then the body.
+  if (!parse(false) || !parser.is_header_done()) return 0;
+  if (Status s = impl.codec.CheckHeader(); !s.ok()) return answer(ErrorResponse(s), true);
+  if (!parse(true) || !parser.is_done()) {
+    if (too_large) return answer(ErrorResponse({ErrorCode::kHeadersTooLarge, "the trailer is too large"}), true);
+    return 0;
   }
-  if (!parser.is_done()) return 0;
-  if (used) *used = raw.size() - input.size();
   Request& request = impl.codec.BuildRequest();
   impl.handler(request, Responder(impl.sink, impl.sink->BeginRequest()));
-  Response response = impl.sink->Wait();
-  int status = response.status;
-  auto buffers = impl.codec.Serialize(std::move(response), false);
-  out->clear();
-  for (const auto& b : buffers) out->append(static_cast<const char*>(b.data()), b.size());
-  impl.codec.Written();
-  return status;
+  return answer(impl.sink->Wait(), false);
 }
 
 }  // namespace hotrow::http

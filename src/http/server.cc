@@ -42,6 +42,25 @@ bool IsHttpParseError(const error_code& ec) {
   return &ec.category() == &category;
 }
 
+// A connection's read buffer: room for a whole header, and for a chunk
+// header or a trailer section of up to 32 KiB, never near the 64 KiB at
+// which Beast's field container throws.
+size_t ReadBufferMax(const ServerOptions& options) { return std::max<size_t>(32 * 1024, options.header_bytes_max * 2); }
+
+// An event-loop thread: an exception that escapes a completion handler
+// (Beast throws std::length_error for a field it cannot store) drops the
+// operation it came from, and with it that connection, not the process.
+void RunEventLoop(asio::io_context& io) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      log::Error("an event-loop thread caught an exception; the connection it came from is dropped: {}", e.what());
+    }
+  }
+}
+
 // Raises the open-file limit to its hard maximum: each connection is a file.
 void RaiseFileLimit() {
   rlimit rl{};
@@ -107,7 +126,11 @@ struct ServerState {
 class Session : public std::enable_shared_from_this<Session>, public ResponseSink {
  public:
   Session(tcp::socket&& socket, ServerState& server, Worker& worker)
-      : stream_(std::move(socket)), watchdog_(worker.io), server_(server), worker_(worker) {
+      : stream_(std::move(socket)),
+        watchdog_(worker.io),
+        buffer_(ReadBufferMax(server.options)),
+        server_(server),
+        worker_(worker) {
     // Counted already, by the acceptor (ServerState::Accept).
     std::lock_guard lock(worker_.mutex);
     worker_.sessions.insert(this);
@@ -234,6 +257,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     if (ec == bhttp::error::header_limit)
       return Fail({ErrorCode::kHeadersTooLarge, "request header block is larger than " +
                                                     std::to_string(server_.options.header_bytes_max) + " bytes"});
+    if (ec == bhttp::error::buffer_overflow)
+      return Fail({ErrorCode::kHeadersTooLarge, "a chunk header or the trailer is larger than " +
+                                                    std::to_string(ReadBufferMax(server_.options)) + " bytes"});
     if (ec == bhttp::error::body_limit)
       return Fail({ErrorCode::kPayloadTooLarge,
                    "request body is larger than " + std::to_string(server_.options.body_bytes_max) + " bytes"});
@@ -385,6 +411,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
   Clock::time_point handler_deadline_ = Clock::time_point::max();
   bool watchdog_armed_ = false;
   bool closed_ = false;
+  // Bounded: the header is bounded by header_bytes_max, a body is parsed as
+  // it arrives, but a chunk header (with its extensions) and the trailer are
+  // held here whole, and Beast's field container throws past 64 KiB.
   beast::flat_buffer buffer_;
   Codec codec_;
   ServerState& server_;
@@ -548,7 +577,7 @@ bool Server::Run(const std::function<void()>& before_stop) {
     w->guard.emplace(w->io.get_executor());
     w->sweep.emplace(w->io);
     asio::post(w->io, [w = w.get()] { SweepHandlers(*w); });
-    w->thread = std::thread([w = w.get()] { w->io.run(); });
+    w->thread = std::thread([w = w.get()] { RunEventLoop(w->io); });
   }
   asio::post(impl.workers[0]->io, [&impl] { impl.Accept(); });
 

@@ -9,6 +9,8 @@
 // Bounds (each answered with the error named, then a graceful close):
 //   header block   > header_bytes_max (8 KiB)   -> 431 headers_too_large
 //   body           > body_bytes_max   (64 KiB)  -> 413 payload_too_large
+//   a chunk header (its extensions) or the trailer section larger than the
+//   read buffer (32 KiB, or twice header_bytes_max) -> 431 headers_too_large
 //   open conns     > connections_max  (10,000)  -> 503 overloaded (canned, by a
 //                                                  Rejector, while fewer than 1,024
 //                                                  rejections are in progress; past
@@ -118,12 +120,14 @@ class InProcessConnection {
   explicit InProcessConnection(Handler handler, ServerOptions options = {});
   ~InProcessConnection();
 
-  // Parses the first request of `raw`, dispatches it, waits for its
-  // response (a handler may answer from another thread) and writes the
-  // response, head and body, into `out`. Returns the status code (0 when
-  // `raw` does not begin with a complete request). `used`, when given, gets
-  // the bytes that request took, so pipelined requests can follow.
-  int Exchange(std::string_view raw, std::string* out, size_t* used = nullptr);
+  // Parses the first request of `raw` as a connection does (the header,
+  // the framing rules of Codec::CheckHeader, then the body), dispatches it,
+  // waits for its response (a handler may answer from another thread) and
+  // writes the response, head and body, into `out`. Returns the status code
+  // (0 when `raw` does not begin with a complete request). `used` gets the
+  // bytes that request took, so pipelined requests can follow, and `close`
+  // whether the connection would close after this answer.
+  int Exchange(std::string_view raw, std::string* out, size_t* used = nullptr, bool* close = nullptr);
 
  private:
   struct Impl;

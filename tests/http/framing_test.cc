@@ -84,6 +84,38 @@ TEST_F(Framing, TrailersAreNotHeaders) {
   EXPECT_EQ(c.Get("/datePlan/3").status, 200) << "deleted on a trailer's credentials";
 }
 
+// A trailer field over 64 KiB made Beast's field container throw
+// std::length_error on the read path, which nothing caught: the whole
+// server died (the hostile-client review of issue 11 found it; seen
+// failing, the server's log ended in "terminate called ... field value too
+// large"). Now a chunk header or trailer that does not fit the connection's
+// read buffer is 431 and the connection closes; the server lives on.
+TEST_F(Framing, AHugeTrailerIs431AndTheServerLivesOn) {
+  std::string raw =
+      "POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-T: " +
+      std::string(70000, 'x') + "\r\n\r\n";
+  std::string answer = Exchange(raw);
+  EXPECT_EQ(StatusOf(answer), 431) << answer.substr(0, 300);
+  HttpClient c(port());
+  EXPECT_EQ(c.Get("/healthz").status, 200) << "the server must survive a huge trailer";
+}
+
+// A chunk extension is read into the connection's buffer whole: without a
+// bound, one connection could make the server hold any amount (32 MiB took
+// RSS from 19 to 55 MiB), past the body limit and the body budget.
+TEST_F(Framing, AHugeChunkExtensionIs431) {
+  RawConnection conn(port());
+  conn.Send(
+      "POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n2;");
+  std::string ext(64 * 1024, 'x');
+  for (int i = 0; i < 16 && conn.Send(ext); ++i) {
+  }
+  std::string answer = conn.ReadUntilClose(milliseconds(5000));
+  EXPECT_EQ(StatusOf(answer), 431) << answer.substr(0, 300);
+}
+
 TEST_F(Framing, AnyConnectionCloseLineCloses) {
   RawConnection conn(port());
   conn.Send(
