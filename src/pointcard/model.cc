@@ -40,8 +40,13 @@ std::optional<int64_t> ParseTime(std::string_view s) {
   auto year = digits(0, 4), month = digits(5, 2), day = digits(8, 2), hour = digits(11, 2), minute = digits(14, 2),
        second = digits(17, 2);
   if (!year || !month || !day || !hour || !minute || !second) return std::nullopt;
-  if (*month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 || *second > 60)
-    return std::nullopt;
+  if (*month < 1 || *month > 12 || *day < 1 || *hour > 23 || *minute > 59 || *second > 60) return std::nullopt;
+  // The calendar, checked here: timegm would move 31 February into March.
+  static constexpr int kDaysInMonth[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap_year = (*year % 4 == 0 && *year % 100 != 0) || *year % 400 == 0;
+  if (*day > kDaysInMonth[*month - 1] + (*month == 2 && leap_year ? 1 : 0)) return std::nullopt;
+  // A leap second ends a minute (23:59:60Z; with an offset, any hour's :59).
+  if (*second == 60 && *minute != 59) return std::nullopt;
   size_t pos = 19;
   int64_t micros = 0;
   if (pos < s.size() && s[pos] == '.') {
@@ -70,11 +75,7 @@ std::optional<int64_t> ParseTime(std::string_view s) {
   tm.tm_hour = *hour;
   tm.tm_min = *minute;
   tm.tm_sec = *second;
-  std::time_t t = timegm(&tm);
-  // timegm normalises 31 February into March: refuse dates that moved.
-  std::tm check{};
-  gmtime_r(&t, &check);
-  if (check.tm_mday != *day && *second != 60) return std::nullopt;
+  std::time_t t = timegm(&tm);  // :60 becomes the next minute's :00
   return (static_cast<int64_t>(t) - offset_seconds) * 1000000 + micros;
 }
 
