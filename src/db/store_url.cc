@@ -26,8 +26,11 @@ std::string RedactUrl(std::string_view url) {
   size_t scheme = out.find("://");
   if (scheme != std::string::npos) {
     size_t authority = scheme + 3;
-    size_t end = out.find_first_of("/?#", authority);
-    size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
+    // The user-info ends at the last '@', not at the first '/', '?' or '#':
+    // a password may hold those unescaped (":pa?ss@"), and must not show. An
+    // '@' in a path or query after a port then redacts more than needed,
+    // which only costs readability.
+    size_t at = out.rfind('@');
     if (at != std::string::npos && at >= authority) {
       size_t colon = out.find(':', authority);
       if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");

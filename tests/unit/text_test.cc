@@ -69,6 +69,10 @@ TEST(Text, UrlsAreRedacted) {
   EXPECT_EQ(db::RedactUrl("postgresql://u@h/db"), "postgresql://u@h/db");
   EXPECT_EQ(db::RedactUrl("postgresql://h/db?user=u&password=pw&x=1"), "postgresql://h/db?user=u&password=***&x=1");
   EXPECT_EQ(db::RedactUrl("redis://h:6379"), "redis://h:6379");
+  // A password with '?', '#' or '/' in it used to print whole (the
+  // hostile-client review of issue 11).
+  EXPECT_EQ(db::RedactUrl("redis://:pa?ss@127.0.0.1:1"), "redis://:***@127.0.0.1:1");
+  EXPECT_EQ(db::RedactUrl("postgresql://u:a/b#c@h/db"), "postgresql://u:***@h/db");
 }
 
 TEST(Text, PositiveIds) {
