@@ -107,7 +107,8 @@ Result<std::unique_ptr<Connection>> Connection::Connect(const std::string& url) 
     std::string message = c ? PQerrorMessage(c) : "out of memory";
     if (c) PQfinish(c);
     while (!message.empty() && message.back() == '\n') message.pop_back();
-    return Status::Unavailable("cannot connect to PostgreSQL: " + message);
+    // libpq's text names hosts and ports: the log's, not a response's.
+    return Status::Unavailable("cannot connect to PostgreSQL").WithDetail(std::move(message));
   }
   // "relation already exists, skipping" and friends: not for the log.
   PQsetNoticeProcessor(

@@ -263,13 +263,13 @@ void Client::RunPipeline(std::vector<Pending>& batch) {
     redisFree(ctx_);
     ctx_ = nullptr;
     for (size_t i = answered; i < batch.size(); ++i)
-      batch[i].done(Status::Unavailable("Redis connection lost: " + error));
+      batch[i].done(Status::Unavailable("Redis connection lost").WithDetail(error));
     // Fail what queued meanwhile, too, and refuse what comes until the
     // reconnect, in one step: nothing waits for a reconnect.
     std::vector<Pending> queued;
     queue_.Pause(Status::Unavailable("Redis is unreachable; reconnecting"), queued);
     for (auto& p : queued) p.done(Status::Unavailable("Redis is unreachable; reconnecting"));
-    for (auto& p : resend) p.done(Status::Unavailable("Redis connection lost: " + error));
+    for (auto& p : resend) p.done(Status::Unavailable("Redis connection lost").WithDetail(error));
   } else if (!resend.empty()) {
     // After the rest of the batch, in their order: a flushed cache fails
     // every script of the batch, so scripts stay in order among themselves.

@@ -1,6 +1,7 @@
 #include "db/sqlite.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <mutex>
@@ -29,7 +30,9 @@ bool DiskFull(sqlite3* db) {
   dir.erase(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
   struct statvfs fs {};
   if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return false;
-  return static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize < (1ULL << 20);
+  // root may write into the blocks reserved for it: count them then.
+  auto free_blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
+  return static_cast<unsigned long long>(free_blocks) * fs.f_frsize < (1ULL << 20);
 }
 
 // The statement and SQLite's own text go into the detail, which is logged;
@@ -42,10 +45,23 @@ Status ErrorFor(sqlite3* db, int rc, std::string_view context) {
     return Status::Unavailable("the database is locked by another connection or process").WithDetail(std::move(detail));
   if (primary == SQLITE_CONSTRAINT)
     return Status::Conflict("the change breaks a rule of the database").WithDetail(std::move(detail));
+  // COMMIT in WAL mode writes every frame of the transaction, the commit
+  // frame last, and syncs them before it updates the -shm index. An error
+  // after the frames are in the file (the index cannot grow, the sync
+  // fails) leaves a transaction that the next open recovers: whether the
+  // write took effect is unknown, not "nothing was written". Only a COMMIT
+  // that could not write its frames (SQLITE_FULL) or take its lock is
+  // definite. Both correctness reviews of issue 11 found this.
+  if (context == "COMMIT" && primary != SQLITE_FULL && primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
+    return Status::Unavailable(DiskFull(db)
+                                   ? "the disk holding the database is full; the outcome of a write is unknown"
+                                   : "the database could not confirm the commit; the outcome of a write is unknown")
+        .WithDetail(std::move(detail));
+  }
   // A full disk is an operator's problem, not a bug: 503 with Retry-After.
   // SQLite has rolled the statement (or the transaction) back by then. A
-  // WAL write that meets a full disk is SQLITE_FULL, but a COMMIT's often
-  // is "disk I/O error" (seen in the fault rig, on a full tmpfs).
+  // write that meets a full disk is SQLITE_FULL, or "disk I/O error" when
+  // the -shm file cannot grow (seen in the fault rig, on a full tmpfs).
   if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && (sqlite3_system_errno(db) == ENOSPC || DiskFull(db))))
     return Status::Unavailable("the disk holding the database is full; nothing was written")
         .WithDetail(std::move(detail));
