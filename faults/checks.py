@@ -13,6 +13,7 @@ The rules (issue 11, docs/reliability.md):
   the bound, except from an instance under a fault.
 """
 
+import bisect
 import collections
 import http.client
 import json
@@ -40,16 +41,20 @@ def by_outcome(ops):
 
 
 def candidates(writes, initial, value):
-    """The values an overwritten register may hold at the end."""
+    """The values an overwritten register may hold at the end: those of the
+    writes that no ok write invoked after their completion follows. (With M
+    the latest invocation of an ok write, a write qualifies iff it did not
+    complete before M; O(n).)"""
     oks = [w for w in writes if w.outcome == "ok"]
     out = set()
     if not oks:
         out.add(initial)
+    latest_ok_invoke = max((o.invoke for o in oks), default=float("-inf"))
     for w in writes:
         if w.outcome == "fail":
             continue
         end = float("inf") if w.outcome == "info" else w.complete
-        if not any(o.invoke > end for o in oks):
+        if latest_ok_invoke <= end:
             out.add(value(w))
     return out
 
@@ -141,15 +146,22 @@ def check_scores(history, truth):
     by_score = collections.defaultdict(list)
     for o in present:
         by_score[o.args["score"]].append(o)
+    # Per score: sweep the players by invocation; every ok write that had
+    # completed before this one was sent must rank above it (O(n log n)).
     inversions = 0
     for group in by_score.values():
-        for i, b in enumerate(group):
-            for a in group[:i]:
-                if a.outcome == "ok" and a.complete < b.invoke and rank[a.args["player"]] > rank[b.args["player"]]:
-                    inversions += 1
-                    if inversions <= 3:
-                        v.append(f"tie order: {a.args['player']} reached {a.args['score']} first (200 before "
-                                 f"{b.args['player']} was sent) but ranks below it")
+        done = sorted((a for a in group if a.outcome == "ok"), key=lambda a: a.complete)
+        i, worst = 0, None  # worst: the lowest-ranked (largest rank) of those completed so far
+        for b in group:  # sorted by invoke
+            while i < len(done) and done[i].complete < b.invoke:
+                if worst is None or rank[done[i].args["player"]] > rank[worst.args["player"]]:
+                    worst = done[i]
+                i += 1
+            if worst is not None and rank[worst.args["player"]] > rank[b.args["player"]]:
+                inversions += 1
+                if inversions <= 3:
+                    v.append(f"tie order: {worst.args['player']} reached {worst.args['score']} first (200 before "
+                             f"{b.args['player']} was sent) but ranks below it")
     if inversions > 3:
         v.append(f"tie order: {inversions} inversions in all")
     return v
@@ -265,35 +277,56 @@ def read_models(truth, instances, created_ids, bound):
 
 
 def check_answers(history, faults, instances_by_port, bound):
-    """5xx other than 503 with Retry-After, and answers slower than the bound,
-    from an instance that was under no fault of its own at the time."""
+    """From an instance that was under no fault of its own at the time: 5xx
+    other than 503 with Retry-After, answers slower than the bound (grants
+    excepted: they are long-running by design), and connections dropped
+    without an answer (a connection opened after the instance's last fault,
+    so not one that a kill or a restart broke)."""
     v = []
 
+    # One fault at a time: sorted by start, their ends increase too, so the
+    # faults that overlap [invoke, complete] are found by bisection.
+    faults = sorted(faults, key=lambda f: f.start)
+    starts = [f.start for f in faults]
+
+    def applies(f, who):
+        return f.target == who or f.target == "*" or (who == "" and f.target.startswith("hotrow"))
+
     def exempt(o, who):
-        for f in faults:
-            if f.start <= o.complete and o.invoke <= f.end and (f.target == who or f.target == "*" or
-                                                                (who == "" and f.target.startswith("hotrow"))):
+        j = bisect.bisect_right(starts, o.complete) - 1
+        while j >= 0 and faults[j].end >= o.invoke:
+            if applies(faults[j], who):
                 return True
+            j -= 1
         return False
 
-    bad5xx = slow = 0
+    def conn_outlived_a_fault(o, who):
+        lo, hi = bisect.bisect_left(starts, o.conn_since), bisect.bisect_right(starts, o.complete)
+        return any(faults[j].target == who for j in range(lo, hi))
+
+    counts = collections.Counter()
+
+    def report(kind, text):
+        counts[kind] += 1
+        if counts[kind] <= 5:
+            v.append(text)
+
     for o in history.ops:
-        who = o.answered_by(instances_by_port)
-        if o.kind == "grant":
-            continue
+        # Who answered: the target when it was an instance; through nginx,
+        # the instance nginx names, and no one in particular without an answer.
+        who = o.answered_by(instances_by_port) if (o.server == "hotrow" or o.target != "nginx") else ""
         if o.server == "hotrow" and o.status >= 500 and not (o.status == 503 and o.retry_after):
             if not exempt(o, who):
-                bad5xx += 1
-                if bad5xx <= 5:
-                    v.append(f"{o.kind} to {o.target} ({who}): {o.status} {o.error!r} under no fault of that instance")
+                report("5xx", f"{o.kind} to {o.target} ({who}): {o.status} {o.error!r} under no fault of that instance")
         took = o.complete - o.invoke
         timed_out = o.status == 0 and "timed out" in o.error
-        if (took > bound or timed_out) and not exempt(o, who if o.server == "hotrow" else ""):
-            slow += 1
-            if slow <= 5:
-                v.append(f"{o.kind} to {o.target} ({who}): took {took:.1f} s ({o.status or o.error})")
-    if bad5xx > 5:
-        v.append(f"{bad5xx} unexpected 5xx in all")
-    if slow > 5:
-        v.append(f"{slow} answers slower than {bound:.1f} s in all")
+        if o.kind != "grant" and (took > bound or timed_out) and not exempt(o, who):
+            report("slow", f"{o.kind} to {o.target} ({who}): took {took:.1f} s ({o.status or o.error})")
+        dropped = o.status == 0 and not o.error.startswith("refused") and not timed_out
+        if dropped and o.target != "nginx" and not exempt(o, who) and not conn_outlived_a_fault(o, who):
+            report("dropped", f"{o.kind} to {o.target}: the connection ended without an answer ({o.error})")
+    for kind, what in (("5xx", "unexpected 5xx"), ("slow", f"answers slower than {bound:.1f} s"),
+                       ("dropped", "connections dropped without an answer")):
+        if counts[kind] > 5:
+            v.append(f"{counts[kind]} {what} in all")
     return v

@@ -27,7 +27,7 @@ def next_id():
 
 class Op:
     __slots__ = ("id", "kind", "target", "args", "invoke", "complete", "status", "outcome", "value", "server",
-                 "upstream", "retry_after", "error", "write")
+                 "upstream", "retry_after", "error", "write", "conn_since")
 
     def __init__(self, kind, target, args, write=True):
         self.id = next_id()
@@ -43,6 +43,7 @@ class Op:
         self.upstream = ""
         self.retry_after = False
         self.error = ""
+        self.conn_since = 0.0  # when the connection the request went on was opened
 
     def answered_by(self, instances_by_port):
         """The instance that answered: the target itself, or nginx's upstream."""
@@ -82,6 +83,7 @@ class Client:
         self.port = port
         self.timeout = timeout
         self.conn = None
+        self.since = 0.0
 
     def close(self):
         if self.conn:
@@ -99,7 +101,9 @@ class Client:
         try:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+                self.since = time.monotonic()
                 self.conn.connect()
+            op.conn_since = self.since
             sent = True
             self.conn.request(method, path, body=data, headers=hdrs)
             r = self.conn.getresponse()
@@ -135,6 +139,15 @@ class Client:
         return op
 
 
+# docs/api.md "Which errors are definite": the answers whose outcome is
+# unknown, by their exact wording. Any other 503 from hotrow is definite.
+INDETERMINATE = (
+    "the outcome of a write is unknown",  # PostgreSQL connection lost; SQLite COMMIT
+    "whether it took effect is unknown",  # the handler-timeout backstop
+    "Redis connection lost",              # a score in flight
+)
+
+
 def classify(op, body, sqlite):
     s = op.status
     if 200 <= s < 300:
@@ -143,13 +156,16 @@ def classify(op, body, sqlite):
         return "fail"
     if op.server != "hotrow":
         return "info"  # nginx's 502/504: the upstream may have applied it
+    if "," in op.upstream:
+        # nginx passed the request on after an error: the first instance
+        # may have applied it (nginx resends PUT and DELETE), so the answer
+        # of the second says nothing definite.
+        return "info"
     if 400 <= s < 500:
         return "fail"
     message = body["error"].get("message", "") if isinstance(body, dict) and "error" in body else ""
     if s == 503:
-        # docs/api.md: "the outcome of a write is unknown", "Redis connection
-        # lost", and the backstop's "whether it took effect is unknown".
-        return "info" if ("unknown" in message or "lost" in message) else "fail"
+        return "info" if any(p in message for p in INDETERMINATE) else "fail"
     if s == 500 and sqlite:
         return "fail"  # the batch's transaction rolled back
     return "info"

@@ -63,8 +63,8 @@ class Watch:
     """The probe and the RSS sampler, in a thread of their own beside a case
     (so the probe's latency is the server's, not this event loop's)."""
 
-    def __init__(self, port, pid):
-        self.port, self.pid = port, pid
+    def __init__(self, port, pid, fresh=False):
+        self.port, self.pid, self.fresh = port, pid, fresh  # fresh: a new connection per probe
         self.latencies, self.failures, self.rss = [], [], [0.0]
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -89,6 +89,9 @@ class Watch:
                 r.read()
                 if r.status != 200:
                     self.failures.append(f"probe got {r.status}")
+                if self.fresh:
+                    conn.close()
+                    conn = None
             except (OSError, http.client.HTTPException) as e:
                 self.failures.append(f"probe: {type(e).__name__}: {e}")
                 conn = None
@@ -145,6 +148,7 @@ async def case_connections(port, n):
 async def case_slowloris(port, n=2000):
     conns = await asyncio.gather(*(asyncio.open_connection("127.0.0.1", port) for _ in range(n)),
                                  return_exceptions=True)
+    refused = sum(1 for c in conns if isinstance(c, Exception))
     conns = [c for c in conns if not isinstance(c, Exception)]
     start = time.monotonic()
     header = b"GET /healthz HTTP/1.1\r\nHost: o\r\nX-Slow: " + b"a" * 100
@@ -165,13 +169,15 @@ async def case_slowloris(port, n=2000):
                     break
             except asyncio.TimeoutError:
                 pass
+            except (ConnectionError, OSError):
+                break
         closed_at[i] = time.monotonic() - start
 
     await asyncio.gather(*(drip(i, r, w) for i, (r, w) in enumerate(conns)))
     for _, w in conns:
         w.close()
     latest = max(closed_at.values())
-    problems = []
+    problems = [f"slowloris: {refused} of {n} connections could not be opened"] if refused else []
     if latest > REQUEST_TIMEOUT_MS / 1000 + 3:
         problems.append(f"a slowloris connection lived {latest:.1f} s (request timeout {REQUEST_TIMEOUT_MS} ms)")
     return f"{len(conns)} slowloris connections, all closed by {latest:.1f} s", problems
@@ -189,8 +195,9 @@ async def case_slow_bodies(port, n=2000, size=60000):
             sent = 0
             while sent < size:
                 try:
-                    s, _ = await asyncio.wait_for(read_response(r), 0.2)
-                    statuses[s] = statuses.get(s, 0) + 1
+                    s, body = await asyncio.wait_for(read_response(r), 0.2)
+                    k = f"{s} {'overloaded' if b'overloaded' in body else 'other'} before the body"
+                    statuses[k] = statuses.get(k, 0) + 1
                     w.close()
                     return
                 except asyncio.TimeoutError:
@@ -208,9 +215,14 @@ async def case_slow_bodies(port, n=2000, size=60000):
 
     await asyncio.gather(*(one() for _ in range(n)))
     problems = []
-    unexpected = {k: v for k, v in statuses.items() if k not in (400, 503)}
+    # Each body is admitted whole (then it is read and is not JSON: 400) or
+    # refused with 503 overloaded when its header arrives, before any of it.
+    unexpected = {k: v for k, v in statuses.items() if k not in (400, "503 overloaded before the body")}
     if unexpected:
-        problems.append(f"slow bodies: unexpected answers {unexpected} (want 400 for the blank body, or 503)")
+        problems.append(f"slow bodies: unexpected answers {unexpected} (want 400 for the blank body, or 503 "
+                        "overloaded before the body)")
+    if not statuses.get("503 overloaded before the body"):
+        problems.append("slow bodies: none refused, so the 64 MiB body budget was never reached")
     return f"{n} slow {size // 1000} KB bodies: {statuses}", problems
 
 
@@ -253,7 +265,7 @@ async def run(args):
     failed = []
     try:
         for name in args.case or list(cases):
-            watch = Watch(h.port, h.pid)
+            watch = Watch(h.port, h.pid, fresh=name in ("slowloris", "slow-bodies"))
             watch.start()
             await asyncio.sleep(0.3)
             summary, problems = await cases[name]()

@@ -6,6 +6,7 @@ start. Each class records its own log file under the run's directory.
 """
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,9 +18,21 @@ FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range, so that no outgoing connection
+    takes it while its server is down for a fault."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except OSError:
+        low = 32768
+    while True:
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
 
 
 def wait_until(what, check, timeout=30.0, interval=0.05):
@@ -48,8 +61,17 @@ class Process:
         self.proc = None
         self.expected_exit = True  # nothing running yet
         self.stopped = False
+        self.deaths = []  # exits the rig did not ask for, before a restart
+
+    def note_death(self):
+        """Records an exit nobody asked for before the process is killed or
+        restarted (a restart would hide it)."""
+        if self.proc is not None and not self.expected_exit and self.proc.poll() is not None:
+            self.deaths.append(self.proc.poll())
+            self.expected_exit = True
 
     def spawn(self, argv, env=None, user=None):
+        self.note_death()
         log = open(self.log_path, "ab")
         log.write(f"\n==== {time.strftime('%H:%M:%S')} start: {' '.join(argv)}\n".encode())
         log.flush()
@@ -67,11 +89,10 @@ class Process:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def unexpected_exit(self):
-        """The exit status when the process ended without the rig asking."""
-        if self.proc is None or self.expected_exit:
-            return None
-        return self.proc.poll()
+    def unexpected_exits(self):
+        """Exit statuses of the times the process ended without the rig asking."""
+        self.note_death()
+        return list(self.deaths)
 
     def signal_group(self, sig):
         if self.alive():
@@ -81,6 +102,7 @@ class Process:
                 pass
 
     def kill9(self):
+        self.note_death()
         self.expected_exit = True
         self.signal_group(signal.SIGKILL)
         if self.proc:
@@ -95,6 +117,7 @@ class Process:
 
     def term(self, timeout=30.0):
         """SIGTERM and wait; returns the exit status (None if it had to be killed)."""
+        self.note_death()
         self.expected_exit = True
         if not self.alive():
             return self.proc.poll() if self.proc else None
@@ -182,8 +205,10 @@ class Hotrow(Process):
         self.args = args
         self.env = dict(os.environ, HOTROW_LOG_LEVEL="warn", **(env_extra or {}))
         if faketime_file:
-            self.env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=faketime_file, FAKETIME_NO_CACHE="1",
-                            DONT_FAKE_MONOTONIC="1")
+            # The file is re-read at most once a second (a clock step takes
+            # effect within 1 s), not on every clock read.
+            self.env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=faketime_file,
+                            FAKETIME_CACHE_DURATION="1", DONT_FAKE_MONOTONIC="1")
 
     def start(self, wait=True, env=None):
         self.spawn([self.binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--db", self.db,

@@ -112,7 +112,7 @@ class Rig:
         self.sqlite = True
         self.others = []
 
-    def stop_all(self):
+    def stop_all(self, keep_data=False):
         for h in self.instances.values():
             if h.stopped:
                 h.cont()
@@ -122,6 +122,8 @@ class Rig:
                 p.cont()
             p.term(30)
         if getattr(self, "tmpfs", False):
+            if keep_data:  # the evidence of a failed run outlives the tmpfs
+                shutil.copytree(self.data, os.path.join(self.dir, "data-copy"), dirs_exist_ok=True)
             subprocess.run(["umount", "-l", self.data], capture_output=True)
 
     def targets(self):
@@ -234,8 +236,7 @@ class Rig:
     def unexpected_deaths(self):
         out = []
         for p in list(self.instances.values()) + self.others:
-            code = p.unexpected_exit()
-            if code is not None:
+            for code in p.unexpected_exits():
                 out.append(f"{p.name} died unasked (exit {code}); its log: {p.log_path}")
         return out
 
@@ -317,10 +318,10 @@ def run_faults(args, mode):
         violations = rig.violations + rig.check(w)
     except BaseException:  # Ctrl-C too: stop what the rig started
         rig.history.dump(os.path.join(run_dir, "history.jsonl"))
-        rig.stop_all()
+        rig.stop_all(keep_data=True)
         raise
     rig.history.dump(os.path.join(run_dir, "history.jsonl"))
-    rig.stop_all()
+    rig.stop_all(keep_data=bool(violations) and not args.sabotage)
     with open(os.path.join(run_dir, "faults.json"), "w") as f:
         json.dump([vars(x) for x in rig.faults], f, indent=1)
     print(rig.summary(mode, f", read models settled in {rig.read_model_seconds:.1f} s"))
@@ -328,7 +329,7 @@ def run_faults(args, mode):
         # The rig's own test: one like taken away behind hotrow's back must
         # be found, by the like check and by the read-model check.
         found = [v for v in violations if "likes on plan 1" in v]
-        stale = [v for v in violations if "plan 1:" in v]
+        stale = [v for v in violations if "hotrow-1: plan 1:" in v]
         print("\n".join(f"  - {v}" for v in violations[:10]))
         if found and stale:
             print(f"{mode} --sabotage: the checks found the lost like (as they must)")
@@ -392,7 +393,7 @@ def run_crash(args):
                 break
     finally:
         rig.history.dump(os.path.join(run_dir, "history.jsonl"))
-        rig.stop_all()
+        rig.stop_all(keep_data=bool(violations))
     print(rig.summary("crash", f", {len(rounds)} rounds ({args.rounds} kill -9, {len(failpoints)} failpoints)"))
     return report(violations, args, "crash", run_dir)
 

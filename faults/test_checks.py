@@ -146,6 +146,24 @@ class Answers(unittest.TestCase):
         no_retry = op("like", "fail", 0, 0.1, plan=1, status=503)
         self.assertEqual(len(checks.check_answers(history(no_retry), [], {}, 5.5)), 1)
 
+    def test_a_connection_dropped_without_an_answer_is_found_unless_a_fault_broke_it(self):
+        class F:
+            kind, target, start, end = "kill9", "hotrow-1", 10.0, 12.0
+        dropped = op("like", "info", 20, 20.1, plan=1, status=0)
+        dropped.error, dropped.conn_since = "RemoteDisconnected: Remote end closed connection", 15.0
+        broken = op("like", "info", 20, 20.1, plan=1, status=0)
+        broken.error, broken.conn_since = "BrokenPipeError: [Errno 32] Broken pipe", 5.0  # opened before the kill
+        v = checks.check_answers(history(dropped, broken), [F()], {}, 5.5)
+        self.assertEqual(len(v), 1, v)
+        self.assertIn("without an answer", v[0])
+
+    def test_a_grant_is_exempt_from_the_latency_bound_but_not_from_the_5xx_rule(self):
+        slow = op("grant", "ok", 0, 60, key="g", attempt=0)
+        failed = op("grant", "info", 0, 1, key="h", attempt=0, status=500)
+        v = checks.check_answers(history(slow, failed), [], {}, 5.5)
+        self.assertEqual(len(v), 1, v)
+        self.assertIn("500", v[0])
+
     def test_classification_follows_the_docs(self):
         def c(status, message, server="hotrow", sqlite=False):
             o = Op("pay", "hotrow-1", {})
@@ -155,6 +173,11 @@ class Answers(unittest.TestCase):
         self.assertEqual(c(503, "the database connection was lost; the outcome of a write is unknown"), "info")
         self.assertEqual(c(503, "Redis connection lost"), "info")
         self.assertEqual(c(503, "the server is shutting down"), "fail")
+        self.assertEqual(c(503, "Redis has lost its primary; nothing was written"), "fail")
+        self.assertEqual(c(503, "the disk holding the database is full; nothing was written"), "fail")
+        self.assertEqual(c(503, "the disk holding the database is full; the outcome of a write is unknown"), "info")
+        self.assertEqual(c(503, "the request did not finish within 4000 ms; whether it took effect is unknown"),
+                         "info")
         self.assertEqual(c(502, "", server="nginx/1.22.1"), "info")
         self.assertEqual(c(500, "internal error"), "info")
         self.assertEqual(c(500, "internal error", sqlite=True), "fail")

@@ -10,6 +10,7 @@ amount is +-id on its card.
 """
 
 import datetime
+import itertools
 import random
 import threading
 import time
@@ -29,6 +30,17 @@ WEIGHTS = [
     ("like", 30), ("edit", 6), ("create", 3), ("delete", 2), ("score_hot", 10), ("score_best", 4),
     ("score_tie", 5), ("pay", 14), ("pay_keyed", 10), ("read", 16),
 ]
+
+
+# Payments count on their own, so that their amounts (+-n, |amount| at most
+# 1,000,000) stay unique through a long run.
+_payments = itertools.count(1)
+_payments_lock = threading.Lock()
+
+
+def next_payment():
+    with _payments_lock:
+        return next(_payments)
 
 
 def rfc3339(epoch):
@@ -65,7 +77,7 @@ class Workload:
     def finish(self):
         self.stop.set()
         for t in self.threads:
-            t.join(self.timeout + 5)
+            t.join(130)  # a grant's client waits up to 120 s; its op must be in the history before the checks
         self.threads = []
 
     def _pick_target(self, rng):
@@ -142,7 +154,7 @@ class Workload:
 
     def _pay(self, rng, client, target, keyed):
         card, store = rng.choice(CARDS), rng.choice(STORES)
-        logical = next_id()
+        logical = next_payment()
         amount = logical if rng.random() < 0.4 else -logical
         key = f"rig-{logical}" if keyed else None
         # A keyed payment whose outcome is unknown is retried with the same
