@@ -16,8 +16,8 @@ TEST(ParseTime, ReadsUtcOffsetsAndFractions) {
 // accepted (and a grant ran over that period: the hostile-client review of
 // issue 11, seen failing with a 201).
 TEST(ParseTime, NoDayPastTheEndOfItsMonthLeapSecondOrNot) {
-  for (const char* bad : {"2026-02-30T10:00:60Z", "2026-02-31T23:59:60Z", "2026-02-29T00:00:00Z", "2026-04-31T00:00:00Z",
-                          "2100-02-29T00:00:00Z", "2026-02-29T23:59:60Z"})
+  for (const char* bad : {"2026-02-30T10:00:60Z", "2026-02-31T23:59:60Z", "2026-02-29T00:00:00Z",
+                          "2026-04-31T00:00:00Z", "2100-02-29T00:00:00Z", "2026-02-29T23:59:60Z"})
     EXPECT_FALSE(ParseTime(bad).has_value()) << bad;
   EXPECT_TRUE(ParseTime("2000-02-29T00:00:00Z").has_value());
   EXPECT_TRUE(ParseTime("2024-02-29T12:00:00Z").has_value());
