@@ -13,15 +13,18 @@ each case gets its documented answer (docs/api.md "Limits").
                closed at the request timeout, and the probe is not slowed
   slow-bodies  2,000 clients each sending a 60 KB body slowly: the body
                budget (64 MiB) admits what fits, the rest get 503 at once
-  burst        100,000 pipelined requests on one connection, all answered
-               in order
+  burst        100,000 pipelined reads on one connection, each answered in
+               order with the plan it asked for; then 10,000 pipelined likes,
+               counted one by one
 """
 
 import argparse
 import asyncio
 import http.client
+import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import threading
@@ -226,33 +229,52 @@ async def case_slow_bodies(port, n=2000, size=60000):
     return f"{n} slow {size // 1000} KB bodies: {statuses}", problems
 
 
-async def case_burst(port, n=100000):
+async def case_burst(port, n=100000, likes=10000):
+    """n pipelined reads of 10 plans in turn, each answer checked to be the
+    plan asked for (so order is seen), then `likes` pipelined likes of one
+    plan, whose counts must rise by one each time."""
     r, w = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+    problems = []
 
-    async def send():
-        for i in range(0, n, 1000):
-            w.write(GET * min(1000, n - i))
+    async def send(requests):
+        for i in range(0, len(requests), 1000):
+            w.write(b"".join(requests[i:i + 1000]))
             await w.drain()
 
-    sender = asyncio.ensure_future(send())
-    ok = 0
+    reads = [f"GET /datePlan/{i % 10 + 1} HTTP/1.1\r\nHost: o\r\n\r\n".encode() for i in range(n)]
+    sender = asyncio.ensure_future(send(reads))
+    ok = liked = 0
     try:
-        for _ in range(n):
-            s, _ = await asyncio.wait_for(read_response(r), 30)
-            ok += s == 200
-    except Exception as e:
+        for i in range(n):
+            s, body = await asyncio.wait_for(read_response(r), 30)
+            if s == 200 and json.loads(body)["id"] == i % 10 + 1:
+                ok += 1
+            elif len(problems) < 3:
+                problems.append(f"burst: read {i} answered {s} {body[:80]!r}, want plan {i % 10 + 1}")
         await sender
-        w.close()
-        return f"burst: {ok} of {n} answered", [f"burst: stopped after {ok}: {type(e).__name__}: {e}"]
-    await sender
+        before = None
+        sender = asyncio.ensure_future(send([b"POST /datePlan/1/like HTTP/1.1\r\nHost: o\r\n\r\n"] * likes))
+        for i in range(likes):
+            s, body = await asyncio.wait_for(read_response(r), 60)
+            count = json.loads(body).get("like") if s == 200 else None
+            if count is not None and (before is None or count == before + 1):
+                liked += 1
+            elif len(problems) < 6:
+                problems.append(f"burst: like {i} answered {s} {body[:80]!r} after count {before}")
+            before = count if count is not None else before
+        await sender
+    except Exception as e:
+        problems.append(f"burst: stopped: {type(e).__name__}: {e}")
     w.close()
-    return f"burst: {ok} of {n} pipelined requests on one connection answered 200", (
-        [] if ok == n else [f"burst: {n - ok} not 200"])
+    return (f"burst: {ok} of {n} pipelined reads answered in order, then {liked} of {likes} pipelined likes "
+            "counted one by one"), problems
 
 
 async def run(args):
     resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
     run_dir = tempfile.mkdtemp(prefix="hotrow-overload-")
+    subprocess.run([args.binary, "seed", "dateplans", "--count", "10", "--db", f"sqlite:{run_dir}/hotrow.db"],
+                   check=True, capture_output=True)
     h = procs.Hotrow("hotrow-1", run_dir, args.binary, f"sqlite:{run_dir}/hotrow.db",
                      ["--max-connections", str(args.connections), "--request-timeout-ms", str(REQUEST_TIMEOUT_MS)])
     h.start()

@@ -129,9 +129,20 @@ class Scores(unittest.TestCase):
 class Grants(unittest.TestCase):
     def test_a_half_applied_grant_is_found(self):
         g = op("grant", "ok", 0, 1, key="g1", attempt=0, value={"grantId": 1})
-        t = FakeTruth(grants=[(1, 5, 100)], grant_rows=(4, 90))
+        t = FakeTruth(grants=[(1, 5, 100, "g1")], grant_rows=(4, 90))
         self.assertTrue(any("half-applied" in v for v in checks.check_grants(history(g), t, [])))
-        self.assertEqual(checks.check_grants(history(g), FakeTruth(grants=[(1, 5, 100)], grant_rows=(5, 100)), []), [])
+        ok = FakeTruth(grants=[(1, 5, 100, "g1")], grant_rows=(5, 100))
+        self.assertEqual(checks.check_grants(history(g), ok, []), [])
+
+    def test_grants_are_checked_by_key(self):
+        ok = op("grant", "ok", 0, 1, key="g1", attempt=0, value={"grantId": 1})
+        failed = op("grant", "fail", 0, 1, key="g2", attempt=0, status=409)
+        unknown = op("grant", "info", 0, 1, key="g3", attempt=0)
+        t = FakeTruth(grants=[(2, 1, 1, "g2"), (3, 1, 1, "g3")], grant_rows=(2, 2))
+        v = " | ".join(checks.check_grants(history(ok, failed, unknown), t, []))
+        self.assertIn("grant g1: answered 201 but recorded 0 times", v)
+        self.assertIn("grant g2: answered as failed", v)
+        self.assertNotIn("g3", v)
 
 
 class Answers(unittest.TestCase):

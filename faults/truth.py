@@ -35,8 +35,9 @@ class PgTruth:
         return collections.Counter((int(c), int(s), int(a)) for c, s, a in rows)
 
     def grants(self):
-        rows = self.pg.rows("SELECT GRANT_ID, CARDS, POINTS FROM P_GRANT ORDER BY GRANT_ID")
-        return [tuple(map(int, r)) for r in rows]
+        rows = self.pg.rows("SELECT GRANT_ID, CARDS, POINTS, COALESCE(IDEMPOTENCY_KEY, '') FROM P_GRANT "
+                            "ORDER BY GRANT_ID")
+        return [(int(g), int(c), int(p), k) for g, c, p, k in rows]
 
     def grant_rows(self):
         (n, points), = self.pg.rows("SELECT count(*), COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0")
@@ -78,7 +79,8 @@ class SqliteTruth:
         return collections.Counter(rows)
 
     def grants(self):
-        return self._query("SELECT GRANT_ID, CARDS, POINTS FROM P_GRANT ORDER BY GRANT_ID")
+        return self._query("SELECT GRANT_ID, CARDS, POINTS, COALESCE(IDEMPOTENCY_KEY, '') FROM P_GRANT "
+                           "ORDER BY GRANT_ID")
 
     def grant_rows(self):
         (n, points), = self._query("SELECT count(*), COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0")
