@@ -259,9 +259,9 @@ class Rig:
         else:
             self.pg.psql(sql)
 
-    def check(self, workload):
-        v = []
-        v += self.unexpected_deaths()
+    def check_stores(self):
+        """What the stores hold against the history (the checks that need no instance)."""
+        v = self.unexpected_deaths()
         v += checks.check_likes(self.history, self.truth, self.initial)
         v += checks.check_edits(self.history, self.truth, self.initial)
         v += checks.check_creates(self.history, self.truth)
@@ -271,9 +271,15 @@ class Rig:
         passed, report = check_pointcard(self.args.binary, self.truth.url)
         if not passed:
             v.append(f"hotrow check pointcard: {report}")
-        created = [o.value["id"] for o in self.history.of("create") if o.outcome == "ok"]
-        models, took = checks.read_models(self.truth, {n: h.port for n, h in self.instances.items()}, created,
-                                          STALENESS_BOUND)
+        return v
+
+    def created_ids(self):
+        return [o.value["id"] for o in self.history.of("create") if o.outcome == "ok"]
+
+    def check(self):
+        v = self.check_stores()
+        models, took = checks.read_models(self.truth, {n: h.port for n, h in self.instances.items()},
+                                          self.created_ids(), STALENESS_BOUND)
         v += models
         self.read_model_seconds = took
         v += checks.check_answers(self.history, self.faults, self.by_port(), ANSWER_BOUND)
@@ -315,7 +321,7 @@ def run_faults(args, mode):
         w.finish()
         if args.sabotage:
             rig.sabotage()
-        violations = rig.violations + rig.check(w)
+        violations = rig.violations + rig.check()
     except BaseException:  # Ctrl-C too: stop what the rig started
         rig.history.dump(os.path.join(run_dir, "history.jsonl"))
         rig.stop_all(keep_data=True)
@@ -375,18 +381,8 @@ def run_crash(args):
                 h.kill9()
             w.finish()
             h.start()
-            v = rig.unexpected_deaths()
-            v += checks.check_likes(rig.history, rig.truth, rig.initial)
-            v += checks.check_edits(rig.history, rig.truth, rig.initial)
-            v += checks.check_creates(rig.history, rig.truth)
-            v += checks.check_scores(rig.history, rig.truth)
-            v += checks.check_payments(rig.history, rig.truth, rig.payments_before, CARDS)
-            v += checks.check_grants(rig.history, rig.truth, rig.grants_before)
-            passed, rep = check_pointcard(args.binary, rig.truth.url)
-            if not passed:
-                v.append(f"hotrow check pointcard: {rep}")
-            created = [o.value["id"] for o in rig.history.of("create") if o.outcome == "ok"]
-            m, _ = checks.read_models(rig.truth, {"hotrow-1": h.port}, created, 2.0)
+            v = rig.check_stores()
+            m, _ = checks.read_models(rig.truth, {"hotrow-1": h.port}, rig.created_ids(), 2.0)
             v += m
             violations += [f"round {i + 1}{' (' + failpoint + ')' if failpoint else ''}: {x}" for x in v]
             if v:

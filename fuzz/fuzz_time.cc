@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string formatted = hotrow::pointcard::FormatTime(*us);
   auto again = hotrow::pointcard::ParseTime(formatted);
   if (!again || *again != *us) std::abort();
-  bool canonical = text.size() == 27 && text[19] == '.' && text[26] == 'Z' && text.substr(17, 2) != "60";
+  bool canonical =
+      text.size() == 27 && text[10] == 'T' && text[19] == '.' && text[26] == 'Z' && text.substr(17, 2) != "60";
   if (canonical && formatted != text) std::abort();
   return 0;
 }

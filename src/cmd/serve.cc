@@ -284,7 +284,7 @@ void FollowPostgres(const std::string& url, Backends& b) {
   if (listener.ok())
     b.listener = std::move(listener).value();
   else
-    log::Warn("cannot follow other instances: {}", listener.status().message());
+    log::Warn("cannot follow other instances: {}", listener.status().ToString());
 }
 
 }  // namespace

@@ -168,7 +168,10 @@ void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
     stats_.batch_ops_largest = std::max<uint64_t>(stats_.batch_ops_largest, batch.size());
     if (!batch_status.ok()) ++stats_.failed_commits;
   }
-  for (size_t i = 0; i < batch.size(); ++i) batch[i]->FinishOnce(batch_status.ok() ? outcome_[i] : batch_status);
+  // An op that failed on its own was rolled back to its savepoint: its own
+  // error stays definite even when the batch's COMMIT then fails.
+  for (size_t i = 0; i < batch.size(); ++i)
+    batch[i]->FinishOnce(batch_status.ok() || !outcome_[i].ok() ? outcome_[i] : batch_status);
 }
 
 }  // namespace hotrow::db::sqlite

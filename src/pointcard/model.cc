@@ -45,8 +45,6 @@ std::optional<int64_t> ParseTime(std::string_view s) {
   static constexpr int kDaysInMonth[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   bool leap_year = (*year % 4 == 0 && *year % 100 != 0) || *year % 400 == 0;
   if (*day > kDaysInMonth[*month - 1] + (*month == 2 && leap_year ? 1 : 0)) return std::nullopt;
-  // A leap second ends a minute (23:59:60Z; with an offset, any hour's :59).
-  if (*second == 60 && *minute != 59) return std::nullopt;
   size_t pos = 19;
   int64_t micros = 0;
   if (pos < s.size() && s[pos] == '.') {
@@ -68,6 +66,9 @@ std::optional<int64_t> ParseTime(std::string_view s) {
     return std::nullopt;
   }
   if (pos != s.size()) return std::nullopt;
+  // A leap second ends a UTC day (23:59:60Z, or 05:29:60+05:30): the
+  // minute, in UTC, must be the day's last.
+  if (*second == 60 && ((*hour * 60 + *minute - offset_seconds / 60) % 1440 + 1440) % 1440 != 1439) return std::nullopt;
   std::tm tm{};
   tm.tm_year = *year - 1900;
   tm.tm_mon = *month - 1;
@@ -76,7 +77,12 @@ std::optional<int64_t> ParseTime(std::string_view s) {
   tm.tm_min = *minute;
   tm.tm_sec = *second;
   std::time_t t = timegm(&tm);  // :60 becomes the next minute's :00
-  return (static_cast<int64_t>(t) - offset_seconds) * 1000000 + micros;
+  int64_t us = (static_cast<int64_t>(t) - offset_seconds) * 1000000 + micros;
+  // Years 0000-9999 in UTC, what FormatTime can print: an offset or a leap
+  // second must not carry an instant outside them.
+  static constexpr int64_t kYearZeroUs = -62167219200LL * 1000000;
+  if (us < kYearZeroUs || us > kHistoryCursorMaxUs) return std::nullopt;
+  return us;
 }
 
 int64_t NowUs() {

@@ -25,10 +25,21 @@ TEST(ParseTime, NoDayPastTheEndOfItsMonthLeapSecondOrNot) {
 
 // A leap second is the last second of a minute (23:59:60Z, or 08:59:60+09:00
 // for the same instant); it reads as the first second of the next minute.
-TEST(ParseTime, ALeapSecondEndsAMinuteOnly) {
+TEST(ParseTime, ALeapSecondEndsAUtcDayOnly) {
   EXPECT_EQ(ParseTime("2016-12-31T23:59:60Z"), ParseTime("2017-01-01T00:00:00Z"));
   EXPECT_EQ(ParseTime("2017-01-01T08:59:60+09:00"), ParseTime("2017-01-01T00:00:00Z"));
+  EXPECT_EQ(ParseTime("2017-01-01T05:29:60+05:30"), ParseTime("2017-01-01T00:00:00Z"));
   EXPECT_FALSE(ParseTime("2016-12-31T10:30:60Z").has_value());
+  EXPECT_FALSE(ParseTime("2026-01-01T10:59:60Z").has_value());
+}
+
+// An offset or a leap second must not carry an instant outside years
+// 0000-9999, which FormatTime could not print back (the re-review).
+TEST(ParseTime, InstantsStayWithinYearsZeroToNineThousandNineHundredNinetyNine) {
+  EXPECT_FALSE(ParseTime("0000-01-01T00:00:00+01:00").has_value());
+  EXPECT_FALSE(ParseTime("9999-12-31T23:59:60Z").has_value());
+  EXPECT_TRUE(ParseTime("0000-01-01T00:00:00Z").has_value());
+  EXPECT_TRUE(ParseTime("9999-12-31T23:59:59.999999Z").has_value());
 }
 
 }  // namespace
