@@ -59,6 +59,8 @@ class Rig:
         self.faults = []
         self.violations = []
         self.instances = {}
+        self.results = {}  # check name -> violations found
+        self.read_model_seconds = 0.0
         self.lock = threading.Lock()  # one fault at a time, and the final restore
 
     # -- the deployment --------------------------------------------------
@@ -259,30 +261,42 @@ class Rig:
         else:
             self.pg.psql(sql)
 
+    def run_check(self, name, fn, *args):
+        """Runs one check, recording its name and how many violations it found."""
+        found = fn(*args)
+        self.results[name] = self.results.get(name, 0) + len(found)
+        return found
+
+    def pointcard_invariants(self):
+        passed, report = check_pointcard(self.args.binary, self.truth.url)
+        return [] if passed else [f"hotrow check pointcard: {report}"]
+
     def check_stores(self):
         """What the stores hold against the history (the checks that need no instance)."""
-        v = self.unexpected_deaths()
-        v += checks.check_likes(self.history, self.truth, self.initial)
-        v += checks.check_edits(self.history, self.truth, self.initial)
-        v += checks.check_creates(self.history, self.truth)
-        v += checks.check_scores(self.history, self.truth)
-        v += checks.check_payments(self.history, self.truth, self.payments_before, CARDS)
-        v += checks.check_grants(self.history, self.truth, self.grants_before)
-        passed, report = check_pointcard(self.args.binary, self.truth.url)
-        if not passed:
-            v.append(f"hotrow check pointcard: {report}")
+        h, t = self.history, self.truth
+        v = self.run_check("processes", self.unexpected_deaths)
+        v += self.run_check("likes", checks.check_likes, h, t, self.initial)
+        v += self.run_check("edits", checks.check_edits, h, t, self.initial)
+        v += self.run_check("creates", checks.check_creates, h, t)
+        v += self.run_check("scores", checks.check_scores, h, t)
+        v += self.run_check("payments", checks.check_payments, h, t, self.payments_before, CARDS)
+        v += self.run_check("grants", checks.check_grants, h, t, self.grants_before)
+        v += self.run_check("pointcard", self.pointcard_invariants)
         return v
 
     def created_ids(self):
         return [o.value["id"] for o in self.history.of("create") if o.outcome == "ok"]
 
+    def read_models(self, instances, bound):
+        models, took = checks.read_models(self.truth, instances, self.created_ids(), bound)
+        self.read_model_seconds = max(self.read_model_seconds, took)
+        return models
+
     def check(self):
         v = self.check_stores()
-        models, took = checks.read_models(self.truth, {n: h.port for n, h in self.instances.items()},
-                                          self.created_ids(), STALENESS_BOUND)
-        v += models
-        self.read_model_seconds = took
-        v += checks.check_answers(self.history, self.faults, self.by_port(), ANSWER_BOUND)
+        v += self.run_check("read models", self.read_models, {n: h.port for n, h in self.instances.items()},
+                            STALENESS_BOUND)
+        v += self.run_check("answers", checks.check_answers, self.history, self.faults, self.by_port(), ANSWER_BOUND)
         return v
 
     def summary(self, label, extra=""):
@@ -295,6 +309,8 @@ class Rig:
         lines.append(f"  {'all':<12}{total['ok']:>8}{total['fail']:>8}{total['info']:>8}")
         fk = collections.Counter(f.kind for f in self.faults)
         lines.append("  faults: " + (", ".join(f"{k} {n}" for k, n in sorted(fk.items())) or "none"))
+        lines.append("  checks: " + ", ".join(f"{name} {'passed' if n == 0 else f'FAILED ({n})'}"
+                                              for name, n in self.results.items()))
         return "\n".join(lines)
 
 
@@ -382,8 +398,7 @@ def run_crash(args):
             w.finish()
             h.start()
             v = rig.check_stores()
-            m, _ = checks.read_models(rig.truth, {"hotrow-1": h.port}, rig.created_ids(), 2.0)
-            v += m
+            v += rig.run_check("read models", rig.read_models, {"hotrow-1": h.port}, 2.0)
             violations += [f"round {i + 1}{' (' + failpoint + ')' if failpoint else ''}: {x}" for x in v]
             if v:
                 break
