@@ -5,7 +5,7 @@
 
 namespace hotrow {
 
-std::string_view Version();  // "0.2.0"
+std::string_view Version();  // "0.3.0"
 std::string_view Commit();   // 12 hex digits, or "unknown"
 
 }  // namespace hotrow
