@@ -10,7 +10,11 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libsqlite3-dev sqlite3 libssl-dev
   rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
-  libpq-dev libhiredis-dev libicu-dev
+  libpq-dev libhiredis-dev libicu-dev libsystemd-dev
+  # docs/openapi.yaml -> JSON at build time, and its check against the server
+  python3 python3-yaml python3-jsonschema
+  # the systemd unit's check (systemd-analyze verify)
+  systemd
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev curl procps
   # formatting (make test checks it), lint (make lint), the fuzz targets (make fuzz)

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "base/version.h"
 #include "cmd/commands.h"
+#include "cmd/config.h"
 #include "ops/log.h"
 
 int main(int argc, char** argv) {
@@ -44,10 +46,21 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // serve's environment variables outrank its --config file (cmd/config.h).
+  hotrow::cmd::ServeArgs args = hotrow::cmd::ResolveServeArgs(*serve, argc, argv);
+  if (!args.error.empty()) {
+    std::fprintf(stderr, "hotrow serve: %s\n", args.error.c_str());
+    return 2;
+  }
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.args.rbegin(), args.args.rend());  // as App::parse wants them
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (serve->parsed() && serve_flags.print_config) {
+    hotrow::cmd::PrintServeConfig(*serve, args);
+    return 0;
   }
   if (serve->parsed()) return hotrow::cmd::RunServe(serve_flags);
   if (seed->parsed()) return hotrow::cmd::RunSeed(seed_flags);

@@ -9,11 +9,13 @@
 //            PostgreSQL NOTIFY channel), or nullptr.
 //   Follow   applies one notification of that channel. An error means the
 //            change was not applied: the listener reconnects and reloads.
+//   entries  the read model's size (plans, players, stores), for metrics.
 //   Stop     at shutdown, while the stores' writer or pool and the event
 //            loops still run: answers or fails every request the service
 //            and its store hold; later requests answer unavailable.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include "base/status.h"
@@ -27,6 +29,7 @@ class DomainService {
   virtual Status Load() = 0;
   virtual const char* channel() const { return nullptr; }
   virtual Status Follow(std::string_view notification) = 0;
+  virtual size_t entries() const = 0;
   virtual void Stop() = 0;
 };
 

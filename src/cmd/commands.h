@@ -22,6 +22,13 @@ struct ServeFlags {
   std::string log_level = "info";
   std::vector<std::string> cors_origins;
   int shutdown_grace_ms = 15000;
+  int drain_delay_ms = 5000;
+  int db_connect_timeout_s = 60;
+  std::string metrics_token;
+  std::string access_log = "off";
+  std::string log_format = "text";
+  bool print_config = false;
+  std::string config;  // read before parsing (cmd/config.h)
 };
 CLI::App* AddServe(CLI::App& app, ServeFlags& flags);
 int RunServe(const ServeFlags& flags);

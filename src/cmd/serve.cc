@@ -1,19 +1,31 @@
 // hotrow serve: wires the stores, services and routes, then serves HTTP
 // until SIGTERM/SIGINT.
+#include <sys/stat.h>
+
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
+
+#include <systemd/sd-daemon.h>
 
 #include "base/auth.h"
 #include "base/domain.h"
 #include "cmd/commands.h"
+#include "cmd/config.h"
+#include "cmd/operations.h"
 #include "dateplan/postgres_store.h"
 #include "dateplan/routes.h"
 #include "dateplan/service.h"
 #include "dateplan/sqlite_store.h"
 #include "db/postgres.h"
+#include "db/redis.h"
 #include "db/sqlite_database.h"
 #include "db/store_url.h"
+#include "http/access_log.h"
 #include "http/echo.h"
 #include "http/errors.h"
 #include "http/json.h"
@@ -31,6 +43,17 @@
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::cmd {
+
+namespace {
+
+// sd_notify(3) when systemd started us with Type=notify (NOTIFY_SOCKET
+// set); nothing otherwise.
+void Notify(const std::string& state) {
+  int r = sd_notify(0, state.c_str());
+  if (r < 0) log::Warn("sd_notify: {}", std::strerror(-r));
+}
+
+}  // namespace
 
 CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
   CLI::App* c = app.add_subcommand("serve", "Serve the HTTP API");
@@ -89,38 +112,35 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_SHUTDOWN_GRACE_MS")
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
+  c->add_option("--drain-delay-ms", f.drain_delay_ms,
+                "On SIGTERM, how long /readyz answers 503 while every route is still served, before the server "
+                "stops accepting (a second signal skips it)")
+      ->envname("HOTROW_DRAIN_DELAY_MS")
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
+  c->add_option("--db-connect-timeout", f.db_connect_timeout_s,
+                "Seconds to wait at start for PostgreSQL and Redis to accept connections (0: fail at once)")
+      ->envname("HOTROW_DB_CONNECT_TIMEOUT")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  c->add_option("--metrics-token", f.metrics_token,
+                "Bearer token for GET /metrics (none: /metrics is public); not the admin token")
+      ->envname("HOTROW_METRICS_TOKEN");
+  c->add_option("--access-log", f.access_log, "Access log: a file (appended to), - for stdout, or off")
+      ->envname("HOTROW_ACCESS_LOG")
+      ->capture_default_str();
+  c->add_option("--log-format", f.log_format, "text or json, for the access log and the server's log")
+      ->envname("HOTROW_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   c->add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
       ->envname("HOTROW_LOG_LEVEL")
       ->capture_default_str();
+  c->add_flag("--print-config", f.print_config,
+              "Print the settings in effect (flag > environment > --config file > default) and exit");
+  AddConfigFile(*c, f.config);
   return c;
 }
-
-namespace {
-
-void AddHealth(http::Router& router, const AdminAuth& admin) {
-  router.Add(http::Method::kGet, "/healthz", [](http::Request&, http::Responder responder) {
-    http::Response r;
-    r.body = R"({"status":"ok"})";
-    responder.Send(std::move(r));
-  });
-  // Heap allocations so far (ops/alloc_counter.h), for measuring
-  // allocations per request over loopback; admin only.
-  router.Add(http::Method::kGet, "/debug/allocations", [&admin](http::Request& req, http::Responder responder) {
-    if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(http::ErrorResponse(s));
-    http::Response r;
-    http::JsonWriter w(r.body);
-    w.StartObject();
-    w.Key("counting");
-    w.Bool(alloc::Counting());
-    w.Field("total", static_cast<int64_t>(alloc::Total()));
-    w.Field("sqlite", static_cast<int64_t>(alloc::Sqlite()));
-    w.Field("own", static_cast<int64_t>(alloc::Own()));
-    w.EndObject();
-    responder.Send(std::move(r));
-  });
-}
-
-}  // namespace
 
 namespace {
 
@@ -157,10 +177,14 @@ struct Backends {
   std::unique_ptr<leaderboard::LeaderboardService> board;
   std::unique_ptr<pointcard::PointCardService> cards;
   std::unique_ptr<db::pg::Listener> listener;
+  std::vector<std::unique_ptr<ReadModelMetrics>> models;  // one per service, in services() order
+  db::redis::Client* redis = nullptr;                     // the leaderboard store's, when on Redis
+  Operations* ops = nullptr;                              // clears its listener pointer before the listener goes
   bool stopped = false;
 
   ~Backends() {
     StopWorkSources();
+    models.clear();
     cards.reset();
     board.reset();
     plans.reset();
@@ -177,6 +201,10 @@ struct Backends {
   void StopWorkSources() {
     if (stopped) return;
     stopped = true;
+    if (ops) {
+      std::lock_guard lock(ops->listener_mutex);
+      ops->listener = nullptr;
+    }
     listener.reset();
     auto all = services();
     for (auto it = all.rbegin(); it != all.rend(); ++it)
@@ -190,6 +218,53 @@ struct Backends {
     if (pool) pool->Stop();
   }
 };
+
+// Whether a failed connection attempt may succeed later without anyone
+// changing the settings: the server is not up yet (compose starts every
+// container at once), or not resolvable yet. A refused password or an
+// unknown database is not worth waiting for.
+bool MayComeUp(const Status& s) {
+  if (s.code() != ErrorCode::kUnavailable) return false;
+  static const char* const kTransient[] = {"Connection refused",
+                                           "No such file or directory",
+                                           "could not translate host name",
+                                           "Name or service not known",
+                                           "Temporary failure in name resolution",
+                                           "the database system is starting up",
+                                           "the database system is shutting down",
+                                           "the database system is in recovery mode",
+                                           "timeout expired",
+                                           "Connection timed out",
+                                           "No route to host",
+                                           "Network is unreachable",
+                                           "server closed the connection unexpectedly",
+                                           "Connection reset by peer",
+                                           "LOADING"};
+  std::string text = s.message() + " " + s.detail();
+  for (const char* t : kTransient)
+    if (text.find(t) != std::string::npos) return true;
+  return false;
+}
+
+// Calls `open` until it succeeds, fails for good, or --db-connect-timeout
+// passes (hotrow waits for its dependencies instead of exiting: Debian's
+// podman-compose ignores depends_on's service_healthy).
+template <typename T>
+Result<T> WaitFor(const ServeFlags& f, const char* what, const std::function<Result<T>()>& open) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.db_connect_timeout_s);
+  auto pause = std::chrono::milliseconds(250);
+  bool said = false;
+  for (;;) {
+    Result<T> r = open();
+    if (r.ok() || !MayComeUp(r.status()) || std::chrono::steady_clock::now() + pause > deadline) return r;
+    if (!said)
+      log::Warn("{} is not reachable yet; waiting up to {} s (--db-connect-timeout): {}", what, f.db_connect_timeout_s,
+                r.status().ToString());
+    said = true;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+  }
+}
 
 template <typename T, typename Base>
 bool Take(Result<std::unique_ptr<T>> r, std::unique_ptr<Base>* out, const char* what) {
@@ -233,7 +308,9 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   options.queue_wait_max = std::chrono::milliseconds(h * 3 / 10);
   options.statement_timeout = std::chrono::milliseconds(h * 7 / 10);
   options.on_connect = [](db::pg::Connection& c) { return c.Exec("SET application_name = 'hotrow'"); };
-  if (!Take(db::pg::Pool::Open(options), &b.pool, "PostgreSQL")) return false;
+  if (!Take(WaitFor<std::unique_ptr<db::pg::Pool>>(f, "PostgreSQL", [&] { return db::pg::Pool::Open(options); }),
+            &b.pool, "PostgreSQL"))
+    return false;
   if (!Take(dateplan::PostgresDatePlanStore::Open(*b.pool, options.queue_max), &b.plan_store, "date plans"))
     return false;
   if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool), &b.card_store, "point card")) return false;
@@ -246,13 +323,15 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
 bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
   db::redis::Options options;
   options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
-  auto store = leaderboard::RedisLeaderboardStore::Open(f.redis, options);
+  auto store = WaitFor<std::unique_ptr<leaderboard::RedisLeaderboardStore>>(
+      f, "Redis", [&] { return leaderboard::RedisLeaderboardStore::Open(f.redis, options); });
   if (!store.ok()) {
     log::Error("leaderboard: {}", store.status().ToString());
     return false;
   }
   auto count = (*store)->Count();
   log::Info("leaderboard: on Redis at {} ({} player(s))", db::RedactUrl(f.redis), count.ok() ? *count : -1);
+  b.redis = &(*store)->client();
   b.board_store = std::move(store).value();
   return true;
 }
@@ -267,23 +346,32 @@ void FollowPostgres(const std::string& url, Backends& b) {
   // A change that cannot be applied (say, its re-read failed) is not
   // dropped: the listener reconnects and reloads (db/postgres.h, Listener).
   auto on_notify = [&b](const std::string& channel, const std::string& payload) -> Status {
-    for (DomainService* s : b.services())
-      if (s->channel() && channel == s->channel()) return s->Follow(payload);
+    auto all = b.services();
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (!all[i]->channel() || channel != all[i]->channel()) continue;
+      Status s = all[i]->Follow(payload);
+      if (s.ok()) b.models[i]->Changed();
+      return s;
+    }
     return Status::Ok();
   };
   // Notifications sent while the listener was away are lost: reload, and
   // the listener retries until the reload succeeds.
   auto on_connect = [&b]() -> Status {
-    for (DomainService* s : b.services())
-      if (s->channel()) {
-        if (Status st = s->Load(); !st.ok()) return st;
+    auto all = b.services();
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i]->channel()) {
+        if (Status st = all[i]->Load(); !st.ok()) return st;
+        b.models[i]->Reloaded();
       }
     return Status::Ok();
   };
   auto listener = db::pg::Listener::Start(url, channels, on_notify, on_connect);
-  if (listener.ok())
+  if (listener.ok()) {
     b.listener = std::move(listener).value();
-  else
+    std::lock_guard lock(b.ops->listener_mutex);
+    b.ops->listener = b.listener.get();
+  } else
     log::Warn("cannot follow other instances: {}", listener.status().ToString());
 }
 
@@ -294,16 +382,42 @@ int RunServe(const ServeFlags& f) {
     log::Error("--log-level must be one of trace, debug, info, warn, error, off");
     return 2;
   }
+  if (f.log_format == "json") log::UseJson();
   auto url = db::ParseStoreUrl(f.db);
   if (!url.ok()) {
     log::Error("{}", url.status().message());
     return 2;
   }
+  // Declared first, destroyed last: requests write to it until the event
+  // loops stop.
+  std::unique_ptr<http::AccessLog> access_log;
+  if (f.access_log != "off") {
+    auto opened = http::AccessLog::Open(
+        f.access_log, f.log_format == "json" ? http::AccessLog::Format::kJson : http::AccessLog::Format::kText);
+    if (!opened.ok()) {
+      log::Error("{}", opened.status().message());
+      return 2;
+    }
+    access_log = std::move(opened).value();
+  }
   AdminAuth admin(f.admin_token);  // before b: the services keep a reference
+  AdminAuth metrics_auth(f.metrics_token);
+  Operations ops;  // before b: b clears its listener pointer
+  ops.admin = &admin;
+  ops.metrics_auth = &metrics_auth;
   Backends b;
+  b.ops = &ops;
   bool postgres = url->kind == db::StoreUrl::Kind::kPostgres;
   if (!(postgres ? OpenPostgres(f, url->postgres_url, b) : OpenSqlite(f, url->sqlite_path, b))) return 1;
   if (!f.redis.empty() && !OpenRedisBoard(f, b)) return 1;
+  if (b.sqlite) {
+    struct stat st {};
+    if (::stat(b.sqlite->path().c_str(), &st) == 0) ops.sqlite_inode = st.st_ino;
+    ops.sqlite = b.sqlite.get();
+  }
+  ops.pool = b.pool.get();
+  ops.redis = b.redis;
+  ops.follows = postgres;
 
   b.plans = std::make_unique<dateplan::DatePlanService>(*b.plan_store, admin);
   b.board = std::make_unique<leaderboard::LeaderboardService>(*b.board_store);
@@ -313,10 +427,11 @@ int RunServe(const ServeFlags& f) {
       log::Error("{}: cannot load: {}", s->name(), st.ToString());
       return 1;
     }
+    b.models.push_back(std::make_unique<ReadModelMetrics>(*s));
   }
 
   http::Router router;
-  AddHealth(router, admin);
+  AddOperationsRoutes(router, ops);
   http::AddEchoRoute(router);
   dateplan::AddRoutes(router, *b.plans);
   leaderboard::AddRoutes(router, *b.board, admin);
@@ -330,10 +445,14 @@ int RunServe(const ServeFlags& f) {
   options.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   options.cors_origins = f.cors_origins;
   options.shutdown_timeout_max = std::chrono::milliseconds(f.shutdown_grace_ms);
+  options.drain_delay = std::chrono::milliseconds(f.drain_delay_ms);
+  options.on_drain = [] { Notify("STOPPING=1\nSTATUS=draining"); };
   options.handler_timeout = std::chrono::milliseconds(f.handler_timeout_ms);
   options.body_bytes_in_flight_max = static_cast<size_t>(f.body_memory_mb) * 1024 * 1024;
   http::Server server(options,
                       [&router](http::Request& req, http::Responder res) { router.Dispatch(req, std::move(res)); });
+  ops.server = &server;
+  auto process_metrics = RegisterProcessMetrics(server);
   if (Status s = server.Listen(); !s.ok()) {
     log::Error("{}", s.message());
     return 1;
@@ -341,8 +460,11 @@ int RunServe(const ServeFlags& f) {
   // Last before serving: from here on only StopWorkSources ends the
   // listener, before the services it calls are destroyed.
   if (postgres) FollowPostgres(url->postgres_url, b);
-  log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={})", f.host, server.port(), server.threads(),
-            postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off");
+  http::AccessLog::SetActive(access_log.get());
+  log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={}, access log={})", f.host, server.port(),
+            server.threads(), postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off", f.access_log);
+  // The stores are loaded and the port is open: systemd may send traffic.
+  Notify("READY=1\nSTATUS=serving on port " + std::to_string(server.port()));
   if (!server.Run([&b] { b.StopWorkSources(); })) {
     // Some handler still holds a connection whose worker would be freed
     // under it. Everything acknowledged is committed (the writer and the
@@ -351,6 +473,7 @@ int RunServe(const ServeFlags& f) {
     log::Flush();
     std::_Exit(1);
   }
+  http::AccessLog::SetActive(nullptr);
   log::Info("hotrow stopped");
   return 0;
 }

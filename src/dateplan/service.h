@@ -30,6 +30,7 @@ class DatePlanService final : public DomainService {
   // DomainService: the Catalog from the store, and the store's change feed.
   std::string_view name() const override { return "date plans"; }
   Status Load() override;
+  size_t entries() const override { return catalog_.size(); }
   const char* channel() const override { return store_.channel(); }
   Status Follow(std::string_view notification) override;
   void Stop() override { store_.Stop(); }

@@ -302,9 +302,50 @@ Status Connection::Broken(std::string_view what) {
 
 bool IsRetryable(const Status& status) { return status.sqlstate() == "40001" || status.sqlstate() == "40P01"; }
 
+void CountRetry(const Status& status) {
+  // Resolved once: a retry allocates nothing.
+  static const auto counters = [] {
+    std::array<std::pair<std::string_view, metrics::Counter*>, 7> c;
+    size_t i = 0;
+    for (std::string_view cls : {"40", "55", "57", "08", "53", "23", "other"})
+      c[i++] = {cls, &metrics::Registry::Default().GetCounter(
+                         "hotrow_pg_retries_total",
+                         "Transactions retried, by the SQLSTATE class of the failure (40: serialization failure "
+                         "or deadlock).",
+                         {{"sqlstate_class", std::string(cls)}})};
+    return c;
+  }();
+  std::string_view cls = status.sqlstate().substr(0, 2);
+  for (const auto& [name, counter] : counters)
+    if (name == cls || name == "other") return counter->Add();
+}
+
 // ---------------------------------------------------------------------------
 // Pool
 // ---------------------------------------------------------------------------
+
+Pool::Pool(PoolOptions options)
+    : options_(std::move(options)),
+      queue_(options_.queue_max, "all database connections are busy and the queue is full; retry later") {
+  auto& r = metrics::Registry::Default();
+  metrics_.busy = &r.GetGauge("hotrow_pg_pool_busy", "PostgreSQL connections running a job.");
+  metrics_.wait_seconds =
+      &r.GetHistogram("hotrow_pg_pool_wait_seconds", "Time a job waited for a PostgreSQL connection.", {},
+                      metrics::LatencyBuckets(), 1e9);
+  metrics_.reconnects =
+      &r.GetCounter("hotrow_pg_pool_reconnects_total", "PostgreSQL connections replaced after one broke.");
+  metrics_.connect_failures =
+      &r.GetCounter("hotrow_pg_pool_connect_failures_total", "Failed attempts to connect to PostgreSQL.");
+  metrics_.size = r.AddCallback("hotrow_pg_pool_connections", "PostgreSQL connections of the pool.", "gauge", {},
+                                [this] { return static_cast<double>(options_.size); });
+  metrics_.queued = r.AddCallback("hotrow_pg_pool_queue_jobs", "Jobs waiting for a PostgreSQL connection.", "gauge", {},
+                                  [this] { return static_cast<double>(queue_.size()); });
+}
+
+std::string Pool::last_error() const {
+  std::lock_guard lock(error_mutex_);
+  return last_error_;
+}
 
 Result<std::unique_ptr<Pool>> Pool::Open(PoolOptions options) {
   std::unique_ptr<Pool> pool(new Pool(std::move(options)));
@@ -330,7 +371,16 @@ void Pool::Stop() {
 
 Result<std::unique_ptr<Connection>> Pool::Reconnect() {
   auto c = Connection::Connect(options_.url);
-  if (!c.ok()) return c.status();
+  if (!c.ok()) {
+    metrics_.connect_failures->Add();
+    {
+      std::lock_guard lock(error_mutex_);
+      last_error_ = c.status().ToString();
+    }
+    reachable_.store(false, std::memory_order_relaxed);
+    return c.status();
+  }
+  reachable_.store(true, std::memory_order_relaxed);
   if (options_.on_connect) {
     if (Status s = options_.on_connect(**c); !s.ok()) return s;
   }
@@ -355,6 +405,7 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
     Job job = std::move(one.front().job);
     auto queued_at = one.front().at;
     one.clear();
+    metrics_.wait_seconds->ObserveDuration(std::chrono::steady_clock::now() - queued_at);
     if (options_.queue_wait_max.count() > 0 && std::chrono::steady_clock::now() - queued_at > options_.queue_wait_max) {
       job(Status::Unavailable("waited longer than " + std::to_string(options_.queue_wait_max.count()) +
                               " ms for a database connection; nothing was written"));
@@ -369,9 +420,12 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
         continue;
       }
       conn = std::move(c).value();
+      metrics_.reconnects->Add();
       log::Info("reconnected to PostgreSQL");
     }
+    metrics_.busy->Add(1);
     job(conn.get());
+    metrics_.busy->Add(-1);
   }
 }
 
@@ -456,6 +510,15 @@ Result<std::unique_ptr<Listener>> Listener::Start(const std::string& url, std::v
   return l;
 }
 
+void Listener::Hear() {
+  last_heard_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+std::chrono::steady_clock::duration Listener::silence() const {
+  return std::chrono::steady_clock::now().time_since_epoch() -
+         std::chrono::steady_clock::duration(last_heard_ns_.load(std::memory_order_relaxed));
+}
+
 Listener::~Listener() {
   {
     std::lock_guard lock(mutex_);
@@ -471,7 +534,9 @@ void Listener::Loop() {
     return stopping_;
   };
   while (!stopping()) {
+    state_.store(State::kConnecting, std::memory_order_relaxed);
     auto conn = Connection::Connect(url_);
+    state_.store(conn.ok() ? State::kReloading : State::kUnreachable, std::memory_order_relaxed);
     bool listening = conn.ok() && (*conn)->Exec("SET application_name = 'hotrow-listener'").ok();
     for (const auto& ch : channels_) listening = listening && (*conn)->Exec("LISTEN \"" + ch + "\"").ok();
     // LISTEN first, then reload: a change committed during the reload is
@@ -485,7 +550,10 @@ void Listener::Loop() {
       continue;
     }
     backoff = std::chrono::milliseconds(50);
+    Hear();
+    state_.store(State::kListening, std::memory_order_relaxed);
     Listen(**conn);
+    state_.store(State::kConnecting, std::memory_order_relaxed);
     if (!stopping()) log::Warn("PostgreSQL listener: reconnecting and reloading");
   }
 }
@@ -507,7 +575,10 @@ void Listener::Listen(Connection& conn) {
     timeval tv{0, 200000};  // wake up to notice Stop and the heartbeat
     int ready = select(fd + 1, &set, nullptr, nullptr, &tv);
     if (ready < 0 || PQconsumeInput(c) != 1) return;
-    if (ready > 0) last_heard = Clock::now();
+    if (ready > 0) {
+      last_heard = Clock::now();
+      Hear();
+    }
     while (PGnotify* n = PQnotifies(c)) {
       Status s = on_notify_(n->relname, n->extra);
       PQfreemem(n);

@@ -68,6 +68,7 @@
 #include "base/inline_function.h"
 #include "base/status.h"
 #include "db/migration.h"
+#include "ops/metrics.h"
 
 struct pg_conn;
 struct pg_result;
@@ -172,6 +173,9 @@ class Connection {
 
 // 40001 (serialization_failure) or 40P01 (deadlock_detected): retry.
 bool IsRetryable(const Status& status);
+// A statement about to be retried after `status`, counted in
+// hotrow_pg_retries_total{sqlstate_class}.
+void CountRetry(const Status& status);
 
 struct PoolOptions {
   std::string url;
@@ -221,11 +225,14 @@ class Pool {
 
   void Stop();
   int size() const { return options_.size; }
+  // False after a connection attempt failed, until one succeeds: the
+  // server is unreachable from here (GET /readyz names it).
+  bool reachable() const { return reachable_.load(std::memory_order_relaxed); }
+  // Why the last attempt failed (when !reachable()).
+  std::string last_error() const;
 
  private:
-  explicit Pool(PoolOptions options)
-      : options_(std::move(options)),
-        queue_(options_.queue_max, "all database connections are busy and the queue is full; retry later") {}
+  explicit Pool(PoolOptions options);
   // lift: statement_timeout 0; else back to options_.statement_timeout.
   Status LiftTimeouts(Connection& c, bool lift);
   void Loop(std::unique_ptr<Connection> conn);
@@ -239,6 +246,16 @@ class Pool {
   BatchQueue<Queued> queue_;
   std::mutex stop_mutex_;
   std::vector<std::thread> threads_;
+  std::atomic<bool> reachable_{true};
+  mutable std::mutex error_mutex_;
+  std::string last_error_;  // guarded by error_mutex_
+  struct Metrics {
+    metrics::Gauge* busy;
+    metrics::Histogram* wait_seconds;
+    metrics::Counter* reconnects;
+    metrics::Counter* connect_failures;
+    metrics::Registration size, queued;
+  } metrics_;
 };
 
 // Runs `create` on `conn` while holding the session advisory lock `key`:
@@ -272,9 +289,19 @@ class Listener {
   // (Re)connects so far, for tests and logs.
   int64_t connects() const { return connects_.load(); }
 
+  // Where the listener is (GET /readyz): kListening once LISTEN and the
+  // reload after it succeeded, until the connection breaks or a heartbeat
+  // goes unanswered.
+  enum class State { kConnecting, kUnreachable, kReloading, kListening };
+  State state() const { return state_.load(std::memory_order_relaxed); }
+  // Since the connection last showed it was alive (a heartbeat's answer, a
+  // notification).
+  std::chrono::steady_clock::duration silence() const;
+
  private:
   Listener() = default;
   void Loop();
+  void Hear();  // the connection showed it is alive
   // Serves one connection until it breaks, a callback fails or Stop.
   void Listen(Connection& conn);
   std::string url_;
@@ -284,6 +311,8 @@ class Listener {
   std::mutex mutex_;
   bool stopping_ = false;
   std::atomic<int64_t> connects_{0};
+  std::atomic<State> state_{State::kConnecting};
+  std::atomic<int64_t> last_heard_ns_{0};  // steady_clock, since its epoch
   std::thread thread_;
 };
 

@@ -160,6 +160,19 @@ redisContext* Open(const Url& url, int timeout_ms, std::string* error) {
 
 }  // namespace
 
+Client::Client(Url url, Options options)
+    : url_(std::move(url)),
+      options_(options),
+      queue_(options_.queue_commands_max, "the Redis command queue is full; retry later") {
+  auto& r = metrics::Registry::Default();
+  round_trip_ = &r.GetHistogram("hotrow_redis_round_trip_seconds",
+                                "Time from sending a pipeline of commands to Redis to its last reply.", {},
+                                metrics::LatencyBuckets(), 1e9);
+  reconnects_ = &r.GetCounter("hotrow_redis_reconnects_total", "Reconnections to Redis after a lost connection.");
+  noscript_ = &r.GetCounter("hotrow_redis_noscript_resends_total",
+                            "Scripts resent as EVAL because Redis had forgotten them (NOSCRIPT).");
+}
+
 Result<std::unique_ptr<Client>> Client::Connect(const std::string& url_text, Options options) {
   auto url = ParseUrl(url_text);
   if (!url.ok()) return url.status();
@@ -167,6 +180,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::string& url_text, Opt
   std::string error;
   client->ctx_ = Open(*url, options.timeout_ms, &error);
   if (!client->ctx_) return Status::Unavailable("cannot connect to Redis at " + RedactUrl(url_text) + ": " + error);
+  client->connected_.store(true);
   client->thread_ = std::thread([c = client.get()] { c->Loop(); });
   return client;
 }
@@ -217,6 +231,8 @@ void Client::Loop() {
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
       } else {
+        connected_.store(true, std::memory_order_relaxed);
+        reconnects_->Add();
         log::Info("reconnected to Redis at {}:{}", url_.host, url_.port);
         backoff = std::chrono::milliseconds(50);
       }
@@ -241,6 +257,7 @@ void Client::RunPipeline(std::vector<Pending>& batch) {
   }
   std::vector<Pending> resend;  // scripts Redis no longer had, as EVAL
   size_t answered = 0;
+  auto sent_at = std::chrono::steady_clock::now();
   for (; answered < batch.size(); ++answered) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK) break;
@@ -252,13 +269,16 @@ void Client::RunPipeline(std::vector<Pending>& batch) {
       p.argv[0] = "EVAL";
       p.argv[1] = p.script->body();
       p.script = nullptr;
+      noscript_->Add();
       resend.push_back(std::move(p));
       continue;
     }
     p.done(ToResult(reply));
   }
+  if (answered == batch.size()) round_trip_->ObserveDuration(std::chrono::steady_clock::now() - sent_at);
   if (answered < batch.size()) {
     std::string error = ctx_->errstr;
+    connected_.store(false, std::memory_order_relaxed);
     log::Error("Redis connection lost: {}", error);
     redisFree(ctx_);
     ctx_ = nullptr;

@@ -36,6 +36,7 @@
 #include "base/inline_function.h"
 #include "base/status.h"
 #include "db/migration.h"
+#include "ops/metrics.h"
 
 struct redisContext;
 
@@ -105,11 +106,11 @@ class Client {
 
   void Stop();
 
+  // False from a lost connection until the client reconnects (GET /readyz).
+  bool connected() const { return connected_.load(std::memory_order_relaxed); }
+
  private:
-  Client(Url url, Options options)
-      : url_(std::move(url)),
-        options_(options),
-        queue_(options_.queue_commands_max, "the Redis command queue is full; retry later") {}
+  Client(Url url, Options options);
   void Loop();
   struct Pending {
     std::vector<std::string> argv;
@@ -123,6 +124,10 @@ class Client {
   Options options_;
   redisContext* ctx_ = nullptr;  // only the client thread touches it after Connect
   BatchQueue<Pending> queue_;    // paused while the client thread reconnects: commands fail at once
+  std::atomic<bool> connected_{false};
+  metrics::Histogram* round_trip_;
+  metrics::Counter* reconnects_;
+  metrics::Counter* noscript_;
   std::thread thread_;
 };
 

@@ -15,6 +15,27 @@ GroupWriter::GroupWriter(std::unique_ptr<sqlite::Connection> conn, GroupWriterOp
   size_t table = 1;
   while (table < options_.batch_ops_max * 2) table <<= 1;
   group_table_.resize(table);
+  auto& r = metrics::Registry::Default();
+  metrics::Labels l = {{"writer", options_.name}};
+  metrics_.batch_ops =
+      &r.GetHistogram("hotrow_sqlite_writer_batch_ops", "Ops per group commit.", l, metrics::CountBuckets(), 1);
+  metrics_.commit_seconds =
+      &r.GetHistogram("hotrow_sqlite_writer_commit_seconds", "Time of a group commit's COMMIT (its fsync).", l,
+                      metrics::LatencyBuckets(), 1e9);
+  auto outcome = [&](const char* o) {
+    metrics::Labels lo = l;
+    lo.emplace_back("outcome", o);
+    return &r.GetCounter("hotrow_sqlite_writer_ops_total",
+                         "Writes by outcome: ok, failed (its own error or the batch's), refused (queue full or "
+                         "stopped), expired (waited past the queue bound).",
+                         lo);
+  };
+  metrics_.ops_ok = outcome("ok");
+  metrics_.ops_failed = outcome("failed");
+  metrics_.ops_refused = outcome("refused");
+  metrics_.ops_expired = outcome("expired");
+  metrics_.queue = r.AddCallback("hotrow_sqlite_writer_queue_ops", "Writes waiting for the writer.", "gauge", l,
+                                 [this] { return static_cast<double>(queue_.size()); });
 }
 
 GroupWriter::~GroupWriter() { Stop(); }
@@ -27,10 +48,16 @@ void GroupWriter::Start() {
 }
 
 void GroupWriter::Submit(OpPtr op) {
-  if (!started_) return op->FinishOnce(Status::Unavailable("the server is shutting down"));
+  if (!started_) {
+    metrics_.ops_refused->Add();
+    return op->FinishOnce(Status::Unavailable("the server is shutting down"));
+  }
   if (options_.op_wait_max.count() > 0) op->submitted_at_ = std::chrono::steady_clock::now();
   // A refused op is finished here, on the calling thread, outside the lock.
-  if (Status s = queue_.Push(op); !s.ok()) op->FinishOnce(s);
+  if (Status s = queue_.Push(op); !s.ok()) {
+    metrics_.ops_refused->Add();
+    op->FinishOnce(s);
+  }
 }
 
 void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
@@ -49,6 +76,7 @@ void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
   }
   batch.resize(kept);
   if (expired > 0) {
+    metrics_.ops_expired->Add(expired);
     std::lock_guard lock(stats_mutex_);
     stats_.expired_ops += expired;
   }
@@ -58,6 +86,11 @@ void GroupWriter::Stop() {
   std::lock_guard lock(lifecycle_mutex_);
   queue_.Stop();  // the thread applies what is queued, then returns
   if (thread_.joinable()) thread_.join();
+}
+
+std::string GroupWriter::last_failure() const {
+  std::lock_guard lock(stats_mutex_);
+  return last_failure_;
 }
 
 GroupWriterStats GroupWriter::stats() const {
@@ -151,6 +184,7 @@ void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
       auto commit_us =
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - commit_start);
       for (auto& op : batch) op->commit_duration_ = commit_us;
+      metrics_.commit_seconds->ObserveDuration(std::chrono::steady_clock::now() - commit_start);
       if (!batch_status.ok()) log::Error("group commit of {} op(s) failed: {}", batch.size(), batch_status.ToString());
       // Committed, and nobody told yet: a crash here must lose nothing.
       if (batch_status.ok()) failpoint::MaybeCrash("writer.commit", ++commits_);
@@ -167,7 +201,16 @@ void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
     stats_.ops += batch.size();
     stats_.batch_ops_largest = std::max<uint64_t>(stats_.batch_ops_largest, batch.size());
     if (!batch_status.ok()) ++stats_.failed_commits;
+    if (batch_status.ok())
+      last_failure_.clear();
+    else
+      last_failure_ = batch_status.ToString();
   }
+  metrics_.batch_ops->Observe(batch.size());
+  size_t failed = 0;
+  for (size_t i = 0; i < batch.size(); ++i) failed += batch_status.ok() && outcome_[i].ok() ? 0 : 1;
+  metrics_.ops_ok->Add(batch.size() - failed);
+  metrics_.ops_failed->Add(failed);
   // An op that failed on its own was rolled back to its savepoint: its own
   // error stays definite even when the batch's COMMIT then fails.
   for (size_t i = 0; i < batch.size(); ++i)

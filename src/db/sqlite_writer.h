@@ -64,6 +64,7 @@
 #include "base/batch_queue.h"
 #include "base/status.h"
 #include "db/sqlite.h"
+#include "ops/metrics.h"
 
 namespace hotrow::db::sqlite {
 
@@ -120,6 +121,8 @@ struct GroupWriterOptions {
   // (--handler-timeout-ms) is near, and an answer that says "not written"
   // beats one that comes too late to mean anything. Zero: no bound.
   std::chrono::milliseconds op_wait_max{0};
+  // The writer="..." label of its metrics (hotrow_sqlite_writer_*).
+  std::string name = "main";
 };
 
 struct GroupWriterStats {
@@ -154,6 +157,10 @@ class GroupWriter {
 
   GroupWriterStats stats() const;
 
+  // Empty while the last batch committed (or none ran yet); else why it did
+  // not (GET /readyz: the file is unusable while writes fail).
+  std::string last_failure() const;
+
  private:
   void Loop();
   // Finishes (unavailable, unrun) the ops that waited past op_wait_max.
@@ -180,8 +187,19 @@ class GroupWriter {
   std::atomic<bool> started_{false};
   std::thread thread_;
   mutable std::mutex stats_mutex_;
-  GroupWriterStats stats_;  // guarded by stats_mutex_
-  int64_t commits_ = 0;     // the writer thread's: batches committed, for the writer.commit failpoint
+  GroupWriterStats stats_;    // guarded by stats_mutex_
+  int64_t commits_ = 0;       // the writer thread's: batches committed, for the writer.commit failpoint
+  std::string last_failure_;  // guarded by stats_mutex_
+  // GET /metrics, writer="<name>".
+  struct Metrics {
+    metrics::Histogram* batch_ops;
+    metrics::Histogram* commit_seconds;
+    metrics::Counter* ops_ok;
+    metrics::Counter* ops_failed;
+    metrics::Counter* ops_refused;
+    metrics::Counter* ops_expired;
+    metrics::Registration queue;
+  } metrics_;
 };
 
 // An op built from two functions, for writes that need no coalescing:

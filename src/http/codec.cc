@@ -3,6 +3,11 @@
 #include <array>
 #include <charconv>
 #include <ctime>
+#include <random>
+
+#include "http/access_log.h"
+#include "http/route_stats.h"
+#include "ops/log.h"
 
 namespace hotrow::http {
 
@@ -82,9 +87,51 @@ bool ListHas(std::string_view value, std::string_view token) {
   }
 }
 
+namespace {
+
+bool IsRequestIdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.' || c == ':' || c == '+' || c == '/' || c == '=';
+}
+
+// 16 hex digits from a per-thread generator (splitmix64): unique enough to
+// find a request's lines, and no system call per request.
+size_t NewRequestId(char* out) {
+  thread_local uint64_t state = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i, z >>= 4) out[i] = kHex[z & 15];
+  return 16;
+}
+
+}  // namespace
+
+void Codec::TakeRequestId() {
+  const auto& msg = parser_->get();
+  auto it = msg.find("X-Request-Id");
+  if (it != msg.end()) {
+    std::string_view v(it->value().data(), it->value().size());
+    bool valid = !v.empty() && v.size() <= request_id_.size();
+    for (size_t i = 0; valid && i < v.size(); ++i) valid = IsRequestIdChar(v[i]);
+    if (valid) {
+      std::copy(v.begin(), v.end(), request_id_.begin());
+      request_id_size_ = v.size();
+      return;
+    }
+  }
+  request_id_size_ = NewRequestId(request_id_.data());
+}
+
 Status Codec::CheckHeader() {
   const auto& msg = parser_->get();
   head_request_ = msg.method() == bhttp::verb::head;
+  started_ = Clock::now();
+  method_ = ToMethod(msg.method());
+  bytes_in_ = msg.method_string().size() + msg.target().size() + 12;  // "M T HTTP/1.1\r\n" and the blank line
+  TakeRequestId();
   // Transfer-Encoding, over every field line that carries it, in order.
   int codings = 0, te_lines = 0;
   bool last_is_chunked = false;
@@ -95,6 +142,7 @@ Status Codec::CheckHeader() {
   for (const auto& field : msg) {
     ++header_fields_;
     std::string_view name(field.name_string().data(), field.name_string().size());
+    bytes_in_ += name.size() + field.value().size() + 4;
     if (field.name() == bhttp::field::connection) {
       std::string_view value(field.value().data(), field.value().size());
       close = close || ListHas(value, "close");
@@ -164,6 +212,10 @@ Request& Codec::BuildRequest() {
   }
   request_.spare_body = &spare_;
   request_.long_running = false;
+  request_.request_id = request_id();
+  request_.route = nullptr;
+  built_ = true;
+  bytes_in_ += request_.body.size();
   if (!options_->cors_origins.empty()) {
     origin_ = request_.Header("Origin");
     preflight_ = request_.method == Method::kOptions && request_.HasHeader("Access-Control-Request-Method");
@@ -212,11 +264,52 @@ std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool clo
   // Beast's fields container allocates per header, and these few fixed
   // headers need no container.
   head_.clear();
+  if (request_id_size_ == 0) request_id_size_ = NewRequestId(request_id_.data());  // no header was read
+  if (r.error && r.body.size() >= 2 && r.body.compare(r.body.size() - 2, 2, "}}") == 0) {
+    // {"error":{...}} -> {"error":{...,"requestId":"..."}}; the id's
+    // characters need no JSON escaping (IsRequestIdChar).
+    std::string field = ",\"requestId\":\"";
+    field.append(request_id());
+    field.push_back('"');
+    r.body.insert(r.body.size() - 2, field);
+  }
+  if (!r.log_detail.empty()) {
+    if (r.log_as_error)
+      log::Error("request {}: {}", request_id(), r.log_detail);
+    else
+      log::Warn("request {}: {}", request_id(), r.log_detail);
+  }
   AppendHead(head_, r, close, http10_keep_alive_ && !close);
+  head_.append("X-Request-Id: ");
+  head_.append(request_id());
+  head_.append("\r\n");
   if (!options_->cors_origins.empty()) AppendCors(r);
   head_.append("\r\n");
   body_ = std::move(r.body);
+  Observe(r, head_.size() + (head_request_ ? 0 : body_.size()));
   return {boost::asio::buffer(head_), boost::asio::buffer(body_.data(), head_request_ ? 0 : body_.size())};
+}
+
+void Codec::Observe(const Response& r, size_t bytes_out) {
+  auto now = Clock::now();
+  uint64_t ns =
+      started_ == Clock::time_point{}
+          ? 0
+          : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_).count());
+  RouteStats* route = built_ && request_.route ? request_.route : &UnmatchedRoute();
+  route->Record(built_ ? request_.method : method_, r.status, ns);
+  if (AccessLog* log = AccessLog::Active()) {
+    AccessLog::Line line;
+    line.request_id = request_id();
+    line.method = built_ ? request_.method_name : MethodName(method_);
+    line.target = built_ ? request_.target : std::string_view("-");
+    line.status = r.status;
+    line.duration_us = ns / 1000;
+    line.bytes_in = bytes_in_;
+    line.bytes_out = bytes_out;
+    line.peer = peer_;
+    log->Push(line);
+  }
 }
 
 void Codec::AppendCors(const Response& r) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>  // before Asio: g++ 12 in C++20 mode needs it for awaitable.hpp
@@ -34,6 +35,11 @@ class Codec {
   // released (back to the arena).
   Parser& Begin(const ServerOptions& options) {
     options_ = &options;
+    request_id_size_ = 0;
+    built_ = false;
+    started_ = {};
+    method_ = Method::kOther;
+    bytes_in_ = 0;
     head_request_ = false;
     header_fields_ = 0;
     must_close_ = false;
@@ -83,7 +89,18 @@ class Codec {
 
   static void AppendHead(std::string& out, const Response& r, bool close, bool keep_alive_header);
 
+  // The client's address ("203.0.113.7:51234"), for the access log; the
+  // connection keeps the text.
+  void set_peer(std::string_view peer) { peer_ = peer; }
+
  private:
+  using Clock = std::chrono::steady_clock;
+  // X-Request-Id from the header when it is valid, else a new one.
+  void TakeRequestId();
+  std::string_view request_id() const { return {request_id_.data(), request_id_size_}; }
+  // Every response: the route's counters and latency, then the access log.
+  void Observe(const Response& r, size_t bytes_out);
+
   // The CORS headers for the request's Origin, when it is one allowed.
   void AppendCors(const Response& r);
 
@@ -99,6 +116,13 @@ class Codec {
   bool must_close_ = false;   // decided from the header by CheckHeader
   std::string_view origin_;   // the request's Origin (in the arena), or empty
   bool preflight_ = false;    // OPTIONS with Access-Control-Request-Method
+  std::array<char, 64> request_id_{};
+  size_t request_id_size_ = 0;
+  bool built_ = false;         // BuildRequest ran for this request
+  Clock::time_point started_;  // the header was complete (CheckHeader)
+  Method method_ = Method::kOther;
+  size_t bytes_in_ = 0;  // request line, header fields and body, as parsed
+  std::string_view peer_ = "-";
 };
 
 }  // namespace hotrow::http

@@ -1,7 +1,5 @@
 #include "http/errors.h"
 
-#include <random>
-
 #include "http/json.h"
 #include "ops/log.h"
 
@@ -51,27 +49,18 @@ int HttpStatusFor(ErrorCode code) {
   return 500;
 }
 
-std::string NewRequestId() {
-  thread_local std::mt19937_64 random{std::random_device{}()};
-  char id[17];
-  snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(random()));
-  return id;
-}
-
 Response ErrorResponse(const Status& status) {
   Response r;
   r.status = HttpStatusFor(status.code());
   // A failure of the server's own (500), or one with details only the log
-  // may see, is logged under an id that the body carries, so an operator
-  // can find it. A plain 503 (a full queue) is not logged: under overload
-  // that would be a line per request.
-  std::string request_id;
+  // may see, is logged under the request's id, which the connection adds to
+  // the body (Codec::Serialize), so an operator can find it. A plain 503 (a
+  // full queue) is not logged: under overload that would be a line per
+  // request.
+  r.error = true;
   if (r.status == 500 || !status.detail().empty()) {
-    request_id = NewRequestId();
-    if (r.status == 500)
-      log::Error("request {}: {}", request_id, status.ToString());
-    else
-      log::Warn("request {}: {}", request_id, status.ToString());
+    r.log_detail = status.ToString();
+    r.log_as_error = r.status == 500;
   }
   JsonWriter w(r.body);
   w.StartObject();
@@ -87,7 +76,6 @@ Response ErrorResponse(const Status& status) {
     w.Key("field");
     w.String(status.field());
   }
-  if (!request_id.empty()) w.Field("requestId", request_id);
   w.EndObject();
   w.EndObject();
   if (r.status == 503) r.AddHeader("Retry-After", std::to_string(kRetryAfterSeconds));

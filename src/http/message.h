@@ -21,6 +21,8 @@ enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions, kOther 
 
 std::string_view MethodName(Method m);
 
+struct RouteStats;  // route_stats.h
+
 inline constexpr std::string_view kJsonContentType = "application/json; charset=utf-8";
 
 // A parsed request. Every string_view points into memory the server owns for
@@ -44,6 +46,11 @@ struct Request {
   // may take longer than the per-request bound (a grant): the connection
   // then waits for its answer without a deadline.
   bool long_running = false;
+  // X-Request-Id as sent (validated), or one the server made up; the
+  // response echoes it, and log lines about this request carry it.
+  std::string_view request_id;
+  // Set by the router to the matched route's counters (null: none matched).
+  RouteStats* route = nullptr;
 
   // The first value of the named header (case-insensitive), or empty.
   std::string_view Header(std::string_view name) const;
@@ -74,6 +81,12 @@ struct Response {
   ResponseHeaders headers;
   // Close the connection after this response.
   bool close = false;
+  // Made by ErrorResponse: the body is {"error":{...}}, and the connection
+  // adds "requestId" to it. log_detail, when set, is logged under that id
+  // (as an error when log_as_error, else a warning).
+  bool error = false;
+  bool log_as_error = false;
+  std::string log_detail;
 
   void AddHeader(std::string_view name, std::string value) { headers.Add(name, std::move(value)); }
 };

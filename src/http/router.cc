@@ -5,6 +5,7 @@
 
 #include "http/errors.h"
 #include "http/query.h"
+#include "http/route_stats.h"
 
 namespace hotrow::http {
 
@@ -65,6 +66,7 @@ void Router::Add(Method method, std::string_view pattern, Handler handler, BodyP
     }
   }
   Route r;
+  r.stats = &RouteStatsFor(pattern);
   r.segments = std::move(segments);
   for (auto& s : r.segments) r.literal_count += IsParam(s) ? 0 : 1;
   r.methods.push_back({method, std::move(handler), body});
@@ -125,6 +127,16 @@ const Router::Route* Router::Match(std::string_view path, ParamViews* params) co
   return best;
 }
 
+std::vector<std::pair<Method, std::string>> Router::Routes() const {
+  std::vector<std::pair<Method, std::string>> out;
+  for (const auto& r : routes_) {
+    std::string pattern;
+    for (const auto& s : r.segments) pattern += "/" + s;
+    for (const auto& m : r.methods) out.emplace_back(m.method, pattern);
+  }
+  return out;
+}
+
 void Router::Dispatch(Request& request, Responder responder) const {
   if (request.method == Method::kOther) {
     responder.Send(ErrorResponse(
@@ -137,6 +149,7 @@ void Router::Dispatch(Request& request, Responder responder) const {
     responder.Send(ErrorResponse(Status::NotFound("no resource at " + std::string(request.path))));
     return;
   }
+  request.route = route->stats;
   const MethodHandler* mh = Find(*route, request.method);
   if (!mh && request.method == Method::kOptions) {
     Response r;

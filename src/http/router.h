@@ -38,6 +38,9 @@ class Router {
   // Routes the request, answering 404 / 405 / 415 itself.
   void Dispatch(Request& request, Responder responder) const;
 
+  // Every (method, pattern) added, in order: for the OpenAPI check.
+  std::vector<std::pair<Method, std::string>> Routes() const;
+
  private:
   struct MethodHandler {
     Method method;
@@ -48,7 +51,8 @@ class Router {
     std::vector<std::string> segments;  // "{...}" marks a parameter
     int literal_count = 0;
     std::vector<MethodHandler> methods;
-    std::string allow;  // "GET, HEAD, PUT, OPTIONS": the methods, for Allow
+    std::string allow;            // "GET, HEAD, PUT, OPTIONS": the methods, for Allow
+    RouteStats* stats = nullptr;  // its counters in GET /metrics
   };
   static std::string AllowOf(const std::vector<MethodHandler>& methods);
   const MethodHandler* Find(const Route& route, Method method) const;

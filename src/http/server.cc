@@ -79,6 +79,7 @@ void ServerState::Accept() {
     // have not yet counted. ~Session gives the slot back.
     if (connections.fetch_add(1, std::memory_order_relaxed) >= options.connections_max) {
       connections.fetch_sub(1, std::memory_order_relaxed);
+      refused.fetch_add(1, std::memory_order_relaxed);
       // Past the limit: answer 503 while the rejectors stay few, else drop.
       if (rejecting.load(std::memory_order_relaxed) < 1024)
         asio::post(w.io, [this, s = std::move(socket)]() mutable {
@@ -103,6 +104,9 @@ Server::~Server() = default;
 uint16_t Server::port() const { return impl_->port; }
 int Server::threads() const { return static_cast<int>(impl_->workers.size()); }
 int Server::connections() const { return impl_->connections.load(); }
+uint64_t Server::refused() const { return impl_->refused.load(std::memory_order_relaxed); }
+int64_t Server::body_bytes_in_flight() const { return impl_->body_bytes_in_flight.load(std::memory_order_relaxed); }
+bool Server::ready() const { return !impl_->unready.load(std::memory_order_relaxed); }
 
 Status Server::Listen() {
   RaiseFileLimit();
@@ -123,7 +127,7 @@ Status Server::Listen() {
 }
 
 void Server::Shutdown() {
-  asio::post(impl_->control, [this] { impl_->BeginShutdown(); });
+  asio::post(impl_->control, [this] { impl_->BeginDrain(); });
 }
 
 // The handler bound is checked twice a second per worker: a handler past
@@ -169,6 +173,27 @@ bool ServerState::WaitForNoConnections(std::chrono::milliseconds bound) {
   return connections.load() == 0;
 }
 
+void ServerState::BeginDrain() {
+  if (draining.load()) return;
+  bool first = !unready.exchange(true);
+  if (first && options.on_drain) options.on_drain();
+  if (!first || options.drain_delay.count() == 0) {
+    if (drain_delay_timer) drain_delay_timer->cancel();
+    return BeginShutdown();
+  }
+  log::Info("draining: /readyz answers 503 for {} ms, then the server stops accepting", options.drain_delay.count());
+  drain_delay_timer.emplace(control, options.drain_delay);
+  drain_delay_timer->async_wait([this](error_code) { BeginShutdown(); });
+  if (signals) {
+    // A second signal ends the delay.
+    signals->async_wait([this](error_code ec, int sig) {
+      if (ec) return;
+      log::Info("received signal {} again; not waiting for the drain delay", sig);
+      BeginDrain();
+    });
+  }
+}
+
 void ServerState::BeginShutdown() {
   if (draining.exchange(true)) return;
   log::Info("shutting down: {} connection(s) open", connections.load());
@@ -212,7 +237,7 @@ bool Server::Run(const std::function<void()>& before_stop) {
     signals->async_wait([&impl](error_code ec, int sig) {
       if (!ec) {
         log::Info("received signal {}", sig);
-        impl.BeginShutdown();
+        impl.BeginDrain();
       }
     });
   }

@@ -21,7 +21,8 @@
 // and discards up to drain_bytes_max for at most drain_timeout, so the client
 // reads the response instead of a connection reset.
 //
-// Shutdown (SIGTERM/SIGINT or Shutdown()): stop accepting; close idle
+// Shutdown (SIGTERM/SIGINT or Shutdown()): first the drain delay
+// (drain_delay: everything is served, ready() is false); then stop accepting; close idle
 // connections; let in-flight requests finish and answer with
 // "Connection: close". Once no connection is left (or the grace period,
 // shutdown_timeout_max, --shutdown-grace-ms, 15 s, has passed) call
@@ -73,6 +74,14 @@ struct ServerOptions {
   size_t drain_bytes_max = 1024 * 1024;
   std::chrono::milliseconds drain_timeout{2000};
   std::chrono::milliseconds shutdown_timeout_max{15000};
+  // On SIGTERM/SIGINT (or Shutdown()), how long the server stays up
+  // answering every route, with ready() false (GET /readyz answers 503), so
+  // that balancers stop sending before the acceptor closes. A second
+  // signal ends the delay at once. hotrow serve: --drain-delay-ms, 5 s.
+  std::chrono::milliseconds drain_delay{0};
+  // Called once when the drain delay begins (sd_notify STOPPING=1), on the
+  // control thread.
+  std::function<void()> on_drain;
   bool handle_signals = true;
   // Origins whose browser requests get CORS headers ("*": any origin);
   // empty: no CORS headers at all.
@@ -101,11 +110,18 @@ class Server {
   // destroy the server (it would free what that handler will call).
   bool Run(const std::function<void()>& before_stop);
 
-  // Begins a graceful shutdown. Thread-safe; idempotent.
+  // Begins a graceful shutdown (after drain_delay). Thread-safe; idempotent.
   void Shutdown();
+
+  // False from the start of the drain delay on.
+  bool ready() const;
 
   // Connections open right now.
   int connections() const;
+  // Connections refused past connections_max so far.
+  uint64_t refused() const;
+  // Request-body bytes reserved by connections right now.
+  int64_t body_bytes_in_flight() const;
 
  private:
   std::unique_ptr<struct ServerState> impl_;

@@ -46,6 +46,8 @@ struct ServerState {
   std::atomic<int64_t> body_bytes_in_flight{0};  // reserved by sessions (body_bytes_in_flight_max)
   std::atomic<int> rejecting{0};
   std::atomic<bool> draining{false};
+  std::atomic<bool> unready{false};  // the drain delay began
+  std::atomic<uint64_t> refused{0};
   // Signals and shutdown run here; kept running by control_guard until the
   // drain ends.
   boost::asio::io_context control{1};
@@ -61,7 +63,10 @@ struct ServerState {
 
   ServerState(ServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
   void Accept();
+  // The drain delay, then BeginShutdown; a second call ends the delay.
+  void BeginDrain();
   void BeginShutdown();
+  std::optional<boost::asio::steady_timer> drain_delay_timer;
   void PollDrain();
   // Runs `fn` on every open session, each on its own worker.
   template <typename Fn>

@@ -40,6 +40,13 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
         buffer_(ReadBufferMax(server.options)),
         server_(server),
         worker_(worker) {
+    error_code ec;
+    auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) {
+      peer_ = remote.address().is_v6() ? "[" + remote.address().to_string() + "]" : remote.address().to_string();
+      peer_ += ":" + std::to_string(remote.port());
+      codec_.set_peer(peer_);
+    }
     // Counted already, by the acceptor (ServerState::Accept).
     std::lock_guard lock(worker_.mutex);
     worker_.sessions.insert(this);
@@ -212,7 +219,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     try {
       server_.handler(request, Responder(shared_from_this(), n));
     } catch (const std::exception& e) {
-      log::Error("handler for {} threw: {}", std::string(request.target), e.what());
+      log::Error("request {}: handler for {} threw: {}", request.request_id, std::string(request.target), e.what());
       // Close after it, as after a timeout: the handler may still answer
       // through a copy of its Responder, and a server-answered request must
       // be the connection's last (ResponseSink::Claim relies on it).
@@ -310,7 +317,8 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     ArmWatchdog();
   }
 
-  HandlerMemory memory_;  // declared first: operations may outlive the other members' use
+  std::string peer_ = "-";  // declared first: the codec refers to it
+  HandlerMemory memory_;    // declared first: operations may outlive the other members' use
   beast::tcp_stream stream_;
   asio::steady_timer watchdog_;
   Clock::time_point deadline_ = Clock::time_point::max();

@@ -28,6 +28,7 @@ class LeaderboardService final : public DomainService {
   // DomainService: the Board from the store (none on a SharedRanking store).
   std::string_view name() const override { return "leaderboard"; }
   Status Load() override;
+  size_t entries() const override { return static_cast<size_t>(board_.size()); }
   const char* channel() const override { return store_.channel(); }
   Status Follow(std::string_view notification) override;
   void Stop() override { store_.Stop(); }

@@ -17,6 +17,10 @@ void Init();
 // Writes out what is buffered (before a process ends without destructors).
 inline void Flush() { spdlog::default_logger()->flush(); }
 
+// One JSON object per line ({"time","level","message"}) instead of text
+// (--log-format json).
+void UseJson();
+
 // "trace", "debug", "info", "warn", "error", "off"; false if unknown.
 bool SetLevel(std::string_view level);
 

@@ -456,6 +456,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
       // retries and finds the winner's answer.
       bool unique_race = !rows.ok() && rows.status().sqlstate() == "23505";
       if (rows.ok() || !(db::pg::IsRetryable(rows.status()) || unique_race)) break;
+      db::pg::CountRetry(rows.status());
     }
     if (!rows.ok()) return done(rows.status());
     auto outcome = static_cast<PayResult>(rows->Int(0, 0));
@@ -531,8 +532,9 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - commit_start).count();
       if (!s.ok()) {
         outcome = s;
-        if (db::pg::IsRetryable(s)) continue;
-        break;
+        if (!db::pg::IsRetryable(s)) break;
+        db::pg::CountRetry(s);
+        continue;
       }
       const pg::Rows& rows = (*results)[3];
       auto what = static_cast<GrantResult>(rows.Int(0, 0));

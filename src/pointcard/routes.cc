@@ -1,11 +1,14 @@
 #include "pointcard/routes.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "base/text.h"
 #include "http/errors.h"
 #include "http/json.h"
 #include "http/query.h"
+#include "ops/metrics.h"
 
 namespace hotrow::pointcard {
 
@@ -46,6 +49,43 @@ Status InsufficientBalance(const PaymentOutcome& o) {
                                                std::to_string(-o.row.amount) + " does not fit"};
 }
 
+// GET /metrics: payments by outcome, grants by duration and phase.
+struct CardMetrics {
+  metrics::Counter *paid, *refused, *replayed, *failed;
+  metrics::Histogram *grant_seconds, *query_seconds, *update_seconds, *commit_seconds;
+  metrics::Counter* grants_failed;
+  CardMetrics() {
+    auto& r = metrics::Registry::Default();
+    auto payments = [&](const char* outcome) {
+      return &r.GetCounter("hotrow_pointcard_payments_total",
+                           "Payments answered, by outcome: paid, refused (insufficient balance), replayed (an "
+                           "Idempotency-Key retry), failed (any error).",
+                           {{"outcome", outcome}});
+    };
+    paid = payments("paid");
+    refused = payments("refused");
+    replayed = payments("replayed");
+    failed = payments("failed");
+    grant_seconds =
+        &r.GetHistogram("hotrow_pointcard_grant_duration_seconds",
+                        "Time of a point grant, from its request to its answer.", {}, metrics::LatencyBuckets(), 1e9);
+    auto phase = [&](const char* p) {
+      return &r.GetHistogram("hotrow_pointcard_grant_phase_seconds",
+                             "Time of each phase of a point grant (query, update, commit).", {{"phase", p}},
+                             metrics::LatencyBuckets(), 1e9);
+    };
+    query_seconds = phase("query");
+    update_seconds = phase("update");
+    commit_seconds = phase("commit");
+    grants_failed = &r.GetCounter("hotrow_pointcard_grants_failed_total", "Point grants that answered an error.");
+  }
+};
+
+CardMetrics& Metrics() {
+  static CardMetrics m;
+  return m;
+}
+
 void Pay(PointCardService& service, Request& req, Responder responder) {
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
@@ -58,7 +98,12 @@ void Pay(PointCardService& service, Request& req, Responder responder) {
   if (!amount.ok()) return responder.Send(Error(amount.status()));
   Payment p{*card, *store, *amount, IdempotencyKey(req)};
   service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
+    CardMetrics& m = Metrics();
+    if (!r.ok()) {
+      m.failed->Add();
+      return responder.Send(Error(r.status()));
+    }
+    (r->replayed ? m.replayed : r->refused ? m.refused : m.paid)->Add();
     if (r->refused) {
       Response refused = Error(InsufficientBalance(*r));
       if (r->replayed) refused.AddHeader("Idempotent-Replayed", "true");
@@ -194,8 +239,20 @@ void Grant(PointCardService& service, const AdminAuth& admin, Request& req, Resp
   auto allow_overlap = body->OptionalBool("allowOverlap", false);
   if (!allow_overlap.ok()) return responder.Send(Error(allow_overlap.status()));
   GrantRequest g{*from, *to, *rate, IdempotencyKey(req), *allow_overlap};
-  service.Grant(std::move(g), [responder](Result<GrantOutcome> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
+  auto started = std::chrono::steady_clock::now();
+  service.Grant(std::move(g), [responder, started](Result<GrantOutcome> r) mutable {
+    CardMetrics& m = Metrics();
+    if (!r.ok()) {
+      m.grants_failed->Add();
+      return responder.Send(Error(r.status()));
+    }
+    if (!r->replayed) {
+      m.grant_seconds->ObserveDuration(std::chrono::steady_clock::now() - started);
+      auto ns = [](double ms) { return static_cast<uint64_t>(std::max(0.0, ms) * 1e6); };
+      m.query_seconds->Observe(ns(r->query_ms));
+      m.update_seconds->Observe(ns(r->update_ms));
+      m.commit_seconds->Observe(ns(r->commit_ms));
+    }
     Response res;
     res.status = 201;
     JsonWriter w(res.body);

@@ -31,6 +31,7 @@ class PointCardService final : public DomainService {
   // grant to answer, refuses later ones, then stops the store.
   std::string_view name() const override { return "point card"; }
   Status Load() override;
+  size_t entries() const override { return store_region_.size(); }
   Status Follow(std::string_view) override { return Status::Ok(); }
   void Stop() override;
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -99,8 +100,14 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
                                                     const std::vector<std::pair<std::string, std::string>>& env) {
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   p->log_path_ = log_path;
+  // No drain delay unless the test asks for one: a test's SIGTERM should
+  // stop the server at once.
   std::vector<std::string> full = {"serve", "--host", "127.0.0.1", "--port", "0"};
   full.insert(full.end(), args.begin(), args.end());
+  if (std::find(args.begin(), args.end(), "--drain-delay-ms") == args.end()) {
+    full.push_back("--drain-delay-ms");
+    full.push_back("0");
+  }
   size_t log_offset = std::filesystem::exists(log_path) ? std::filesystem::file_size(log_path) : 0;
   p->pid_ = Spawn(full, log_path, env);
   static const std::regex kListening(R"(listening on http://127\.0\.0\.1:(\d+))");

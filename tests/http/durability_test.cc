@@ -158,9 +158,10 @@ TEST(Cli, UrlPasswordsAreNeverPrinted) {
   EXPECT_EQ(bad.output.find("topsecret"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("mysql://u:***@h/db"), std::string::npos) << bad.output;
   TempDir dir;
-  auto serve = RunHotrow(
-      {"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--redis", "redis://:topsecret@127.0.0.1:1"},
-      std::chrono::seconds(30));
+  // Waiting for Redis to come up logs the reason too (--db-connect-timeout).
+  auto serve = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--redis",
+                          "redis://:topsecret@127.0.0.1:1", "--db-connect-timeout", "1"},
+                         std::chrono::seconds(30));
   EXPECT_NE(serve.exit_code, 0);
   EXPECT_EQ(serve.output.find("topsecret"), std::string::npos) << serve.output;
 }

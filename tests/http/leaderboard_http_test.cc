@@ -94,11 +94,34 @@ TEST(LeaderboardHttp, WithoutAnAdminTokenRemovingIsForbidden) {
   EXPECT_EQ(p->Stop(), 0);
 }
 
-TEST(LeaderboardHttp, AnUnreachableRedisFailsAtStartUp) {
-  auto r = RunHotrow({"serve", "--port", "0", "--redis", "redis://127.0.0.1:" + std::to_string(FreePort())},
+TEST(LeaderboardHttp, AnUnreachableRedisFailsAfterTheConnectTimeout) {
+  TempDir dir;
+  auto started = std::chrono::steady_clock::now();
+  auto r = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--redis",
+                      "redis://127.0.0.1:" + std::to_string(FreePort()), "--db-connect-timeout", "2"},
                      std::chrono::seconds(60));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("cannot connect to Redis"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("waiting up to 2 s"), std::string::npos) << r.output;
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1500)) << "it waited";
+}
+
+// compose starts every container at once: hotrow waits for Redis instead
+// of exiting (--db-connect-timeout), then serves.
+TEST(LeaderboardHttp, ServeWaitsForRedisToComeUp) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  redis->Kill();
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_TRUE(redis->Restart());
+  });
+  TestServer server(TestServerOptions{0, false, {"--redis", redis->url(), "--db-connect-timeout", "30"}, {}});
+  later.join();
+  ASSERT_TRUE(server.ok());
+  HttpClient client(server.port());
+  auto r = client.Post("/api/v1/score", R"({"score":5})", {{"ClientId", "waiter"}});
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 }  // namespace

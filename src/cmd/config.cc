@@ -1,0 +1,123 @@
+#include "cmd/config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "db/store_url.h"
+
+namespace hotrow::cmd {
+
+void AddConfigFile(CLI::App& serve, std::string& path) {
+  serve
+      .add_option("--config", path,
+                  "A TOML or INI file of serve's settings: name = value, names as the flags' (port = 8080), at the "
+                  "top or under [serve]")
+      ->envname("HOTROW_CONFIG");
+}
+
+namespace {
+
+// The option's first long name ("port" for --port).
+std::string LongName(const CLI::Option& o) {
+  const auto& names = o.get_lnames();
+  return names.empty() ? std::string() : names.front();
+}
+
+bool Secret(const std::string& name) { return name == "admin-token" || name == "metrics-token"; }
+
+}  // namespace
+
+ServeArgs ResolveServeArgs(const CLI::App& serve, int argc, char** argv) {
+  ServeArgs out;
+  for (int i = 1; i < argc; ++i) out.args.emplace_back(argv[i]);
+  bool is_serve = argc > 1 && serve.get_name() == argv[1];
+  if (!is_serve) return out;
+  std::string config;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (a == "--config" && i + 1 < argc) config = argv[i + 1];
+    if (a.rfind("--config=", 0) == 0) config = a.substr(9);
+  }
+  if (config.empty() && std::getenv("HOTROW_CONFIG")) config = std::getenv("HOTROW_CONFIG");
+  // The file's settings by option name; a list keeps every value.
+  std::map<std::string, std::vector<std::string>> file;
+  if (!config.empty()) {
+    std::ifstream in(config);
+    if (!in) {
+      out.error = "cannot read the config file " + config;
+      return out;
+    }
+    try {
+      for (const CLI::ConfigItem& item : CLI::ConfigTOML().from_config(in)) {
+        bool here = item.parents.empty() ||
+                    (item.parents.size() == 1 && (item.parents[0] == "serve" || item.parents[0] == "default"));
+        if (!here || item.name == "++" || item.name == "--") continue;  // section markers
+        const CLI::Option* o = serve.get_option_no_throw("--" + item.name);
+        if (!o || item.name == "config" || item.name == "help" || item.name == "print-config") {
+          out.error = "the config file " + config + " names '" + item.name + "', which is no setting of serve";
+          return out;
+        }
+        file[item.name] = item.inputs;
+      }
+    } catch (const CLI::Error& e) {
+      out.error = "cannot read the config file " + config + ": " + e.what();
+      return out;
+    }
+  }
+  for (const CLI::Option* o : serve.get_options()) {
+    std::string name = LongName(*o);
+    if (name.empty() || name == "config") continue;
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--") break;
+      if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) out.from_flags.insert(name);
+    }
+    if (out.from_flags.count(name)) continue;
+    const char* value = o->get_envname().empty() ? nullptr : std::getenv(o->get_envname().c_str());
+    if (value) {
+      out.args.push_back("--" + name + "=" + value);
+      out.from_environment.insert(name);
+      continue;
+    }
+    auto it = file.find(name);
+    if (it == file.end()) continue;
+    for (const auto& v : it->second) out.args.push_back("--" + name + "=" + v);
+    out.from_file.insert(name);
+  }
+  return out;
+}
+
+void PrintServeConfig(const CLI::App& serve, const ServeArgs& sources) {
+  std::printf("# hotrow serve: the settings in effect (flag > environment > --config file > default)\n");
+  for (const CLI::Option* o : serve.get_options()) {
+    std::string name = LongName(*o);
+    if (name.empty() || name == "help" || name == "help-all" || name == "config" || name == "print-config") continue;
+    std::string source = sources.from_flags.count(name)         ? "flag"
+                         : sources.from_environment.count(name) ? "environment " + o->get_envname()
+                         : sources.from_file.count(name)        ? "config file"
+                                                                : "default";
+    std::vector<std::string> values = o->count() > 0 ? o->results() : std::vector<std::string>{};
+    if (o->count() == 0 && !o->get_default_str().empty()) values.push_back(o->get_default_str());
+    for (auto& v : values) {
+      if (Secret(name)) v = v.empty() ? v : "***";
+      if (name == "db" || name == "redis") v = db::RedactUrl(v);
+    }
+    std::string text;
+    bool is_list = o->get_expected_max() > 1;
+    if (is_list) text += "[";
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i) text += ", ";
+      bool number = !values[i].empty() && values[i].find_first_not_of("0123456789-") == std::string::npos;
+      bool boolean = values[i] == "true" || values[i] == "false";
+      text += number || boolean ? values[i] : "\"" + values[i] + "\"";
+    }
+    if (is_list) text += "]";
+    if (values.empty() && !is_list) text = "\"\"";
+    std::printf("%s = %s  # %s\n", name.c_str(), text.c_str(), source.c_str());
+  }
+}
+
+}  // namespace hotrow::cmd
