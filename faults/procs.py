@@ -203,7 +203,9 @@ class Hotrow(Process):
         self.port = free_port()
         self.db = db
         self.args = args
-        self.env = dict(os.environ, HOTROW_LOG_LEVEL="warn", **(env_extra or {}))
+        # A short drain delay: SIGTERM faults exercise it (every route is
+        # served while /readyz says 503) without stretching the schedule.
+        self.env = dict(os.environ, HOTROW_LOG_LEVEL="warn", HOTROW_DRAIN_DELAY_MS="1000", **(env_extra or {}))
         if faketime_file:
             # The file is re-read at most once a second (a clock step takes
             # effect within 1 s), not on every clock read.

@@ -25,11 +25,15 @@ int main(int argc, char** argv) {
   hotrow::cmd::CheckFlags check_flags;
   hotrow::cmd::GrantFlags grant_flags;
   hotrow::cmd::SimulateFlags simulate_flags;
+  hotrow::cmd::BackupFlags backup_flags;
+  hotrow::cmd::ProbeFlags probe_flags;
   CLI::App* serve = hotrow::cmd::AddServe(app, serve_flags);
   CLI::App* seed = hotrow::cmd::AddSeed(app, seed_flags);
   CLI::App* check = hotrow::cmd::AddCheck(app, check_flags);
   CLI::App* grant = hotrow::cmd::AddGrant(app, grant_flags);
   CLI::App* simulate = hotrow::cmd::AddSimulate(app, simulate_flags);
+  CLI::App* backup = hotrow::cmd::AddBackup(app, backup_flags);
+  CLI::App* probe = hotrow::cmd::AddProbe(app, probe_flags);
 
   // A first word that is no command: say so and list the commands (CLI11
   // alone would say only that the argument was not expected).
@@ -67,6 +71,8 @@ int main(int argc, char** argv) {
   if (check->parsed()) return hotrow::cmd::RunCheck(check_flags);
   if (grant->parsed()) return hotrow::cmd::RunGrant(grant_flags);
   if (simulate->parsed()) return hotrow::cmd::RunSimulate(simulate_flags);
+  if (backup->parsed()) return hotrow::cmd::RunBackup(backup_flags);
+  if (probe->parsed()) return hotrow::cmd::RunProbe(probe_flags);
   std::fputs(app.help().c_str(), stderr);
   return 2;
 }

@@ -36,7 +36,8 @@ bench_init() {
 # passes through), waits for /healthz; its pid is in HOTROW_PID.
 start_hotrow() {
   local port=$1; shift
-  "${HOTROW_BIN:-$HOTROW}" serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
+  # The drain delay through its variable: an older binary (a "before") ignores it.
+  HOTROW_DRAIN_DELAY_MS=0 "${HOTROW_BIN:-$HOTROW}" serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
   HOTROW_PID=$!
   BENCH_PIDS+=("$HOTROW_PID")
   wait_http "http://127.0.0.1:$port/healthz" 60

@@ -89,4 +89,18 @@ struct SimulateFlags {
 CLI::App* AddSimulate(CLI::App& app, SimulateFlags& flags);
 int RunSimulate(const SimulateFlags& flags);
 
+struct BackupFlags {
+  std::string db = "sqlite:data/hotrow.db";
+  std::string out;
+};
+CLI::App* AddBackup(CLI::App& app, BackupFlags& flags);
+int RunBackup(const BackupFlags& flags);
+
+struct ProbeFlags {
+  std::string url;
+  int timeout_ms = 2000;
+};
+CLI::App* AddProbe(CLI::App& app, ProbeFlags& flags);
+int RunProbe(const ProbeFlags& flags);
+
 }  // namespace hotrow::cmd

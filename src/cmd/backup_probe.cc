@@ -1,0 +1,88 @@
+// hotrow backup: a consistent copy of an embedded database while it serves.
+// hotrow probe: the container's HEALTHCHECK (the image has no curl).
+#include <cstdio>
+#include <filesystem>
+
+#include "cmd/commands.h"
+#include "db/sqlite.h"
+#include "db/store_url.h"
+#include "http/client.h"
+#include "ops/log.h"
+
+namespace hotrow::cmd {
+
+CLI::App* AddBackup(CLI::App& app, BackupFlags& f) {
+  CLI::App* c = app.add_subcommand(
+      "backup",
+      "Copy an embedded (SQLite) database to a new file, consistently, while a server uses it (VACUUM INTO); "
+      "for PostgreSQL use pg_dump (docs/deploy.md)");
+  c->add_option("--db", f.db, "Store URL: sqlite:PATH")->envname("HOTROW_DB")->capture_default_str();
+  c->add_option("--out", f.out, "The backup file to write; it must not exist")->required();
+  return c;
+}
+
+int RunBackup(const BackupFlags& f) {
+  auto url = db::ParseStoreUrl(f.db);
+  if (!url.ok()) {
+    log::Error("{}", url.status().message());
+    return 2;
+  }
+  if (url->kind != db::StoreUrl::Kind::kSqlite) {
+    log::Error("hotrow backup copies SQLite databases; for PostgreSQL use pg_dump (docs/deploy.md)");
+    return 2;
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(f.out, ec)) {
+    log::Error("{} exists; hotrow backup writes a new file only", f.out);
+    return 2;
+  }
+  // A read transaction sees one snapshot (WAL): the copy is consistent
+  // while the server keeps writing, and the server does not wait for it.
+  auto conn = db::sqlite::Connection::Open(url->sqlite_path, db::sqlite::OpenMode::kReadOnly);
+  if (!conn.ok()) {
+    log::Error("{}", conn.status().ToString());
+    return 1;
+  }
+  auto q = (*conn)->Prepare("VACUUM INTO ?1");
+  Status s = q.ok() ? q->Bind(1, f.out).Run() : q.status();
+  if (!s.ok()) {
+    log::Error("backup failed: {}", s.ToString());
+    std::filesystem::remove(f.out, ec);
+    return 1;
+  }
+  auto bytes = std::filesystem::file_size(f.out, ec);
+  std::printf("backed up %s to %s (%llu bytes)\n", url->sqlite_path.c_str(), f.out.c_str(),
+              static_cast<unsigned long long>(ec ? 0 : bytes));
+  return 0;
+}
+
+CLI::App* AddProbe(CLI::App& app, ProbeFlags& f) {
+  CLI::App* c = app.add_subcommand("probe", "GET a URL; exit 0 on a 2xx answer, 1 otherwise (a container HEALTHCHECK)");
+  c->add_option("url", f.url, "http://host:port/path, such as http://127.0.0.1:8080/readyz")->required();
+  c->add_option("--timeout-ms", f.timeout_ms, "Give up after this")
+      ->check(CLI::Range(1, 600000))
+      ->capture_default_str();
+  return c;
+}
+
+int RunProbe(const ProbeFlags& f) {
+  std::string host;
+  uint16_t port = 0;
+  if (!http::ParseHttpUrl(f.url, &host, &port)) {
+    std::fprintf(stderr, "probe: %s is not http://host[:port]/path\n", f.url.c_str());
+    return 2;
+  }
+  size_t path = f.url.find('/', 7);
+  std::string target = path == std::string::npos ? "/" : f.url.substr(path);
+  try {
+    http::HttpClient client(host, port, std::chrono::milliseconds(f.timeout_ms));
+    auto r = client.Get(target);
+    std::printf("%d %s\n", r.status, r.body.substr(0, 300).c_str());
+    return r.status >= 200 && r.status < 300 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "probe: %s: %s\n", f.url.c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace hotrow::cmd
