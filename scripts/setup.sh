@@ -3,6 +3,9 @@
 # and the benchmark scripts need. Idempotent: packages already installed are
 # skipped, and apt is not touched at all when nothing is missing.
 # Works as root or through sudo.
+#   scripts/setup.sh             what make run, make test and the benchmarks need
+#   scripts/setup.sh containers  that, plus podman, podman-compose and
+#                                debootstrap (make image, scripts/compose-test)
 set -euo pipefail
 
 packages=(
@@ -26,6 +29,9 @@ packages=(
   # the fault rig (make test, make faults): clock steps
   faketime libfaketime
 )
+if [[ ${1:-} == containers ]]; then
+  packages+=(podman runc podman-compose debootstrap)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

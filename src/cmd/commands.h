@@ -28,6 +28,7 @@ struct ServeFlags {
   std::string access_log = "off";
   std::string log_format = "text";
   bool print_config = false;
+  bool print_routes = false;
   std::string config;  // read before parsing (cmd/config.h)
 };
 CLI::App* AddServe(CLI::App& app, ServeFlags& flags);

@@ -56,7 +56,8 @@ ServeArgs ResolveServeArgs(const CLI::App& serve, int argc, char** argv) {
                     (item.parents.size() == 1 && (item.parents[0] == "serve" || item.parents[0] == "default"));
         if (!here || item.name == "++" || item.name == "--") continue;  // section markers
         const CLI::Option* o = serve.get_option_no_throw("--" + item.name);
-        if (!o || item.name == "config" || item.name == "help" || item.name == "print-config") {
+        if (!o || item.name == "config" || item.name == "help" || item.name == "print-config" ||
+            item.name == "print-routes") {
           out.error = "the config file " + config + " names '" + item.name + "', which is no setting of serve";
           return out;
         }
@@ -94,7 +95,9 @@ void PrintServeConfig(const CLI::App& serve, const ServeArgs& sources) {
   std::printf("# hotrow serve: the settings in effect (flag > environment > --config file > default)\n");
   for (const CLI::Option* o : serve.get_options()) {
     std::string name = LongName(*o);
-    if (name.empty() || name == "help" || name == "help-all" || name == "config" || name == "print-config") continue;
+    if (name.empty() || name == "help" || name == "help-all" || name == "config" || name == "print-config" ||
+        name == "print-routes")
+      continue;
     std::string source = sources.from_flags.count(name)         ? "flag"
                          : sources.from_environment.count(name) ? "environment " + o->get_envname()
                          : sources.from_file.count(name)        ? "config file"

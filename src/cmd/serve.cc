@@ -2,6 +2,7 @@
 // until SIGTERM/SIGINT.
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -138,6 +139,8 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->capture_default_str();
   c->add_flag("--print-config", f.print_config,
               "Print the settings in effect (flag > environment > --config file > default) and exit");
+  c->add_flag("--print-routes", f.print_routes,
+              "Print every route (METHOD PATTERN) after opening the stores, and exit (the OpenAPI check uses it)");
   AddConfigFile(*c, f.config);
   return c;
 }
@@ -436,6 +439,11 @@ int RunServe(const ServeFlags& f) {
   dateplan::AddRoutes(router, *b.plans);
   leaderboard::AddRoutes(router, *b.board, admin);
   pointcard::AddRoutes(router, *b.cards, admin);
+  if (f.print_routes) {
+    for (const auto& [method, pattern] : router.Routes())
+      std::printf("%s %s\n", std::string(http::MethodName(method)).c_str(), pattern.c_str());
+    return 0;
+  }
 
   http::ServerOptions options;
   options.host = f.host;
