@@ -8,7 +8,7 @@
 JOBS ?= 2
 DB ?= sqlite:data/hotrow.db
 
-.PHONY: all setup build run test test-release test-sanitize test-fuzz test-faults faults bench bench-alloc format lint fuzz clean
+.PHONY: all setup build run test test-release test-sanitize test-fuzz test-faults faults bench bench-alloc format lint fuzz image compose-test clean
 
 all: build
 
@@ -71,6 +71,22 @@ bench-alloc: build
 
 lint: build
 	scripts/lint.sh
+
+# The container image localhost/hotrow:latest (Containerfile; podman, with
+# --format docker so its HEALTHCHECK is kept). Where no registry is
+# reachable the base is built with debootstrap (scripts/container-base.sh).
+IMAGE ?= localhost/hotrow:latest
+BASE_IMAGE ?= localhost/debian:bookworm
+image:
+	@scripts/setup.sh containers
+	scripts/container-base.sh $(BASE_IMAGE)
+	. scripts/podman-env.sh && podman build --format docker --build-arg BASE=$(BASE_IMAGE) \
+	  --build-arg HOTROW_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) \
+	  --build-arg JOBS=$(JOBS) -t $(IMAGE) -f Containerfile .
+
+# The compose stack, up, tested and down (minutes; docs/deploy.md).
+compose-test: build image
+	scripts/compose-test
 
 fuzz: setup
 	scripts/fuzz.sh

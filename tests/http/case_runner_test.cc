@@ -17,6 +17,11 @@
 // a real redis-server and --redis); the default is sqlite alone. A line
 // "#! seed: pointcard" adds the small point-card data set (200 cards, 20
 // stores, 1,000 history rows, seed 7) to the 20 date plans.
+//
+// HOTROW_CASES_URL=http://host:port (and HOTROW_CASES_ADMIN_TOKEN) run every
+// file once against a running server seeded that way instead
+// (scripts/compose-test: two instances behind nginx).
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,6 +35,13 @@
 namespace hotrow::testing {
 namespace {
 
+// The admin token of the server the cases run against: the harness's, or
+// HOTROW_CASES_ADMIN_TOKEN with HOTROW_CASES_URL (a running server).
+std::string AdminToken() {
+  const char* t = std::getenv("HOTROW_CASES_ADMIN_TOKEN");
+  return t ? t : kTestAdminToken;
+}
+
 struct Case {
   std::string name;
   int line = 0;
@@ -42,7 +54,7 @@ struct Case {
 };
 
 std::string Substitute(std::string s) {
-  for (size_t at; (at = s.find("{{admin}}")) != std::string::npos;) s.replace(at, 9, kTestAdminToken);
+  for (size_t at; (at = s.find("{{admin}}")) != std::string::npos;) s.replace(at, 9, AdminToken());
   return s;
 }
 
@@ -125,6 +137,18 @@ void PrintTo(const CaseFile& c, std::ostream* os) { *os << c.file << " on " << c
 
 std::string CasesDir() { return std::string(HOTROW_SOURCE_DIR) + "/tests/http/cases/"; }
 
+// The first backend a file lists ("sqlite" when it lists none).
+std::string FirstBackend(const std::string& file) {
+  std::ifstream in(CasesDir() + file);
+  std::string line;
+  if (std::getline(in, line) && line.rfind("#! backends:", 0) == 0) {
+    std::istringstream words(line.substr(12));
+    std::string b;
+    if (words >> b) return b;
+  }
+  return "sqlite";
+}
+
 class HttpCases : public ::testing::TestWithParam<CaseFile> {};
 
 TEST_P(HttpCases, Run) {
@@ -132,15 +156,26 @@ TEST_P(HttpCases, Run) {
   auto cases = ParseCases(path);
   ASSERT_FALSE(cases.empty()) << "no cases in " << path;
   std::unique_ptr<RedisProcess> redis;
-  std::vector<std::string> args;
-  if (GetParam().backend == "redis") {
-    redis = RedisProcess::Start();
-    ASSERT_TRUE(redis);
-    args = {"--redis", redis->url()};
+  std::unique_ptr<TestServer> server;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  if (const char* url = std::getenv("HOTROW_CASES_URL")) {
+    // A running server (scripts/compose-test: the stack behind nginx), seeded
+    // as below; each file once, whatever backends it lists.
+    if (GetParam().backend != FirstBackend(GetParam().file)) GTEST_SKIP() << "one backend against a running server";
+    ASSERT_TRUE(http::ParseHttpUrl(url, &host, &port)) << url;
+  } else {
+    std::vector<std::string> args;
+    if (GetParam().backend == "redis") {
+      redis = RedisProcess::Start();
+      ASSERT_TRUE(redis);
+      args = {"--redis", redis->url()};
+    }
+    server = std::make_unique<TestServer>(TestServerOptions{20, GetParam().seed_pointcard, args, {}});
+    ASSERT_TRUE(server->ok());
+    port = server->port();
   }
-  TestServer server(TestServerOptions{20, GetParam().seed_pointcard, args, {}});
-  ASSERT_TRUE(server.ok());
-  HttpClient client(server.port());
+  HttpClient client(host, port);
   for (const Case& c : cases) {
     SCOPED_TRACE(GetParam().file + ":" + std::to_string(c.line) + " " + c.name + " [" + GetParam().backend + "]");
     HttpResponse r = client.Request(c.method, c.target, c.body, c.headers);
