@@ -1,7 +1,7 @@
 # Sourced by the container scripts: podman as this sandbox allows it (runc,
-# not crun; no default ulimits). Harmless where podman runs as usual.
+# not crun; no default ulimits) and with netavark, whose aardvark-dns lets
+# compose services resolve each other by name. Harmless where podman already
+# runs this way.
 conf=${HOTROW_CONTAINERS_CONF:-/tmp/hotrow-containers.conf}
-if [[ ! -f $conf ]]; then
-  printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' >"$conf"
-fi
+printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n\n[network]\nnetwork_backend = "netavark"\n' >"$conf"
 export CONTAINERS_CONF=$conf

@@ -30,7 +30,9 @@ packages=(
   faketime libfaketime
 )
 if [[ ${1:-} == containers ]]; then
-  packages+=(podman runc podman-compose debootstrap)
+  # netavark and aardvark-dns: compose services find each other by name
+  # (podman 4.3 with CNI and no dnsname plugin resolves none).
+  packages+=(podman runc netavark aardvark-dns podman-compose debootstrap)
 fi
 
 missing=()

@@ -1,7 +1,9 @@
 #include "http/codec.h"
 
 #include <array>
+#include <atomic>
 #include <charconv>
+#include <cstring>
 #include <ctime>
 #include <random>
 
@@ -61,6 +63,7 @@ std::string_view TrimOws(std::string_view s) {
 constexpr std::string_view kSingletonHeaders[] = {"Host",         "Content-Type",    "Authorization",
                                                   "ClientId",     "Idempotency-Key", "Origin",
                                                   "X-Request-Id", "X-Signature",     "X-Timestamp"};
+constexpr size_t kRequestIdHeader = 6;  // its index above
 
 // "http://host:port/path?q" -> "/path?q" (absolute-form, RFC 9112 §3.2.2).
 std::string_view OriginFormOf(std::string_view target) {
@@ -94,44 +97,62 @@ bool IsRequestIdChar(char c) {
          c == '.' || c == ':' || c == '+' || c == '/' || c == '=';
 }
 
-// 16 hex digits from a per-thread generator (splitmix64): unique enough to
-// find a request's lines, and no system call per request.
+// 16 hex digits: a random prefix drawn once per process, then a count of
+// the process's ids. Unique enough to find a request's lines, and one
+// relaxed atomic add per request.
+struct IdSource {
+  char prefix[8];
+  std::atomic<uint32_t> count{0};
+  IdSource() {
+    static constexpr char kHex[] = "0123456789abcdef";
+    uint32_t r = std::random_device{}();
+    for (int i = 7; i >= 0; --i, r >>= 4) prefix[i] = kHex[r & 15];
+  }
+};
+IdSource ids;
+
 size_t NewRequestId(char* out) {
-  thread_local uint64_t state = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 15; i >= 0; --i, z >>= 4) out[i] = kHex[z & 15];
+  static constexpr char kHexPairs[] =
+      "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+      "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+      "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+      "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+      "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+      "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+      "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+      "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+  std::memcpy(out, ids.prefix, 8);
+  uint32_t n = ids.count.fetch_add(1, std::memory_order_relaxed);
+  for (int i = 14; i >= 8; i -= 2, n >>= 8) std::memcpy(out + i, kHexPairs + 2 * (n & 0xff), 2);
   return 16;
 }
 
 }  // namespace
 
-void Codec::TakeRequestId() {
-  const auto& msg = parser_->get();
-  auto it = msg.find("X-Request-Id");
-  if (it != msg.end()) {
-    std::string_view v(it->value().data(), it->value().size());
-    bool valid = !v.empty() && v.size() <= request_id_.size();
-    for (size_t i = 0; valid && i < v.size(); ++i) valid = IsRequestIdChar(v[i]);
-    if (valid) {
-      std::copy(v.begin(), v.end(), request_id_.begin());
-      request_id_size_ = v.size();
-      return;
-    }
+void Codec::TakeRequestId(std::string_view sent) {
+  bool valid = !sent.empty() && sent.size() <= request_id_.size();
+  for (size_t i = 0; valid && i < sent.size(); ++i) valid = IsRequestIdChar(sent[i]);
+  if (valid) {
+    std::memcpy(request_id_.data(), sent.data(), sent.size());
+    request_id_size_ = sent.size();
+    return;
   }
   request_id_size_ = NewRequestId(request_id_.data());
 }
 
 Status Codec::CheckHeader() {
+  std::string_view request_id;
+  Status s = CheckFields(&request_id);
+  TakeRequestId(request_id);
+  return s;
+}
+
+Status Codec::CheckFields(std::string_view* request_id) {
   const auto& msg = parser_->get();
   head_request_ = msg.method() == bhttp::verb::head;
   started_ = Clock::now();
   method_ = ToMethod(msg.method());
   bytes_in_ = msg.method_string().size() + msg.target().size() + 12;  // "M T HTTP/1.1\r\n" and the blank line
-  TakeRequestId();
   // Transfer-Encoding, over every field line that carries it, in order.
   int codings = 0, te_lines = 0;
   bool last_is_chunked = false;
@@ -174,6 +195,8 @@ Status Codec::CheckHeader() {
     }
     for (size_t i = 0; i < std::size(kSingletonHeaders); ++i) {
       if (!EqualsIgnoreCase(name, kSingletonHeaders[i])) continue;
+      if (i == kRequestIdHeader && singleton_seen[i] == 0)
+        *request_id = std::string_view(field.value().data(), field.value().size());
       if (++singleton_seen[i] > 1)
         return Status::BadRequest("header " + std::string(kSingletonHeaders[i]) + " appears more than once");
       break;
@@ -273,11 +296,11 @@ std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool clo
     field.push_back('"');
     r.body.insert(r.body.size() - 2, field);
   }
-  if (!r.log_detail.empty()) {
+  if (r.log_detail) {
     if (r.log_as_error)
-      log::Error("request {}: {}", request_id(), r.log_detail);
+      log::Error("request {}: {}", request_id(), *r.log_detail);
     else
-      log::Warn("request {}: {}", request_id(), r.log_detail);
+      log::Warn("request {}: {}", request_id(), *r.log_detail);
   }
   AppendHead(head_, r, close, http10_keep_alive_ && !close);
   head_.append("X-Request-Id: ");

@@ -95,8 +95,10 @@ class Codec {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // X-Request-Id from the header when it is valid, else a new one.
-  void TakeRequestId();
+  // CheckHeader's rules; `request_id` gets the X-Request-Id sent, if any.
+  Status CheckFields(std::string_view* request_id);
+  // `sent` (X-Request-Id) when it is valid, else a new id.
+  void TakeRequestId(std::string_view sent);
   std::string_view request_id() const { return {request_id_.data(), request_id_size_}; }
   // Every response: the route's counters and latency, then the access log.
   void Observe(const Response& r, size_t bytes_out);

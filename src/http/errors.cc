@@ -59,7 +59,7 @@ Response ErrorResponse(const Status& status) {
   // request.
   r.error = true;
   if (r.status == 500 || !status.detail().empty()) {
-    r.log_detail = status.ToString();
+    r.log_detail = std::make_unique<std::string>(status.ToString());
     r.log_as_error = r.status == 500;
   }
   JsonWriter w(r.body);

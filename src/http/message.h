@@ -84,9 +84,11 @@ struct Response {
   // Made by ErrorResponse: the body is {"error":{...}}, and the connection
   // adds "requestId" to it. log_detail, when set, is logged under that id
   // (as an error when log_as_error, else a warning).
+  // (A pointer: a Response is moved several times per request, and a
+  // null pointer moves cheaper than an empty string.)
   bool error = false;
   bool log_as_error = false;
-  std::string log_detail;
+  std::unique_ptr<std::string> log_detail;
 
   void AddHeader(std::string_view name, std::string value) { headers.Add(name, std::move(value)); }
 };

@@ -127,7 +127,7 @@ Status Server::Listen() {
 }
 
 void Server::Shutdown() {
-  asio::post(impl_->control, [this] { impl_->BeginDrain(); });
+  asio::post(impl_->control, [this] { impl_->BeginDrain(true); });
 }
 
 // The handler bound is checked twice a second per worker: a handler past
@@ -173,11 +173,11 @@ bool ServerState::WaitForNoConnections(std::chrono::milliseconds bound) {
   return connections.load() == 0;
 }
 
-void ServerState::BeginDrain() {
+void ServerState::BeginDrain(bool delay) {
   if (draining.load()) return;
   bool first = !unready.exchange(true);
   if (first && options.on_drain) options.on_drain();
-  if (!first || options.drain_delay.count() == 0) {
+  if (!first || !delay || options.drain_delay.count() == 0) {
     if (drain_delay_timer) drain_delay_timer->cancel();
     return BeginShutdown();
   }
@@ -189,7 +189,7 @@ void ServerState::BeginDrain() {
     signals->async_wait([this](error_code ec, int sig) {
       if (ec) return;
       log::Info("received signal {} again; not waiting for the drain delay", sig);
-      BeginDrain();
+      BeginDrain(true);
     });
   }
 }
@@ -237,7 +237,8 @@ bool Server::Run(const std::function<void()>& before_stop) {
     signals->async_wait([&impl](error_code ec, int sig) {
       if (!ec) {
         log::Info("received signal {}", sig);
-        impl.BeginDrain();
+        // SIGINT is someone at a terminal (Ctrl-C): no balancer to wait for.
+        impl.BeginDrain(sig != SIGINT);
       }
     });
   }

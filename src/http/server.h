@@ -74,10 +74,11 @@ struct ServerOptions {
   size_t drain_bytes_max = 1024 * 1024;
   std::chrono::milliseconds drain_timeout{2000};
   std::chrono::milliseconds shutdown_timeout_max{15000};
-  // On SIGTERM/SIGINT (or Shutdown()), how long the server stays up
-  // answering every route, with ready() false (GET /readyz answers 503), so
-  // that balancers stop sending before the acceptor closes. A second
-  // signal ends the delay at once. hotrow serve: --drain-delay-ms, 5 s.
+  // On SIGTERM (or Shutdown()), how long the server stays up answering
+  // every route, with ready() false (GET /readyz answers 503), so that
+  // balancers stop sending before the acceptor closes. A second signal ends
+  // the delay at once; SIGINT (Ctrl-C at a terminal) skips it. hotrow
+  // serve: --drain-delay-ms, 5 s.
   std::chrono::milliseconds drain_delay{0};
   // Called once when the drain delay begins (sd_notify STOPPING=1), on the
   // control thread.

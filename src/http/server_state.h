@@ -63,8 +63,9 @@ struct ServerState {
 
   ServerState(ServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
   void Accept();
-  // The drain delay, then BeginShutdown; a second call ends the delay.
-  void BeginDrain();
+  // The drain delay (when `delay`), then BeginShutdown; a second call ends
+  // the delay.
+  void BeginDrain(bool delay);
   void BeginShutdown();
   std::optional<boost::asio::steady_timer> drain_delay_timer;
   void PollDrain();

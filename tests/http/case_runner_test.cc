@@ -20,11 +20,14 @@
 //
 // HOTROW_CASES_URL=http://host:port (and HOTROW_CASES_ADMIN_TOKEN) run every
 // file once against a running server seeded that way instead
-// (scripts/compose-test: two instances behind nginx).
+// (scripts/compose-test: two instances behind nginx); a case named
+// "... (direct: why)" is left out there.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -176,9 +179,29 @@ TEST_P(HttpCases, Run) {
     port = server->port();
   }
   HttpClient client(host, port);
+  bool through_proxy = std::getenv("HOTROW_CASES_URL") != nullptr;
   for (const Case& c : cases) {
+    // A case about what hotrow does with a request a proxy in front would
+    // not pass on ("(direct: ...)" in its name) runs against hotrow only.
+    if (through_proxy && c.name.find("(direct") != std::string::npos) continue;
     SCOPED_TRACE(GetParam().file + ":" + std::to_string(c.line) + " " + c.name + " [" + GetParam().backend + "]");
     HttpResponse r = client.Request(c.method, c.target, c.body, c.headers);
+    // Behind a balancer a read may reach the other instance before it has
+    // applied the write just answered (docs/deploy.md: a few ms): a GET is
+    // read again, for up to 2 s, until it is the answer expected.
+    auto stale = [&](const HttpResponse& x) {
+      if (x.status != c.status) return true;
+      if (!c.exact_body) return false;
+      std::string id = x.Header("X-Request-Id"), tail = ",\"requestId\":\"" + id + "\"}}";
+      std::string b = x.body;
+      if (x.status >= 400 && b.size() >= tail.size() && b.compare(b.size() - tail.size(), tail.size(), tail) == 0)
+        b = b.substr(0, b.size() - tail.size()) + "}}";
+      return b != *c.exact_body;
+    };
+    for (int i = 0; through_proxy && c.method == "GET" && stale(r) && i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      r = client.Request(c.method, c.target, c.body, c.headers);
+    }
     EXPECT_EQ(r.status, c.status) << r.body;
     for (const auto& [name, value] : c.expect_headers) EXPECT_EQ(r.Header(name), value) << "header " << name;
     // Every response names its request; an error body carries the same id

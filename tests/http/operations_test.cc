@@ -373,3 +373,18 @@ TEST(Backup, ACopyWhileServingRestoresToAConsistentSnapshot) {
 
 }  // namespace
 }  // namespace hotrow::testing
+
+namespace hotrow::testing {
+namespace {
+
+TEST(Readiness, CtrlCSkipsTheDrainDelay) {
+  TestServer server(TestServerOptions{0, false, {"--drain-delay-ms", "60000"}, {}});
+  ASSERT_TRUE(server.ok());
+  auto signalled = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(server.process().pid(), SIGINT), 0);
+  EXPECT_EQ(server.process().Wait(std::chrono::seconds(20)), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace hotrow::testing

@@ -18,7 +18,8 @@ TEST(ErrorResponse, A500NeverCarriesItsMessageButAnIdTheLogHas) {
   // under it (Codec::Serialize; tests/http/cases check the id).
   EXPECT_TRUE(r.error);
   EXPECT_TRUE(r.log_as_error);
-  EXPECT_NE(r.log_detail.find("SQLSTATE 22008"), std::string::npos) << r.log_detail;
+  ASSERT_TRUE(r.log_detail);
+  EXPECT_NE(r.log_detail->find("SQLSTATE 22008"), std::string::npos) << *r.log_detail;
 }
 
 TEST(ErrorResponse, DetailsStayOutOfEveryBody) {
@@ -29,7 +30,8 @@ TEST(ErrorResponse, DetailsStayOutOfEveryBody) {
   Response r = ErrorResponse(s);
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body.find("H_TRANSACTION"), std::string::npos) << r.body;
-  EXPECT_NE(r.log_detail.find("H_TRANSACTION"), std::string::npos) << "the log gets the detail: " << r.log_detail;
+  ASSERT_TRUE(r.log_detail);
+  EXPECT_NE(r.log_detail->find("H_TRANSACTION"), std::string::npos) << "the log gets the detail: " << *r.log_detail;
   EXPECT_FALSE(r.log_as_error) << "a client's error is a warning";
 }
 
@@ -38,13 +40,14 @@ TEST(ErrorResponse, A503CarriesRetryAfter) {
   EXPECT_EQ(r.status, 503);
   ASSERT_EQ(r.headers.size(), 1u);
   EXPECT_EQ(r.headers[0].first, "Retry-After");
-  EXPECT_NE(r.log_detail.find("57P01"), std::string::npos) << "a backend's 503 is logged: " << r.log_detail;
+  ASSERT_TRUE(r.log_detail);
+  EXPECT_NE(r.log_detail->find("57P01"), std::string::npos) << "a backend's 503 is logged: " << *r.log_detail;
   EXPECT_EQ(r.body.find("57P01"), std::string::npos) << r.body;
 }
 
 TEST(ErrorResponse, AClientErrorIsNotLogged) {
   Response r = ErrorResponse(Status::InvalidField("title", "title must be 1-100 characters"));
-  EXPECT_TRUE(r.log_detail.empty());
+  EXPECT_FALSE(r.log_detail);
   EXPECT_EQ(r.body, R"({"error":{"code":"invalid_field","message":"title must be 1-100 characters","field":"title"}})");
 }
 
