@@ -43,7 +43,7 @@ class RouterTest : public ::testing::Test {
     req.headers = std::move(headers);
     router.Dispatch(req, Responder(sink, sink->BeginRequest()));
     EXPECT_EQ(sink->sends, 1);
-    return sink->response;
+    return std::move(sink->response);
   }
 
   Router router;
