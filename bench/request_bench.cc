@@ -6,10 +6,16 @@
 //
 //   build/bench/request_bench                       # pooling on (default)
 //   HOTROW_POOLING=off build/bench/request_bench    # every pool and arena off
+//   HOTROW_BENCH_ACCESS_LOG=/dev/null build/bench/request_bench
+//                                                   # with the access log on (text)
 //
 // bench/alloc.sh does both and writes the table into docs/benchmarks.md.
+#include <cstdlib>
+#include <memory>
+
 #include <benchmark/benchmark.h>
 
+#include "http/access_log.h"
 #include "ops/alloc_counter.h"
 #include "ops/pooling.h"
 #include "request_app.h"
@@ -18,6 +24,16 @@ namespace {
 
 hotrow::bench::RequestApp& App() {
   static hotrow::bench::RequestApp app;
+  // The access log, as `hotrow serve --access-log PATH` runs it.
+  static std::unique_ptr<hotrow::http::AccessLog> log = [] {
+    std::unique_ptr<hotrow::http::AccessLog> l;
+    if (const char* path = std::getenv("HOTROW_BENCH_ACCESS_LOG")) {
+      auto opened = hotrow::http::AccessLog::Open(path, hotrow::http::AccessLog::Format::kText);
+      if (opened.ok()) l = std::move(opened).value();
+      hotrow::http::AccessLog::SetActive(l.get());
+    }
+    return l;
+  }();
   return app;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -51,15 +52,14 @@ void AppendEscaped(std::string& out, std::string_view s) {
   }
 }
 
-void AppendTime(std::string& out, int64_t time_us) {
+// "2026-12-01T20:30:00.123456Z" into `out` (40 bytes); its length.
+size_t FormatTime(char* out, int64_t time_us) {
   std::time_t seconds = static_cast<std::time_t>(time_us / 1'000'000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
-  char buf[40];
-  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  n += static_cast<size_t>(
-      std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(time_us % 1'000'000)));
-  out.append(buf, n);
+  size_t n = std::strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+  n += static_cast<size_t>(std::snprintf(out + n, 40 - n, ".%06lldZ", static_cast<long long>(time_us % 1'000'000)));
+  return n;
 }
 
 }  // namespace
@@ -141,20 +141,32 @@ bool AccessLog::Pop(std::string& out) {
 }
 
 void AccessLog::FormatLine(const Slot& s, std::string& out) const {
+  // Into `out` only, no temporaries: the drain thread allocates nothing per
+  // line once its buffer has grown.
   std::string_view id(s.id.data(), s.id_size), method(s.method.data(), s.method_size), peer(s.peer.data(), s.peer_size),
       target(s.target.data(), s.target_size);
+  char time[40];
+  size_t time_size = FormatTime(time, s.time_us);
+  auto number = [&out](uint64_t v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, static_cast<size_t>(end - buf));
+  };
   if (format_ == Format::kJson) {
-    std::string time;
-    AppendTime(time, s.time_us);
-    std::string t(target);
-    if (s.target_cut) t += "...";
     JsonWriter w(out);
     w.StartObject();
-    w.Field("time", time);
+    w.Field("time", std::string_view(time, time_size));
     w.Field("requestId", id);
     w.Field("client", peer);
     w.Field("method", method);
-    w.Field("target", t);
+    if (s.target_cut) {
+      char cut[kTargetMax + 3];
+      std::memcpy(cut, target.data(), target.size());
+      std::memcpy(cut + target.size(), "...", 3);
+      w.Field("target", std::string_view(cut, target.size() + 3));
+    } else {
+      w.Field("target", target);
+    }
     w.Field("status", static_cast<int64_t>(s.status));
     w.Field("durationUs", static_cast<int64_t>(s.duration_us));
     w.Field("bytesIn", static_cast<int64_t>(s.bytes_in));
@@ -163,7 +175,7 @@ void AccessLog::FormatLine(const Slot& s, std::string& out) const {
     out.push_back('\n');
     return;
   }
-  AppendTime(out, s.time_us);
+  out.append(time, time_size);
   out.push_back(' ');
   out.append(id);
   out.push_back(' ');
@@ -173,8 +185,15 @@ void AccessLog::FormatLine(const Slot& s, std::string& out) const {
   out.push_back(' ');
   AppendEscaped(out, target);
   if (s.target_cut) out.append("...");
-  out.append(" " + std::to_string(s.status) + " " + std::to_string(s.duration_us) +
-             "us in=" + std::to_string(s.bytes_in) + " out=" + std::to_string(s.bytes_out) + "\n");
+  out.push_back(' ');
+  number(static_cast<uint64_t>(s.status));
+  out.push_back(' ');
+  number(s.duration_us);
+  out.append("us in=");
+  number(s.bytes_in);
+  out.append(" out=");
+  number(s.bytes_out);
+  out.push_back('\n');
 }
 
 void AccessLog::Run() {

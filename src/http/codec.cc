@@ -14,6 +14,7 @@
 namespace hotrow::http {
 
 namespace bhttp = boost::beast::http;
+using namespace std::string_view_literals;  // appends of literals need no strlen
 
 namespace {
 
@@ -254,32 +255,32 @@ void Codec::AppendHead(std::string& out, const Response& r, bool close, bool kee
     auto [end, ec] = std::to_chars(number, number + sizeof number, v);
     out.append(number, static_cast<size_t>(end - number));
   };
-  out.append("HTTP/1.1 ");
+  out.append("HTTP/1.1 "sv);
   append_number(static_cast<uint64_t>(r.status));
   out.push_back(' ');
   auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
   out.append(reason.data(), reason.size());
-  out.append("\r\nServer: hotrow\r\nDate: ");
+  out.append("\r\nServer: hotrow\r\nDate: "sv);
   out.append(HttpDate());
-  out.append("\r\n");
+  out.append("\r\n"sv);
   bool bodiless = r.status == 204 || r.status == 304 || r.status < 200;
   if (!bodiless) {
-    out.append("Content-Type: ");
+    out.append("Content-Type: "sv);
     out.append(r.content_type);
-    out.append("\r\nContent-Length: ");
+    out.append("\r\nContent-Length: "sv);
     append_number(r.body.size());
-    out.append("\r\n");
+    out.append("\r\n"sv);
   }
   for (const auto& [name, value] : r.headers) {
     out.append(name);
-    out.append(": ");
+    out.append(": "sv);
     out.append(value);
-    out.append("\r\n");
+    out.append("\r\n"sv);
   }
   if (close)
-    out.append("Connection: close\r\n");
+    out.append("Connection: close\r\n"sv);
   else if (keep_alive_header)
-    out.append("Connection: keep-alive\r\n");
+    out.append("Connection: keep-alive\r\n"sv);
 }
 
 std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool close) {
@@ -303,11 +304,17 @@ std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool clo
       log::Warn("request {}: {}", request_id(), *r.log_detail);
   }
   AppendHead(head_, r, close, http10_keep_alive_ && !close);
-  head_.append("X-Request-Id: ");
-  head_.append(request_id());
-  head_.append("\r\n");
+  {
+    // One append for the whole line.
+    static constexpr std::string_view kName = "X-Request-Id: ";
+    char line[kName.size() + sizeof request_id_ + 2];
+    std::memcpy(line, kName.data(), kName.size());
+    std::memcpy(line + kName.size(), request_id_.data(), request_id_size_);
+    std::memcpy(line + kName.size() + request_id_size_, "\r\n", 2);
+    head_.append(line, kName.size() + request_id_size_ + 2);
+  }
   if (!options_->cors_origins.empty()) AppendCors(r);
-  head_.append("\r\n");
+  head_.append("\r\n"sv);
   body_ = std::move(r.body);
   Observe(r, head_.size() + (head_request_ ? 0 : body_.size()));
   return {boost::asio::buffer(head_), boost::asio::buffer(body_.data(), head_request_ ? 0 : body_.size())};
