@@ -68,6 +68,10 @@ ServeArgs ResolveServeArgs(const CLI::App& serve, int argc, char** argv) {
       return out;
     }
   }
+  // The settings from the environment and the file go right after "serve",
+  // before the user's flags: a flag of theirs left without its value then
+  // fails as it would alone, instead of taking one of these as its value.
+  std::vector<std::string> added;
   for (const CLI::Option* o : serve.get_options()) {
     std::string name = LongName(*o);
     if (name.empty() || name == "config") continue;
@@ -77,17 +81,25 @@ ServeArgs ResolveServeArgs(const CLI::App& serve, int argc, char** argv) {
       if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) out.from_flags.insert(name);
     }
     if (out.from_flags.count(name)) continue;
+    // An empty value is no value (as CLI11 treats an empty variable): an
+    // empty "--name=" would make CLI11 take the next argument as its value.
     const char* value = o->get_envname().empty() ? nullptr : std::getenv(o->get_envname().c_str());
-    if (value) {
-      out.args.push_back("--" + name + "=" + value);
+    if (value && *value) {
+      added.push_back("--" + name + "=" + value);
       out.from_environment.insert(name);
       continue;
     }
     auto it = file.find(name);
     if (it == file.end()) continue;
-    for (const auto& v : it->second) out.args.push_back("--" + name + "=" + v);
-    out.from_file.insert(name);
+    bool any = false;
+    for (const auto& v : it->second) {
+      if (v.empty()) continue;
+      added.push_back("--" + name + "=" + v);
+      any = true;
+    }
+    if (any) out.from_file.insert(name);
   }
+  out.args.insert(out.args.begin() + 1, added.begin(), added.end());
   return out;
 }
 

@@ -109,6 +109,9 @@ Readiness CheckReadiness(Operations& ops) {
     // reloaded, or silent past its heartbeat bound: this instance's own
     // read models may be stale (503).
     if (have_listener && listener_state == State::kUnreachable) reachable = false;
+    // The listener connected and follows: PostgreSQL answers, whatever the
+    // pool saw last (it learns only when a request needs a connection).
+    if (have_listener && listener_state == State::kListening) reachable = true;
     parts.push_back(
         {"postgresql", false, reachable, reachable ? "up" : "down", reachable ? "" : ops.pool->last_error()});
     if (ops.follows) {

@@ -375,7 +375,7 @@ Result<std::unique_ptr<Connection>> Pool::Reconnect() {
     metrics_.connect_failures->Add();
     {
       std::lock_guard lock(error_mutex_);
-      last_error_ = c.status().ToString();
+      last_error_ = c.status().message();  // libpq's text (hosts, users) is for the log only
     }
     reachable_.store(false, std::memory_order_relaxed);
     return c.status();
@@ -499,8 +499,8 @@ Status Migrate(Connection& conn, std::string_view component, const std::vector<M
 
 Result<std::unique_ptr<Listener>> Listener::Start(const std::string& url, std::vector<std::string> channels,
                                                   OnNotify on_notify, std::function<Status()> on_connect) {
-  auto probe = Connection::Connect(url);
-  if (!probe.ok()) return probe.status();
+  // No probe connection: the loop retries until PostgreSQL answers, and
+  // GET /readyz says where it is meanwhile.
   std::unique_ptr<Listener> l(new Listener());
   l->url_ = url;
   l->channels_ = std::move(channels);
@@ -534,7 +534,10 @@ void Listener::Loop() {
     return stopping_;
   };
   while (!stopping()) {
-    state_.store(State::kConnecting, std::memory_order_relaxed);
+    // kConnecting only before the first connection (the read models are
+    // not followed yet); a reconnect after a loss or a failed attempt stays
+    // kUnreachable until it connects: while PostgreSQL is away, every
+    // instance waits alike (a shared outage, not this instance's).
     auto conn = Connection::Connect(url_);
     state_.store(conn.ok() ? State::kReloading : State::kUnreachable, std::memory_order_relaxed);
     bool listening = conn.ok() && (*conn)->Exec("SET application_name = 'hotrow-listener'").ok();
@@ -553,7 +556,7 @@ void Listener::Loop() {
     Hear();
     state_.store(State::kListening, std::memory_order_relaxed);
     Listen(**conn);
-    state_.store(State::kConnecting, std::memory_order_relaxed);
+    state_.store(State::kUnreachable, std::memory_order_relaxed);
     if (!stopping()) log::Warn("PostgreSQL listener: reconnecting and reloading");
   }
 }

@@ -90,6 +90,10 @@ void GroupWriter::Stop() {
 
 std::string GroupWriter::last_failure() const {
   std::lock_guard lock(stats_mutex_);
+  // A failure no later batch has cleared stops counting after a while: with
+  // the instance out of the balancer no write may come to clear it (the
+  // disk was freed, say), and a write that fails again renews it.
+  if (std::chrono::steady_clock::now() - last_failure_at_ > kFailureShown) return "";
   return last_failure_;
 }
 
@@ -204,7 +208,7 @@ void GroupWriter::RunBatch(std::vector<OpPtr>& batch) {
     if (batch_status.ok())
       last_failure_.clear();
     else
-      last_failure_ = batch_status.ToString();
+      last_failure_ = batch_status.ToString(), last_failure_at_ = std::chrono::steady_clock::now();
   }
   metrics_.batch_ops->Observe(batch.size());
   size_t failed = 0;

@@ -158,8 +158,10 @@ class GroupWriter {
   GroupWriterStats stats() const;
 
   // Empty while the last batch committed (or none ran yet); else why it did
-  // not (GET /readyz: the file is unusable while writes fail).
+  // not, for kFailureShown after it (GET /readyz: the file is unusable while
+  // writes fail).
   std::string last_failure() const;
+  static constexpr std::chrono::seconds kFailureShown{10};
 
  private:
   void Loop();
@@ -190,6 +192,7 @@ class GroupWriter {
   GroupWriterStats stats_;    // guarded by stats_mutex_
   int64_t commits_ = 0;       // the writer thread's: batches committed, for the writer.commit failpoint
   std::string last_failure_;  // guarded by stats_mutex_
+  std::chrono::steady_clock::time_point last_failure_at_;
   // GET /metrics, writer="<name>".
   struct Metrics {
     metrics::Histogram* batch_ops;

@@ -72,7 +72,7 @@ Result<std::unique_ptr<AccessLog>> AccessLog::Open(const std::string& where, For
     if (!out) return Status::BadRequest("cannot open the access log " + where + ": " + std::strerror(errno));
     owned = true;
   }
-  size_t rounded = 1;
+  size_t rounded = 2;  // the queue needs two slots at least
   while (rounded < capacity) rounded <<= 1;
   return std::unique_ptr<AccessLog>(new AccessLog(out, owned, format, rounded));
 }
@@ -204,9 +204,9 @@ void AccessLog::Run() {
     buffer.clear();
     while (lines < 4096 && Pop(buffer)) ++lines;
     if (lines > 0) {
-      std::fwrite(buffer.data(), 1, buffer.size(), out_);
-      std::fflush(out_);
-      written_->Add(lines);
+      bool ok = std::fwrite(buffer.data(), 1, buffer.size(), out_) == buffer.size();
+      ok = std::fflush(out_) == 0 && ok;
+      (ok ? written_ : dropped_)->Add(lines);  // lines the file refused are lost, and counted so
       continue;
     }
     if (stopping) return;  // drained after the stop was seen

@@ -20,7 +20,7 @@ namespace hotrow::http {
 
 struct RouteStats {
   // The statuses hotrow answers with get a counter each; any other counts
-  // under the nearest class ("2xx", ...).
+  // under status="other".
   static constexpr std::array<int, 26> kStatuses = {100, 200, 201, 204, 206, 301, 302, 304, 400, 401, 403, 404, 405,
                                                     406, 408, 409, 411, 412, 413, 414, 415, 422, 429, 431, 500, 501};
   static constexpr size_t kExtraStatuses = 4;  // 502, 503, 504, then other 5xx

@@ -294,6 +294,30 @@ TEST(Config, FlagBeatsEnvironmentBeatsFileBeatsDefault) {
   EXPECT_EQ(o.find("from-the-file"), std::string::npos) << "secrets are masked";
 }
 
+// An empty variable or file value is no value; it must not take the next
+// setting as its value (an empty HOTROW_ADMIN_TOKEN once made the admin
+// token "--log-level=debug").
+TEST(Config, AnEmptyValueIsUnsetAndSwallowsNothing) {
+  TempDir dir;
+  std::string file = dir.File("hotrow.toml");
+  std::ofstream(file) << "access-log = \"\"\nlog-format = \"json\"\n";
+  setenv("HOTROW_ADMIN_TOKEN", "", 1);
+  setenv("HOTROW_LOG_LEVEL", "debug", 1);
+  auto r = RunHotrow({"serve", "--config", file, "--print-config"});
+  unsetenv("HOTROW_ADMIN_TOKEN");
+  unsetenv("HOTROW_LOG_LEVEL");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("admin-token = \"\"  # default"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("log-level = \"debug\"  # environment HOTROW_LOG_LEVEL"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("access-log = \"off\"  # default"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("log-format = \"json\"  # config file"), std::string::npos) << r.output;
+  // A flag of the user's left without its value fails; it takes nothing.
+  setenv("HOTROW_LOG_LEVEL", "debug", 1);
+  auto dangling = RunHotrow({"serve", "--print-config", "--access-log"});
+  unsetenv("HOTROW_LOG_LEVEL");
+  EXPECT_NE(dangling.exit_code, 0) << dangling.output;
+}
+
 TEST(Config, TheFileSettingsReachTheServer) {
   TempDir dir;
   std::string file = dir.File("hotrow.ini");
