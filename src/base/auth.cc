@@ -4,7 +4,7 @@
 
 namespace hotrow {
 
-AdminAuth::AdminAuth(std::string_view token) {
+AdminAuth::AdminAuth(std::string_view token, std::string_view what) : what_(what) {
   if (!token.empty()) digest_ = Sha256(token);
 }
 
@@ -14,8 +14,8 @@ bool AdminAuth::Matches(std::optional<std::string_view> bearer) const {
 
 Status AdminAuth::Check(std::optional<std::string_view> bearer) const {
   if (!enabled()) return Status::Forbidden("admin actions are disabled: start the server with --admin-token");
-  if (!bearer) return Status::Unauthorized("this action needs 'Authorization: Bearer <admin token>'");
-  if (!Matches(bearer)) return Status::Forbidden("the admin token is wrong");
+  if (!bearer) return Status::Unauthorized("this action needs 'Authorization: Bearer <" + what_ + ">'");
+  if (!Matches(bearer)) return Status::Forbidden("the " + what_ + " is wrong");
   return Status::Ok();
 }
 

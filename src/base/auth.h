@@ -13,7 +13,7 @@ namespace hotrow {
 class AdminAuth {
  public:
   // An empty token disables admin actions: they answer 403.
-  explicit AdminAuth(std::string_view token);
+  explicit AdminAuth(std::string_view token, std::string_view what = "admin token");
 
   bool enabled() const { return !digest_.empty(); }
 
@@ -27,6 +27,7 @@ class AdminAuth {
 
  private:
   std::string digest_;
+  std::string what_;  // "admin token", "metrics token": named in the refusals
 };
 
 }  // namespace hotrow

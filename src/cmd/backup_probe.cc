@@ -1,7 +1,11 @@
 // hotrow backup: a consistent copy of an embedded database while it serves.
 // hotrow probe: the container's HEALTHCHECK (the image has no curl).
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <future>
+#include <memory>
+#include <thread>
 
 #include "cmd/commands.h"
 #include "db/sqlite.h"
@@ -32,7 +36,12 @@ int RunBackup(const BackupFlags& f) {
     return 2;
   }
   std::error_code ec;
-  if (std::filesystem::exists(f.out, ec)) {
+  if (f.out.empty() || f.out.rfind("file:", 0) == 0) {
+    log::Error("--out must be a file name (not empty, not a file: URI)");
+    return 2;
+  }
+  // symlink_status: a dangling link is there too, and is not followed.
+  if (std::filesystem::exists(std::filesystem::symlink_status(f.out, ec))) {
     log::Error("{} exists; hotrow backup writes a new file only", f.out);
     return 2;
   }
@@ -74,15 +83,30 @@ int RunProbe(const ProbeFlags& f) {
   }
   size_t path = f.url.find('/', 7);
   std::string target = path == std::string::npos ? "/" : f.url.substr(path);
-  try {
-    http::HttpClient client(host, port, std::chrono::milliseconds(f.timeout_ms));
-    auto r = client.Get(target);
-    std::printf("%d %s\n", r.status, r.body.substr(0, 300).c_str());
-    return r.status >= 200 && r.status < 300 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "probe: %s: %s\n", f.url.c_str(), e.what());
-    return 1;
+  // The whole probe, connect included, within --timeout-ms: the client's
+  // socket timeouts alone do not bound a peer that trickles bytes. Past the
+  // deadline the process leaves, whatever the request thread is doing.
+  auto result = std::make_shared<std::promise<int>>();
+  std::future<int> done = result->get_future();
+  std::thread([=] {
+    try {
+      http::HttpClient client(host, port, std::chrono::milliseconds(f.timeout_ms));
+      auto r = client.Get(target);
+      std::printf("%d %s\n", r.status, r.body.substr(0, 300).c_str());
+      result->set_value(r.status >= 200 && r.status < 300 ? 0 : 1);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "probe: %s: %s\n", f.url.c_str(), e.what());
+      result->set_value(1);
+    }
+  }).detach();
+  if (done.wait_for(std::chrono::milliseconds(f.timeout_ms)) != std::future_status::ready) {
+    std::fprintf(stderr, "probe: %s: no answer within %d ms\n", f.url.c_str(), f.timeout_ms);
+    std::fflush(nullptr);
+    std::_Exit(1);
   }
+  int code = done.get();
+  std::fflush(nullptr);
+  std::_Exit(code);  // the request thread is detached: leave without destructors
 }
 
 }  // namespace hotrow::cmd

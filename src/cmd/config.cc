@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -42,9 +43,31 @@ ServeArgs ResolveServeArgs(const CLI::App& serve, int argc, char** argv) {
     if (a.rfind("--config=", 0) == 0) config = a.substr(9);
   }
   if (config.empty() && std::getenv("HOTROW_CONFIG")) config = std::getenv("HOTROW_CONFIG");
+  // "--name=" on the command line: CLI11 would take the next argument as
+  // its value (an empty --admin-token= once took "--print-config").
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=') {
+      out.error = a + " has no value; leave the flag out, or give it one";
+      return out;
+    }
+  }
   // The file's settings by option name; a list keeps every value.
   std::map<std::string, std::vector<std::string>> file;
   if (!config.empty()) {
+    // A regular file of a sane size: not a directory, not /dev/zero.
+    constexpr uintmax_t kConfigBytesMax = 1 << 20;
+    std::error_code ec;
+    auto st = std::filesystem::status(config, ec);
+    if (ec || !std::filesystem::is_regular_file(st)) {
+      out.error = "cannot read the config file " + config + " (not a regular file)";
+      return out;
+    }
+    if (std::filesystem::file_size(config, ec) > kConfigBytesMax) {
+      out.error = "the config file " + config + " is larger than 1 MiB";
+      return out;
+    }
     std::ifstream in(config);
     if (!in) {
       out.error = "cannot read the config file " + config;
@@ -52,13 +75,36 @@ ServeArgs ResolveServeArgs(const CLI::App& serve, int argc, char** argv) {
     }
     try {
       for (const CLI::ConfigItem& item : CLI::ConfigTOML().from_config(in)) {
+        if (item.name == "++" || item.name == "--") continue;  // section markers
         bool here = item.parents.empty() ||
                     (item.parents.size() == 1 && (item.parents[0] == "serve" || item.parents[0] == "default"));
-        if (!here || item.name == "++" || item.name == "--") continue;  // section markers
+        if (!here) {
+          std::string section;
+          for (const auto& p : item.parents) section += (section.empty() ? "" : ".") + p;
+          out.error = "the config file " + config + " has a section [" + section +
+                      "]; settings go at the top, under [serve] or [default]";
+          return out;
+        }
         const CLI::Option* o = serve.get_option_no_throw("--" + item.name);
         if (!o || item.name == "config" || item.name == "help" || item.name == "print-config" ||
             item.name == "print-routes") {
           out.error = "the config file " + config + " names '" + item.name + "', which is no setting of serve";
+          return out;
+        }
+        // CLI11 2.1.2's reader cuts a quoted value at '#' and keeps escapes
+        // and quotes as they are: refuse what it would read wrong, rather
+        // than run with a token that is not the one written.
+        for (const auto& v : item.inputs) {
+          if (v.find_first_of("\"'\\#") != std::string::npos) {
+            out.error = "the config file " + config + ": the value of '" + item.name +
+                        "' holds a quote, a backslash or '#', which this reader cannot take; set it in the "
+                        "environment (" +
+                        o->get_envname() + ") instead";
+            return out;
+          }
+        }
+        if (item.inputs.size() > 1 && o->get_expected_max() <= 1) {
+          out.error = "the config file " + config + ": '" + item.name + "' takes one value (quote it)";
           return out;
         }
         file[item.name] = item.inputs;

@@ -407,7 +407,7 @@ int RunServe(const ServeFlags& f) {
     access_log = std::move(opened).value();
   }
   AdminAuth admin(f.admin_token);  // before b: the services keep a reference
-  AdminAuth metrics_auth(f.metrics_token);
+  AdminAuth metrics_auth(f.metrics_token, "metrics token");
   Operations ops;  // before b: b clears its listener pointer
   ops.admin = &admin;
   ops.metrics_auth = &metrics_auth;
@@ -485,6 +485,17 @@ int RunServe(const ServeFlags& f) {
     std::_Exit(1);
   }
   http::AccessLog::SetActive(nullptr);
+  if (access_log && !access_log->Close(std::chrono::seconds(2))) {
+    // Its destination does not take lines (a pipe nobody reads): exit
+    // without waiting for it; everything acknowledged is committed.
+    log::Warn("the access log could not be written out within 2 s; its last lines are lost");
+    (void)access_log.release();
+    // Not through exit(): it would flush stdout, whose lock the stuck
+    // writer holds.
+    log::Info("hotrow stopped");
+    log::Flush();
+    std::_Exit(0);
+  }
   log::Info("hotrow stopped");
   return 0;
 }

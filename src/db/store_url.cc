@@ -33,7 +33,10 @@ std::string RedactUrl(std::string_view url) {
     size_t at = out.rfind('@');
     if (at != std::string::npos && at >= authority) {
       size_t colon = out.find(':', authority);
-      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+      if (colon != std::string::npos && colon < at)
+        out.replace(colon + 1, at - colon - 1, "***");
+      else if (out.compare(0, 5, "redis") == 0 && at > authority)
+        out.replace(authority, at - authority, "***");  // redis://PASSWORD@host: the user-info is the password
     }
   }
   for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {

@@ -93,9 +93,21 @@ AccessLog::AccessLog(std::FILE* out, bool owned, Format format, size_t capacity)
 AccessLog::~AccessLog() {
   if (Active() == this) SetActive(nullptr);
   stop_.store(true, std::memory_order_release);
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   std::fflush(out_);
   if (owned_) std::fclose(out_);
+}
+
+bool AccessLog::Close(std::chrono::milliseconds bound) {
+  if (Active() == this) SetActive(nullptr);
+  stop_.store(true, std::memory_order_release);
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!finished_.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  thread_.join();
+  return true;
 }
 
 void AccessLog::Push(const Line& line) {
@@ -209,7 +221,10 @@ void AccessLog::Run() {
       (ok ? written_ : dropped_)->Add(lines);  // lines the file refused are lost, and counted so
       continue;
     }
-    if (stopping) return;  // drained after the stop was seen
+    if (stopping) {  // drained after the stop was seen
+      finished_.store(true, std::memory_order_release);
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

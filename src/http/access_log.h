@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -38,6 +39,12 @@ class AccessLog {
   // "-" is stdout; anything else a file, appended to.
   static Result<std::unique_ptr<AccessLog>> Open(const std::string& where, Format format, size_t capacity = 8192);
   ~AccessLog();  // writes what the ring holds, then closes
+
+  // Stops taking lines and writes what the ring holds, waiting at most
+  // `bound`; false when the writer is stuck (a pipe nobody reads): then the
+  // caller must not destroy the log (its thread still uses it) and leaks it
+  // as the process ends.
+  bool Close(std::chrono::milliseconds bound);
 
   // The log requests write to (null: none), set by hotrow serve.
   static AccessLog* Active() { return active_.load(std::memory_order_acquire); }
@@ -69,6 +76,7 @@ class AccessLog {
   alignas(64) std::atomic<size_t> head_{0};  // next slot to push
   alignas(64) std::atomic<size_t> tail_{0};  // next slot to pop
   std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};  // the thread returned
   metrics::Counter* dropped_;
   metrics::Counter* written_;
   std::thread thread_;

@@ -288,7 +288,19 @@ std::array<boost::asio::const_buffer, 2> Codec::Serialize(Response&& r, bool clo
   // Beast's fields container allocates per header, and these few fixed
   // headers need no container.
   head_.clear();
-  if (request_id_size_ == 0) request_id_size_ = NewRequestId(request_id_.data());  // no header was read
+  if (request_id_size_ == 0) {
+    // CheckHeader did not run: the parser refused the header (a body over
+    // the limit by its Content-Length, say) or never finished it. Take what
+    // it read of it.
+    std::string_view sent;
+    if (parser_ && parser_->is_header_done()) {
+      const auto& msg = parser_->get();
+      method_ = ToMethod(msg.method());
+      auto it = msg.find("X-Request-Id");
+      if (it != msg.end()) sent = std::string_view(it->value().data(), it->value().size());
+    }
+    TakeRequestId(sent);
+  }
   if (r.error && r.body.size() >= 2 && r.body.compare(r.body.size() - 2, 2, "}}") == 0) {
     // {"error":{...}} -> {"error":{...,"requestId":"..."}}; the id's
     // characters need no JSON escaping (IsRequestIdChar).

@@ -1,6 +1,7 @@
 // What an operator sees (issue 12): /metrics, /healthz and /readyz, the
 // drain delay, the access log, X-Request-Id, sd_notify, the config file and
 // its precedence. Each against a real `hotrow serve`.
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -408,6 +409,50 @@ TEST(Readiness, CtrlCSkipsTheDrainDelay) {
   ASSERT_EQ(kill(server.process().pid(), SIGINT), 0);
   EXPECT_EQ(server.process().Wait(std::chrono::seconds(20)), 0);
   EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace hotrow::testing
+
+namespace hotrow::testing {
+namespace {
+
+// A peer that accepts and never answers: the probe gives up at its timeout
+// (the client's socket timeouts alone did not bound it).
+TEST(Probe, GivesUpAtItsTimeout) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 8), 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto started = std::chrono::steady_clock::now();
+  auto r =
+      RunHotrow({"probe", "--timeout-ms", "1000", "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no answer within 1000 ms"), std::string::npos) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  close(fd);
+}
+
+// What Debian's CLI11 TOML reader would read wrong is refused, not run with.
+TEST(Config, ValuesTheReaderWouldMangleAreRefused) {
+  TempDir dir;
+  for (std::string line :
+       {"admin-token = \"sek#ret\"", "metrics-token = \"a\\\\b\"", "metrics-token = m x", "[srve]\nport = 1"}) {
+    std::string file = dir.File("c.toml");
+    std::ofstream(file) << line << "\n";
+    auto r = RunHotrow({"serve", "--config", file, "--print-config"});
+    EXPECT_EQ(r.exit_code, 2) << line << ": " << r.output;
+  }
+  EXPECT_EQ(RunHotrow({"serve", "--config", "/dev/zero", "--print-config"}).exit_code, 2);
+  EXPECT_EQ(RunHotrow({"serve", "--config", dir.path(), "--print-config"}).exit_code, 2);
+  auto empty_flag = RunHotrow({"serve", "--admin-token=", "--print-config"});
+  EXPECT_EQ(empty_flag.exit_code, 2) << empty_flag.output;
+  EXPECT_NE(empty_flag.output.find("--admin-token= has no value"), std::string::npos) << empty_flag.output;
 }
 
 }  // namespace
