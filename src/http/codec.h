@@ -6,7 +6,7 @@
 //     head is written straight into its buffer (not through Beast's fields
 //     container, which allocates per header) and goes out with the body as
 //     two buffers of one write: one writev.
-// Session (a socket, server.cc) and InProcessConnection (none,
+// Session (a socket, session.cc) and InProcessConnection (none,
 // in_process.cc) share it, so the benchmarks measure the very code that
 // serves requests. Internal to src/http.
 #pragma once

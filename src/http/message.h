@@ -1,6 +1,6 @@
 // The request and response types that handlers see. They carry no Beast
 // types, so domain code and unit tests build without Boost headers; the
-// server (http/server.cc) fills a Request from the wire and writes a Response
+// server (http/session.cc) fills a Request from the wire and writes a Response
 // back.
 #pragma once
 
