@@ -17,6 +17,7 @@
 #include "pointcard/routes.h"
 #include "pointcard/seed.h"
 #include "pointcard/service.h"
+#include "pointcard/sqlite_file.h"
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::bench {
@@ -25,6 +26,7 @@ struct RequestApp::Impl {
   std::string dir;
   AdminAuth admin{"bench"};
   std::unique_ptr<db::sqlite::Database> db;
+  std::unique_ptr<db::sqlite::Database> card_db;  // under db's lock: destroyed first
   std::unique_ptr<dateplan::SqliteDatePlanStore> plan_store;
   std::unique_ptr<leaderboard::SqliteLeaderboardStore> board_store;
   std::unique_ptr<pointcard::SqlitePointCardStore> card_store;
@@ -50,11 +52,17 @@ RequestApp::RequestApp(AppOptions o) : impl_(std::make_unique<Impl>()) {
   seed.cards = o.cards;
   seed.stores = 50;
   seed.history = o.cards * 2;
-  if (Status s = pointcard::SeedPointCard(conn, seed, nullptr); !s.ok()) throw std::runtime_error(s.ToString());
+  // The point card in its own file, as the server keeps it.
+  auto card_db = pointcard::OpenPointCardDatabase(*i.db);
+  if (!card_db.ok()) throw std::runtime_error(card_db.status().ToString());
+  i.card_db = std::move(card_db).value();
+  if (Status s = pointcard::SeedPointCard(i.card_db->writer().connection(), seed, nullptr); !s.ok())
+    throw std::runtime_error(s.ToString());
   i.plan_store = std::move(dateplan::SqliteDatePlanStore::Open(*i.db)).value();
   i.board_store = std::move(leaderboard::SqliteLeaderboardStore::Open(*i.db)).value();
-  i.card_store = std::move(pointcard::SqlitePointCardStore::Open(*i.db)).value();
+  i.card_store = std::move(pointcard::SqlitePointCardStore::Open(*i.card_db)).value();
   i.db->writer().Start();
+  i.card_db->writer().Start();
   i.plans = std::make_unique<dateplan::DatePlanService>(*i.plan_store, i.admin);
   i.cards = std::make_unique<pointcard::PointCardService>(*i.card_store);
   i.board = std::make_unique<leaderboard::LeaderboardService>(*i.board_store);

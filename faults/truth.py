@@ -52,10 +52,11 @@ class PgTruth:
 class SqliteTruth:
     def __init__(self, path):
         self.path = path
+        self.cards_path = path + ".pointcard.db"  # the point card's own file (src/pointcard/sqlite_file.h)
         self.url = f"sqlite:{path}"
 
-    def _query(self, sql):
-        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
+    def _query(self, sql, path=None):
+        conn = sqlite3.connect(f"file:{path or self.path}?mode=ro", uri=True, timeout=30)
         try:
             return conn.execute(sql).fetchall()
         finally:
@@ -75,15 +76,16 @@ class SqliteTruth:
 
     def payments(self, cards):
         rows = self._query("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
-                           f"WHERE STORE_ID > 0 AND CARD_ID IN ({','.join(map(str, cards))})")
+                           f"WHERE STORE_ID > 0 AND CARD_ID IN ({','.join(map(str, cards))})", self.cards_path)
         return collections.Counter(rows)
 
     def grants(self):
         return self._query("SELECT GRANT_ID, CARDS, POINTS, COALESCE(IDEMPOTENCY_KEY, '') FROM P_GRANT "
-                           "ORDER BY GRANT_ID")
+                           "ORDER BY GRANT_ID", self.cards_path)
 
     def grant_rows(self):
-        (n, points), = self._query("SELECT count(*), COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0")
+        (n, points), = self._query("SELECT count(*), COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0",
+                                   self.cards_path)
         return n, points
 
     def board(self):

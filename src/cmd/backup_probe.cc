@@ -6,12 +6,15 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cmd/commands.h"
 #include "db/sqlite.h"
 #include "db/store_url.h"
 #include "http/client.h"
 #include "ops/log.h"
+#include "pointcard/sqlite_file.h"
 
 namespace hotrow::cmd {
 
@@ -40,28 +43,39 @@ int RunBackup(const BackupFlags& f) {
     log::Error("--out must be a file name (not empty, not a file: URI)");
     return 2;
   }
-  // symlink_status: a dangling link is there too, and is not followed.
-  if (std::filesystem::exists(std::filesystem::symlink_status(f.out, ec))) {
-    log::Error("{} exists; hotrow backup writes a new file only", f.out);
-    return 2;
+  // The point card's file goes beside the copy with the same suffix, so
+  // OUT is restored as it is (docs/deploy.md#backups).
+  std::vector<std::pair<std::string, std::string>> copies = {{url->sqlite_path, f.out}};
+  std::string card_file = pointcard::PointCardPath(url->sqlite_path);
+  if (std::filesystem::exists(card_file, ec)) copies.emplace_back(card_file, pointcard::PointCardPath(f.out));
+  for (const auto& [from, to] : copies) {
+    // symlink_status: a dangling link is there too, and is not followed.
+    if (std::filesystem::exists(std::filesystem::symlink_status(to, ec))) {
+      log::Error("{} exists; hotrow backup writes new files only", to);
+      return 2;
+    }
   }
-  // A read transaction sees one snapshot (WAL): the copy is consistent
-  // while the server keeps writing, and the server does not wait for it.
-  auto conn = db::sqlite::Connection::Open(url->sqlite_path, db::sqlite::OpenMode::kReadOnly);
-  if (!conn.ok()) {
-    log::Error("{}", conn.status().ToString());
-    return 1;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const auto& [from, to] = copies[i];
+    // A read transaction sees one snapshot (WAL): the copy is consistent
+    // while the server keeps writing, and the server does not wait for it.
+    // The two files are two snapshots: no transaction spans both (the
+    // point card shares nothing with the other domains).
+    auto conn = db::sqlite::Connection::Open(from, db::sqlite::OpenMode::kReadOnly);
+    Status s = conn.ok() ? Status::Ok() : conn.status();
+    if (s.ok()) {
+      auto q = (*conn)->Prepare("VACUUM INTO ?1");
+      s = q.ok() ? q->Bind(1, to).Run() : q.status();
+    }
+    if (!s.ok()) {
+      log::Error("backup of {} failed: {}", from, s.ToString());
+      for (size_t j = 0; j <= i; ++j) std::filesystem::remove(copies[j].second, ec);
+      return 1;
+    }
+    auto bytes = std::filesystem::file_size(to, ec);
+    std::printf("backed up %s to %s (%llu bytes)\n", from.c_str(), to.c_str(),
+                static_cast<unsigned long long>(ec ? 0 : bytes));
   }
-  auto q = (*conn)->Prepare("VACUUM INTO ?1");
-  Status s = q.ok() ? q->Bind(1, f.out).Run() : q.status();
-  if (!s.ok()) {
-    log::Error("backup failed: {}", s.ToString());
-    std::filesystem::remove(f.out, ec);
-    return 1;
-  }
-  auto bytes = std::filesystem::file_size(f.out, ec);
-  std::printf("backed up %s to %s (%llu bytes)\n", url->sqlite_path.c_str(), f.out.c_str(),
-              static_cast<unsigned long long>(ec ? 0 : bytes));
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "db/store_url.h"
 #include "ops/log.h"
 #include "pointcard/postgres_store.h"
+#include "pointcard/sqlite_file.h"
 
 namespace hotrow::cmd {
 
@@ -39,7 +40,9 @@ int RunCheck(const CheckFlags& f) {
     }
     report = pointcard::CheckPostgresInvariants(**conn);
   } else {
-    auto conn = db::sqlite::Connection::Open(url->sqlite_path, db::sqlite::OpenMode::kReadOnly);
+    // PATH.pointcard.db, or PATH itself in a layout before 0.5.0.
+    auto conn =
+        db::sqlite::Connection::Open(pointcard::PointCardPathToRead(url->sqlite_path), db::sqlite::OpenMode::kReadOnly);
     if (!conn.ok()) {
       log::Error("{}", conn.status().ToString());
       return 2;

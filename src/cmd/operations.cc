@@ -34,14 +34,14 @@ struct Part {
   std::string detail;
 };
 
-std::string SqliteProblem(Operations& ops) {
+std::string SqliteProblem(const Operations::SqliteFile& file) {
   struct stat st {};
-  const std::string& path = ops.sqlite->path();
+  const std::string& path = file.db->path();
   if (::stat(path.c_str(), &st) != 0) return "the database file " + path + " is gone";
-  if (st.st_ino != ops.sqlite_inode) return "the database file " + path + " was replaced under the server";
+  if (st.st_ino != file.inode) return "the database file " + path + " was replaced under the server";
   if (::access(path.c_str(), R_OK | W_OK) != 0) return "the database file " + path + " is not writable";
-  std::string failure = ops.sqlite->writer().last_failure();
-  if (!failure.empty()) return "the last write failed: " + failure;
+  std::string failure = file.db->writer().last_failure();
+  if (!failure.empty()) return "the last write to " + path + " failed: " + failure;
   return "";
 }
 
@@ -86,8 +86,10 @@ Readiness CheckReadiness(Operations& ops) {
   std::vector<Part> parts;
   bool draining = ops.server && !ops.server->ready();
   parts.push_back({"server", true, !draining, draining ? "draining" : "serving", ""});
-  if (ops.sqlite) {
-    std::string problem = SqliteProblem(ops);
+  if (!ops.sqlite.empty()) {
+    std::string problem;  // the first file's; both files are one part
+    for (const auto& file : ops.sqlite)
+      if (problem.empty()) problem = SqliteProblem(file);
     parts.push_back({"sqlite", true, problem.empty(), problem.empty() ? "ok" : "unusable", problem});
   }
   if (ops.pool) {

@@ -36,8 +36,13 @@ struct Operations {
   const AdminAuth* admin = nullptr;
   const AdminAuth* metrics_auth = nullptr;  // --metrics-token; disabled: /metrics is public
   const http::Server* server = nullptr;     // set once the server exists (before it serves)
-  db::sqlite::Database* sqlite = nullptr;
-  ino_t sqlite_inode = 0;  // the file opened; another one at its path means it was replaced
+  // The SQLite files (the main one, the point card's), each with the inode
+  // it had when opened: another one at its path means it was replaced.
+  struct SqliteFile {
+    db::sqlite::Database* db;
+    ino_t inode;
+  };
+  std::vector<SqliteFile> sqlite;
   db::pg::Pool* pool = nullptr;
   db::redis::Client* redis = nullptr;
   // The change listener (PostgreSQL), set after the server listens and

@@ -20,6 +20,7 @@
 #include "ops/progress.h"
 #include "pointcard/postgres_store.h"
 #include "pointcard/seed.h"
+#include "pointcard/sqlite_file.h"
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::cmd {
@@ -291,14 +292,22 @@ int RunSeed(const SeedFlags& f) {
     return 2;
   }
   if (url->kind == db::StoreUrl::Kind::kPostgres) return SeedPostgres(f, url->postgres_url);
-  auto database = db::sqlite::Database::Open(url->sqlite_path);
+  db::sqlite::DatabaseOptions options;
+  auto database = db::sqlite::Database::Open(url->sqlite_path, options);
   if (!database.ok()) {
     log::Error("cannot seed: {}", database.status().ToString());
     return 1;
   }
+  // Always, and first: it moves the point card out of a file an older
+  // release wrote, before the main file's migrations record that it did.
+  auto cards = pointcard::OpenPointCardDatabase(**database, options);
+  if (!cards.ok()) {
+    log::Error("cannot seed: {}", cards.status().ToString());
+    return 1;
+  }
   if (f.what == "dateplans") return SeedSqlite(f, **database, f.count, kDatePlans);
   if (f.what == "leaderboard") return SeedSqlite(f, **database, f.clients, kPlayers);
-  if (f.what == "pointcard") return SeedPointCards(f, **database);
+  if (f.what == "pointcard") return SeedPointCards(f, **cards);
   log::Error("unknown dataset");
   return 2;
 }

@@ -41,6 +41,7 @@
 #include "pointcard/postgres_store.h"
 #include "pointcard/routes.h"
 #include "pointcard/service.h"
+#include "pointcard/sqlite_file.h"
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::cmd {
@@ -171,7 +172,8 @@ namespace {
 //      (bottom-up); nothing calls into a destroyed object because every
 //      thread that could was stopped in step 2.
 struct Backends {
-  std::unique_ptr<db::sqlite::Database> sqlite;
+  std::unique_ptr<db::sqlite::Database> sqlite;       // the main file, holding the lock
+  std::unique_ptr<db::sqlite::Database> card_sqlite;  // PATH.pointcard.db (pointcard/sqlite_file.h)
   std::unique_ptr<db::pg::Pool> pool;
   std::unique_ptr<dateplan::DatePlanStore> plan_store;
   std::unique_ptr<leaderboard::LeaderboardStore> board_store;
@@ -195,7 +197,8 @@ struct Backends {
     board_store.reset();
     plan_store.reset();
     pool.reset();
-    sqlite.reset();
+    card_sqlite.reset();
+    sqlite.reset();  // last: it holds the lock over both files
   }
 
   // In start-up order.
@@ -212,11 +215,12 @@ struct Backends {
     auto all = services();
     for (auto it = all.rbegin(); it != all.rend(); ++it)
       if (*it) (*it)->Stop();
-    if (sqlite) {
-      sqlite->writer().Stop();
-      auto stats = sqlite->writer().stats();
-      log::Info("writer flushed: {} op(s) in {} batch(es), largest batch {}", stats.ops, stats.batches,
-                stats.batch_ops_largest);
+    for (db::sqlite::Database* d : {sqlite.get(), card_sqlite.get()}) {
+      if (!d) continue;
+      d->writer().Stop();
+      auto stats = d->writer().stats();
+      log::Info("writer flushed: {} op(s) in {} batch(es), largest batch {} ({})", stats.ops, stats.batches,
+                stats.batch_ops_largest, d->writer().name());
     }
     if (pool) pool->Stop();
   }
@@ -282,7 +286,8 @@ bool Take(Result<std::unique_ptr<T>> r, std::unique_ptr<Base>* out, const char* 
   return true;
 }
 
-// The embedded store: one SQLite file.
+// The embedded store: the main SQLite file and the point card's beside it,
+// each with its own writer (pointcard/sqlite_file.h).
 bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
   db::sqlite::DatabaseOptions options;
   // Every allowed connection may have one write waiting, plus headroom.
@@ -291,11 +296,14 @@ bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
   // so the answer (written, or definitely not) comes well inside it.
   options.writer.op_wait_max = std::chrono::milliseconds(f.handler_timeout_ms / 2);
   if (!Take(db::sqlite::Database::Open(path, options), &b.sqlite, "database")) return false;
+  // First: it moves the point card out of a file an older release wrote.
+  if (!Take(pointcard::OpenPointCardDatabase(*b.sqlite, options), &b.card_sqlite, "point card")) return false;
   if (!Take(dateplan::SqliteDatePlanStore::Open(*b.sqlite), &b.plan_store, "date plans")) return false;
-  if (!Take(pointcard::SqlitePointCardStore::Open(*b.sqlite), &b.card_store, "point card")) return false;
+  if (!Take(pointcard::SqlitePointCardStore::Open(*b.card_sqlite), &b.card_store, "point card")) return false;
   if (f.redis.empty() && !Take(leaderboard::SqliteLeaderboardStore::Open(*b.sqlite), &b.board_store, "leaderboard"))
     return false;
   b.sqlite->writer().Start();
+  b.card_sqlite->writer().Start();
   return true;
 }
 
@@ -416,10 +424,10 @@ int RunServe(const ServeFlags& f) {
   bool postgres = url->kind == db::StoreUrl::Kind::kPostgres;
   if (!(postgres ? OpenPostgres(f, url->postgres_url, b) : OpenSqlite(f, url->sqlite_path, b))) return 1;
   if (!f.redis.empty() && !OpenRedisBoard(f, b)) return 1;
-  if (b.sqlite) {
+  for (db::sqlite::Database* d : {b.sqlite.get(), b.card_sqlite.get()}) {
+    if (!d) continue;
     struct stat st {};
-    if (::stat(b.sqlite->path().c_str(), &st) == 0) ops.sqlite_inode = st.st_ino;
-    ops.sqlite = b.sqlite.get();
+    ops.sqlite.push_back({d, ::stat(d->path().c_str(), &st) == 0 ? st.st_ino : 0});
   }
   ops.pool = b.pool.get();
   ops.redis = b.redis;

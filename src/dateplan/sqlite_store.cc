@@ -24,10 +24,17 @@ Status CreateDatePlanSchema(sqlite::Connection& conn) {
   )sql");
       !s.ok())
     return s;
-  return sqlite::Migrate(conn, {
-                                   // 1 (v0.2.0): a version per plan, bumped by every edit (Plan::version).
-                                   {.sql = R"(ALTER TABLE datePlans ADD COLUMN version INTEGER NOT NULL DEFAULT 1)"},
-                               });
+  return sqlite::Migrate(conn,
+                         {
+                             // 1 (v0.2.0): a version per plan, bumped by every edit (Plan::version).
+                             {.sql = R"(ALTER TABLE datePlans ADD COLUMN version INTEGER NOT NULL DEFAULT 1)"},
+                             // 2 (v0.5.0), contract: the point card lives in its own file
+                             // (pointcard/sqlite_file.h moves its tables there and drops
+                             // them here). A release before would find no point card in
+                             // this file and serve an empty one: it is refused.
+                             {.sql = "SELECT 1", .contract = true},
+                         },
+                         "date plans and leaderboard");
 }
 
 Result<std::unique_ptr<SqliteDatePlanStore>> SqliteDatePlanStore::Open(db::sqlite::Database& db) {

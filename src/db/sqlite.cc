@@ -245,11 +245,11 @@ Result<SchemaCompat> ReadCompat(Connection& conn) {
 
 }  // namespace
 
-Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps) {
+Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps, std::string_view file) {
   auto known = static_cast<int64_t>(steps.size());
   auto compat = ReadCompat(conn);
   if (!compat.ok()) return compat.status();
-  if (compat->oldest_schema > known) return TooOldForDatabase("database", *compat, known, Version());
+  if (compat->oldest_schema > known) return TooOldForDatabase(file, *compat, known, Version());
   auto at = QueryInt(conn, "PRAGMA user_version");
   if (!at.ok()) return at.status();
   for (auto step = static_cast<size_t>(*at); step < steps.size(); ++step) {

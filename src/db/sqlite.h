@@ -111,7 +111,8 @@ Result<int64_t> QueryInt(Connection& conn, std::string_view sql);
 // also records in schema_compat the oldest schema a binary must know. A
 // database with more steps than `steps` is used as it is (its extra steps
 // were expand steps of a newer release) unless schema_compat refuses this
-// binary.
-Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps);
+// binary. `file` names the file's contents in that refusal ("the date plans
+// and leaderboard schema needs hotrow 0.5.0 ...").
+Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps, std::string_view file = "database");
 
 }  // namespace hotrow::db::sqlite

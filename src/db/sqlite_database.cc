@@ -31,20 +31,8 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Databa
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
 
-  std::string lock_path = path + ".lock";
-  db->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (db->lock_fd_ < 0) return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
-  if (::flock(db->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {0};
-    ssize_t n = ::pread(db->lock_fd_, pid, sizeof pid - 1, 0);
-    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "another process";
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    return Status::Unavailable(path + " is in use by a running hotrow server (pid " + holder +
-                               "); stop it first or use another --db");
-  }
-  std::string me = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(db->lock_fd_, 0) != 0 || ::pwrite(db->lock_fd_, me.data(), me.size(), 0) < 0) {
-    // The pid is informational only; the lock itself is what counts.
+  if (options.lock) {
+    if (Status s = db->Lock(); !s.ok()) return s;
   }
 
   auto conn = sqlite::Connection::Open(path, sqlite::OpenMode::kReadWrite);
@@ -57,6 +45,25 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Databa
   db->writer_ = std::make_unique<GroupWriter>(std::move(conn).value(), options.writer);
   if (options.checkpointer) db->checkpointer_ = std::thread([p = db.get()] { p->CheckpointLoop(); });
   return db;
+}
+
+Status Database::Lock() {
+  std::string lock_path = path_ + ".lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    ssize_t n = ::pread(lock_fd_, pid, sizeof pid - 1, 0);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "another process";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return Status::Unavailable(path_ + " is in use by a running hotrow server (pid " + holder +
+                               "); stop it first or use another --db");
+  }
+  std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, me.data(), me.size(), 0) < 0) {
+    // The pid is informational only; the lock itself is what counts.
+  }
+  return Status::Ok();
 }
 
 Database::~Database() {

@@ -6,7 +6,8 @@
 // the kernel if the process dies, so "is a server running on this file?" has
 // a reliable answer. A second server or `hotrow seed` on the same file is
 // refused with a message naming the holder's pid: two writers would each
-// keep a read model the other does not update.
+// keep a read model the other does not update. A sibling file opened under
+// another Database's lock (DatabaseOptions::lock false) takes none.
 //
 // Readers: WAL lets any number of readers run beside the writer, each on a
 // snapshot taken when its read transaction starts, so a read that starts
@@ -46,6 +47,9 @@ struct DatabaseOptions {
   int64_t restart_wal_bytes = 256ll << 20;
   std::chrono::milliseconds restart_wait{100};
   bool checkpointer = true;
+  // false: the caller already holds the lock that covers this file (the
+  // point card's file beside a database it opened: one flock for both).
+  bool lock = true;
 };
 
 struct CheckpointStats {
@@ -87,6 +91,7 @@ class Database {
 
  private:
   Database() = default;
+  Status Lock();  // flock(2) on PATH.lock, or unavailable naming the holder
   void CheckpointLoop();
 
   std::string path_;

@@ -156,6 +156,7 @@ class GroupWriter {
   void Stop();
 
   GroupWriterStats stats() const;
+  const std::string& name() const { return options_.name; }
 
   // Empty while the last batch committed (or none ran yet); else why it did
   // not, for kFailureShown after it (GET /readyz: the file is unusable while

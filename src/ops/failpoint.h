@@ -11,6 +11,10 @@
 //                                       writes is answered
 //   HOTROW_FAILPOINT=follow.fetch:1     the first re-read of a plan another
 //                                       instance changed fails
+//   HOTROW_FAILPOINT=split.copy:3       abort() after the 3rd table is copied
+//                                       while the point card moves into its own
+//                                       file (also split.rename, split.drop:
+//                                       before those steps)
 //   HOTROW_FAILPOINT=grant.slow:3000    the grant's query phase takes 3,000 ms
 //                                       longer (a request that outlives the
 //                                       shutdown grace period)

@@ -93,6 +93,8 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
 Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sqlite::Database& db) {
   auto& conn = db.writer().connection();
   if (Status s = CreatePointCardSchema(conn); !s.ok()) return s;
+  // The point-card file's own record (pointcard/sqlite_file.h); no step yet.
+  if (Status s = sqlite::Migrate(conn, {}, "point card"); !s.ok()) return s;
   std::unique_ptr<SqlitePointCardStore> store(new SqlitePointCardStore(db));
   auto history = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(PAYMENT_TIME), 0) FROM H_TRANSACTION");
   auto accounts = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(LAST_UPDATE), 0) FROM S_ACCOUNT");

@@ -19,6 +19,7 @@
 #include "pointcard/check.h"
 #include "pointcard/postgres_store.h"
 #include "pointcard/service.h"
+#include "pointcard/sqlite_file.h"
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::tools {
@@ -468,7 +469,10 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
 
   std::error_code ec;
   fs::create_directories(o.work_dir, ec);
-  std::string template_path = o.template_db;
+  // --db sqlite:PATH names a server's database: its point card is
+  // PATH.pointcard.db (or PATH, before 0.5.0). The runs use point-card
+  // files only.
+  std::string template_path = o.template_db.empty() ? "" : PointCardPathToRead(o.template_db);
   if (template_path.empty()) {
     template_path = o.work_dir + "/template.db";
     if (Status s = MakeTemplate(o, template_path, progress_line); !s.ok()) return s;

@@ -77,10 +77,11 @@ int DecodeStatus(int status) {
 
 }  // namespace
 
-CommandResult RunHotrow(const std::vector<std::string>& args, std::chrono::seconds timeout) {
+CommandResult RunHotrow(const std::vector<std::string>& args, std::chrono::seconds timeout,
+                        const std::vector<std::pair<std::string, std::string>>& env) {
   TempDir dir;
   std::string out = dir.File("output.txt");
-  pid_t pid = Spawn(args, out);
+  pid_t pid = Spawn(args, out, env);
   int status = 0;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (waitpid(pid, &status, WNOHANG) == 0) {

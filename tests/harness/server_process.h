@@ -36,7 +36,8 @@ struct CommandResult {
   int exit_code;
   std::string output;  // stdout and stderr
 };
-CommandResult RunHotrow(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(300));
+CommandResult RunHotrow(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(300),
+                        const std::vector<std::pair<std::string, std::string>>& env = {});
 
 class ServerProcess {
  public:

@@ -11,6 +11,7 @@
 #include "harness/http_client.h"
 #include "harness/server_process.h"
 #include "pointcard/model.h"
+#include "pointcard/sqlite_file.h"
 
 namespace hotrow::testing {
 namespace {
@@ -172,8 +173,9 @@ TEST(Cli, UrlPasswordsAreNeverPrinted) {
 namespace hotrow::testing {
 namespace {
 
+// In the point card's own file (pointcard/sqlite_file.h).
 int64_t CountRows(const std::string& db_url, const std::string& sql) {
-  auto conn = db::sqlite::Connection::Open(db_url.substr(7), db::sqlite::OpenMode::kReadOnly);
+  auto conn = db::sqlite::Connection::Open(pointcard::PointCardPath(db_url.substr(7)), db::sqlite::OpenMode::kReadOnly);
   return db::sqlite::QueryInt(**conn, sql).value();
 }
 

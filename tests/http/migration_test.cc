@@ -1,6 +1,8 @@
 // Schema migrations: a database made by the release before (the fixture,
 // tests/fixtures/make-fixture.sh with v0.1.0) opens, migrates and serves
 // everything it held; a database from a newer release is refused.
+#include <signal.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include "db/sqlite.h"
 #include "harness/http_client.h"
 #include "harness/server_process.h"
+#include "pointcard/sqlite_file.h"
 
 namespace hotrow::testing {
 namespace {
@@ -51,7 +54,12 @@ TEST_F(FromV010, ADatabaseTheReleaseMadeIsMigratedAndServed) {
   EXPECT_EQ(edit.status, 200) << edit.body;
   EXPECT_EQ(c.Post("/datePlan/1/like").status, 200);
   ASSERT_EQ(p->Stop(), 0);
-  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 1);
+  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 2);
+  // The point card moved into its own file (pointcard/sqlite_file.h), and
+  // releases before that may no longer open the main file.
+  EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'S_ACCOUNT'"), 0);
+  EXPECT_EQ(QueryOne(pointcard::PointCardPath(path), "SELECT COUNT(*) FROM S_ACCOUNT"), 50);
+  EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 2);
   EXPECT_EQ(QueryOne(path, "SELECT version FROM datePlans WHERE id = 2"), 2);
   EXPECT_EQ(QueryOne(path, "SELECT version FROM datePlans WHERE id = 1"), 1) << "a like is not an edit";
   // A second start finds nothing to migrate.
@@ -72,7 +80,7 @@ TEST_F(FromV010, ADatabaseWithANewerReleasesExpandStepsIsServed) {
     ASSERT_TRUE(conn.ok());
     ASSERT_TRUE((*conn)->Exec("ALTER TABLE datePlans ADD COLUMN version INTEGER NOT NULL DEFAULT 1").ok());
     ASSERT_TRUE((*conn)->Exec("ALTER TABLE datePlans ADD COLUMN a_newer_column TEXT").ok());
-    ASSERT_TRUE((*conn)->Exec("PRAGMA user_version = 2").ok());
+    ASSERT_TRUE((*conn)->Exec("PRAGMA user_version = 3").ok());
   }
   auto p = ServerProcess::Start({"--db", "sqlite:" + path}, dir.File("log"));
   ASSERT_TRUE(p);
@@ -80,7 +88,7 @@ TEST_F(FromV010, ADatabaseWithANewerReleasesExpandStepsIsServed) {
   EXPECT_EQ(JsonInt(c.Get("/datePlan/1").body, "like"), 3);
   EXPECT_EQ(c.Post("/datePlan/1/like").status, 200);
   ASSERT_EQ(p->Stop(), 0);
-  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 2) << "never rolled back";
+  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 3) << "never rolled back";
 }
 
 // ...until a contract step records that older binaries may no longer use it:
@@ -102,6 +110,90 @@ TEST_F(FromV010, ADatabaseAContractStepClosedToThisReleaseIsRefused) {
   EXPECT_NE(seed.exit_code, 0) << "seed applies the same rule";
   EXPECT_NE(seed.output.find("needs hotrow 9.9.0"), std::string::npos) << seed.output;
 }
+
+}  // namespace
+}  // namespace hotrow::testing
+
+namespace hotrow::testing {
+namespace {
+
+// v0.4.0 kept the point card in the main file; this release moves it into
+// PATH.pointcard.db (pointcard/sqlite_file.h) and closes the main file to
+// releases before it.
+class FromV040 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path = dir.File("hotrow.db");
+    fs::copy_file(std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.4.0.db", path);
+    ASSERT_EQ(QueryOne(path, "PRAGMA user_version"), 1) << "the fixture is v0.4.0's";
+    ASSERT_EQ(QueryOne(path, "SELECT COUNT(*) FROM S_ACCOUNT"), 50);
+    balances = QueryOne(path, "SELECT SUM(BALANCE) FROM S_ACCOUNT");
+    rows = QueryOne(path, "SELECT COUNT(*) FROM H_TRANSACTION");
+  }
+  // Everything v0.4.0 wrote is in the point card's file, served, and
+  // nothing of it is left in the main file.
+  void ExpectMoved() {
+    auto p = ServerProcess::Start({"--db", "sqlite:" + path}, dir.File("log-after"));
+    ASSERT_TRUE(p);
+    HttpClient c(p->port());
+    EXPECT_EQ(JsonInt(c.Get("/datePlan/1").body, "like"), 3);
+    auto replay =
+        c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})", {{"Idempotency-Key", "fixture-1"}});
+    EXPECT_EQ(replay.status, 201) << replay.body;
+    EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true") << "v0.4.0's key moved with its card";
+    auto pay = c.Post("/api/v1/cards/2/transactions", R"({"storeId":1,"amount":5})");
+    EXPECT_EQ(pay.status, 201) << pay.body;
+    ASSERT_EQ(p->Stop(), 0);
+    std::string cards = pointcard::PointCardPath(path);
+    ASSERT_TRUE(fs::exists(cards));
+    EXPECT_FALSE(fs::exists(cards + ".tmp"));
+    EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('S_ACCOUNT', 'H_TRANSACTION')"), 0);
+    EXPECT_EQ(QueryOne(cards, "SELECT SUM(BALANCE) FROM S_ACCOUNT"), balances + 5);
+    EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION"), rows + 1);
+    EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM P_GRANT WHERE IDEMPOTENCY_KEY = 'fixture-grant'"), 1);
+    EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM P_IDEMPOTENCY WHERE KEY = 'fixture-1'"), 1);
+    EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 2) << "v0.4.0 may no longer open it";
+    auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+  }
+  TempDir dir;
+  std::string path;
+  int64_t balances = 0, rows = 0;
+};
+
+TEST_F(FromV040, ThePointCardMovesIntoItsOwnFile) {
+  auto p = ServerProcess::Start({"--db", "sqlite:" + path}, dir.File("log"));
+  ASSERT_TRUE(p);
+  EXPECT_NE(p->Log().find("moved 50 card(s) and"), std::string::npos) << p->Log();
+  ASSERT_EQ(p->Stop(), 0);
+  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 2);
+  ExpectMoved();
+}
+
+// `hotrow seed` of another data set moves it too, before the main file's
+// migration records the move.
+TEST_F(FromV040, SeedingAnotherDataSetMovesThePointCardFirst) {
+  auto seed = RunHotrow({"seed", "leaderboard", "--clients", "5", "--if-empty", "--db", "sqlite:" + path});
+  ASSERT_EQ(seed.exit_code, 0) << seed.output;
+  ExpectMoved();
+}
+
+// A crash at each step of the move leaves the point card whole: in the
+// main file (before the rename) or in its own file (after).
+class FromV040Crash : public FromV040, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(FromV040Crash, ACrashDuringTheMoveLosesNothing) {
+  auto crashed = RunHotrow({"seed", "dateplans", "--count", "1", "--if-empty", "--db", "sqlite:" + path},
+                           std::chrono::seconds(60), {{"HOTROW_FAILPOINT", GetParam()}});
+  ASSERT_EQ(crashed.exit_code, -SIGABRT) << crashed.output;
+  ExpectMoved();
+}
+
+INSTANTIATE_TEST_SUITE_P(EachStep, FromV040Crash, ::testing::Values("split.copy:3", "split.rename", "split.drop"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           return name.substr(6, name.find(':') - 6);
+                         });
 
 }  // namespace
 }  // namespace hotrow::testing
