@@ -53,8 +53,12 @@ int RunCheck(const CheckFlags& f) {
     log::Error("cannot check: {}", report.status().ToString());
     return 2;
   }
-  std::printf("checked %lld card(s) and %lld history row(s)\n", static_cast<long long>(report->cards),
+  std::printf("checked %lld card(s) and %lld history row(s)", static_cast<long long>(report->cards),
               static_cast<long long>(report->rows));
+  if (report->pending_points > 0)
+    std::printf("; %lld point(s) of an applied grant not yet folded into the history",
+                static_cast<long long>(report->pending_points));
+  std::printf("\n");
   if (report->ok()) {
     std::printf("OK: every invariant holds\n");
     return 0;

@@ -127,7 +127,7 @@ pointcard::SeedOptions PointCardOptions(const SeedFlags& f) {
 Status DeletePointCardData(db::sqlite::Connection& conn) {
   return conn.Exec(
       "DELETE FROM H_TRANSACTION; DELETE FROM S_ACCOUNT; DELETE FROM M_STORE; DELETE FROM M_REGION; "
-      "DELETE FROM P_IDEMPOTENCY; DELETE FROM P_GRANT;");
+      "DELETE FROM P_IDEMPOTENCY; DELETE FROM P_GRANT_CREDIT; DELETE FROM P_GRANT;");
 }
 
 int SeedPointCards(const SeedFlags& f, db::sqlite::Database& database) {

@@ -15,6 +15,45 @@ struct Reporter {
     if (report->examples.size() < kCheckExamplesMax) report->examples.push_back(kind + ": " + detail);
   }
 };
+// 6. every row's KIND matches it (grant rows have STORE_ID 0, charges a
+//    positive amount); 7. every credit belongs to a card and to a grant
+//    that is staging or applied (a folded grant's credit would count twice),
+//    and is positive.
+Status CheckCredits(sqlite::Connection& conn, CheckReport& report, Reporter& problem) {
+  auto kinds = conn.Prepare(
+      "SELECT PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, COALESCE(KIND, 'NULL') FROM H_TRANSACTION "
+      "WHERE KIND IS NULL OR CASE KIND WHEN 'grant' THEN STORE_ID <> 0 WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 "
+      "WHEN 'payment' THEN STORE_ID = 0 OR AMOUNT >= 0 ELSE 1 END");
+  if (!kinds.ok()) return kinds.status();
+  while (true) {
+    auto row = kinds->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    problem("kind", "card " + std::to_string(kinds->Int(1)) + " row at " + FormatTime(kinds->Int(0)) + " (store " +
+                        std::to_string(kinds->Int(2)) + ", amount " + std::to_string(kinds->Int(3)) + ") has KIND " +
+                        std::string(kinds->Text(4)));
+  }
+  auto credits = conn.Prepare(
+      "SELECT c.CARD_ID, c.GRANT_ID, c.POINTS, COALESCE(g.STATE, ''), a.CARD_ID IS NOT NULL "
+      "FROM P_GRANT_CREDIT c LEFT JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "LEFT JOIN S_ACCOUNT a ON a.CARD_ID = c.CARD_ID");
+  if (!credits.ok()) return credits.status();
+  while (true) {
+    auto row = credits->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    std::string what =
+        "credit of grant " + std::to_string(credits->Int(1)) + " to card " + std::to_string(credits->Int(0));
+    std::string state(credits->Text(3));
+    if (credits->Int(4) == 0) problem("orphan credit", what + ", which does not exist");
+    if (state != "staging" && state != "applied")
+      problem("stale credit", what + (state.empty() ? ": no such grant" : ": the grant is " + state));
+    if (credits->Int(2) <= 0) problem("credit", what + " is " + std::to_string(credits->Int(2)) + " points");
+    if (state == "applied") report.pending_points += credits->Int(2);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<CheckReport> CheckInvariants(sqlite::Connection& conn) {
@@ -77,6 +116,12 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn) {
     problem("orphan history", "row at " + FormatTime(rows->Int(1)) + " for card " + std::to_string(rows->Int(0)) +
                                   ", which does not exist");
     if (Status s = advance(); !s.ok()) return s;
+  }
+  // The stall-free grants' tables (a file migrated to point-card schema 1).
+  auto staged_tables = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'P_GRANT_CREDIT'");
+  if (!staged_tables.ok()) return staged_tables.status();
+  if (*staged_tables > 0) {
+    if (Status s = CheckCredits(conn, report, problem); !s.ok()) return s;
   }
   log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   return report;

@@ -7,7 +7,14 @@
 //   4. a card's LAST_UPDATE equals the time of its newest history row (cards
 //      without history are not held to this: their LAST_UPDATE is the time
 //      they were issued);
-//   5. every history row belongs to a card, and a card's times are distinct.
+//   5. every history row belongs to a card, and a card's times are distinct;
+//   6. every row's KIND matches it (grant: STORE_ID 0; charge: a store and a
+//      positive amount; payment: a store and a negative one);
+//   7. every staged credit (P_GRANT_CREDIT) belongs to a card and to a grant
+//      that is staging or applied -- a folded grant's credit would be added
+//      twice -- and is positive.
+// Balances are checked as written: an applied grant's credit not yet folded
+// is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over
 // H_TRANSACTION by (CARD_ID, PAYMENT_TIME) -- its index -- so linear.
 #pragma once
@@ -25,6 +32,7 @@ namespace hotrow::pointcard {
 struct CheckReport {
   int64_t cards = 0;
   int64_t rows = 0;
+  int64_t pending_points = 0;                 // applied grant credit not yet folded
   std::map<std::string, int64_t> violations;  // kind -> count
   std::vector<std::string> examples;          // the first kExamplesMax, precisely
   bool ok() const { return violations.empty(); }

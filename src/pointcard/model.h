@@ -35,9 +35,12 @@ inline constexpr int64_t kRatePercentMax = 100;
 
 struct Card {
   int64_t card_id = 0;
-  int64_t balance = 0;
+  int64_t balance = 0;  // what the card holds, pending_points included
   int64_t region_id = 0;
-  int64_t last_update_us = 0;
+  int64_t last_update_us = 0;  // the newest history row's time (or the issue time)
+  // Credit of an applied grant not yet written into the card's history (the
+  // fold writes it within seconds: docs/pointcard.md#the-grant-protocol).
+  int64_t pending_points = 0;
 };
 
 // One H_TRANSACTION row. AMOUNT > 0 is a charge, < 0 a payment; STORE_ID 0
@@ -109,10 +112,29 @@ struct GrantOutcome {
   int64_t cards = 0;
   int64_t points = 0;
   double query_ms = 0;
-  double update_ms = 0;
-  double commit_ms = 0;
+  double update_ms = 0;  // writing the credits (staging them, on SQLite)
+  double commit_ms = 0;  // the commit that made the grant visible
   bool replayed = false;
 };
+
+// A grant as GET /api/v1/grants/{id} shows it. Applied: visible in every
+// balance, its history rows still being written (folded); folded: done.
+struct GrantInfo {
+  GrantOutcome outcome;
+  int64_t from_us = 0;
+  int64_t to_us = 0;
+  int64_t rate_percent = 0;
+  int64_t applied_at_us = 0;
+  std::optional<int64_t> folded_at_us;  // nullopt while applied
+  double fold_ms = 0;                   // writing its history rows, after the answer
+  bool folded() const { return folded_at_us.has_value(); }
+};
+
+// hotrow_pointcard_grant_phase_seconds{phase}: query, update, commit
+// (routes.cc, when a grant answers) and fold (the store, when it ends).
+inline constexpr const char* kGrantPhaseHelp =
+    "Time of each phase of a point grant (query, update: writing its credits, commit: making it visible, fold: "
+    "writing its history rows after the answer).";
 
 // "2026-11-30T06:00:00.123456Z".
 std::string FormatTime(int64_t us);
@@ -133,5 +155,6 @@ const std::vector<Region>& Prefectures();
 
 // The error every backend answers for an unknown card.
 inline Status NoSuchCard(int64_t card_id) { return Status::NotFound("no card with id " + std::to_string(card_id)); }
+inline Status NoSuchGrant(int64_t grant_id) { return Status::NotFound("no grant with id " + std::to_string(grant_id)); }
 
 }  // namespace hotrow::pointcard

@@ -289,6 +289,12 @@ constexpr pg::NamedSql kSelectHistory{"pointcard_history", R"(
     SELECT * FROM H_TRANSACTION t WHERE t.CARD_ID = a.CARD_ID AND t.PAYMENT_TIME < hotrow_ts($2)
     ORDER BY t.PAYMENT_TIME DESC LIMIT $3) h ON true
   WHERE a.CARD_ID = $1 ORDER BY h.PAYMENT_TIME DESC)"};
+// A grant on PostgreSQL commits whole (no staging, no fold yet): applied
+// and folded at its GRANT_TIME.
+constexpr pg::NamedSql kSelectGrant{"pointcard_grant_info", R"(
+  SELECT CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, hotrow_us(FROM_TIME), hotrow_us(TO_TIME), RATE_PERCENT,
+         hotrow_us(GRANT_TIME)
+  FROM P_GRANT WHERE GRANT_ID = $1)"};
 // Maintenance, not a request: without the request statement_timeout.
 constexpr pg::NamedSql kPurgeKeys{"pointcard_purge_keys", "DELETE FROM P_IDEMPOTENCY WHERE CREATED < hotrow_ts($1)"};
 
@@ -350,6 +356,24 @@ void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>
               .balance = rows->Int(0, 0),
               .region_id = rows->Int(0, 1),
               .last_update_us = rows->Int(0, 2)});
+  });
+}
+
+void PostgresPointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) {
+  pool_.Submit([grant_id, done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(kSelectGrant, {std::to_string(grant_id)});
+    if (!rows.ok()) return done(rows.status());
+    if (rows->empty()) return done(NoSuchGrant(grant_id));
+    GrantInfo g;
+    g.outcome = {grant_id, rows->Int(0, 0), rows->Int(0, 1), rows->Double(0, 2), rows->Double(0, 3), rows->Double(0, 4),
+                 false};
+    g.from_us = rows->Int(0, 5);
+    g.to_us = rows->Int(0, 6);
+    g.rate_percent = rows->Int(0, 7);
+    g.applied_at_us = rows->Int(0, 8);
+    g.folded_at_us = g.applied_at_us;
+    done(std::move(g));
   });
 }
 

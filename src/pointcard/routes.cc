@@ -70,8 +70,7 @@ struct CardMetrics {
         &r.GetHistogram("hotrow_pointcard_grant_duration_seconds",
                         "Time of a point grant, from its request to its answer.", {}, metrics::LatencyBuckets(), 1e9);
     auto phase = [&](const char* p) {
-      return &r.GetHistogram("hotrow_pointcard_grant_phase_seconds",
-                             "Time of each phase of a point grant (query, update, commit).", {{"phase", p}},
+      return &r.GetHistogram("hotrow_pointcard_grant_phase_seconds", kGrantPhaseHelp, {{"phase", p}},
                              metrics::LatencyBuckets(), 1e9);
     };
     query_seconds = phase("query");
@@ -131,6 +130,7 @@ void GetCard(PointCardService& service, Request& req, Responder responder) {
     w.Field("balance", r->balance);
     w.Field("regionId", r->region_id);
     w.Field("lastUpdate", std::string_view(time, FormatTimeTo(r->last_update_us, time)));
+    w.Field("pendingPoints", r->pending_points);
     w.EndObject();
     responder.Send(std::move(res));
   });
@@ -273,6 +273,46 @@ void Grant(PointCardService& service, const AdminAuth& admin, Request& req, Resp
   });
 }
 
+void GetGrant(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto id = PathId(req, "grantId");
+  if (!id.ok()) return responder.Send(Error(id.status()));
+  service.GetGrant(*id, [responder](Result<GrantInfo> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    res.status = 200;
+    JsonWriter w(res.body);
+    auto ms = [&w](const char* key, double v) {
+      w.Key(key);
+      w.Double(std::round(v * 10) / 10);
+    };
+    w.StartObject();
+    w.Field("grantId", r->outcome.grant_id);
+    w.Field("state", r->folded() ? "folded" : "applied");
+    w.Field("from", FormatTime(r->from_us));
+    w.Field("to", FormatTime(r->to_us));
+    w.Field("ratePercent", r->rate_percent);
+    w.Field("cards", r->outcome.cards);
+    w.Field("points", r->outcome.points);
+    ms("queryMs", r->outcome.query_ms);
+    ms("updateMs", r->outcome.update_ms);
+    ms("commitMs", r->outcome.commit_ms);
+    w.Field("appliedAt", FormatTime(r->applied_at_us));
+    if (r->folded()) {
+      ms("foldMs", r->fold_ms);
+      w.Field("foldedAt", FormatTime(*r->folded_at_us));
+    } else {
+      w.Key("foldMs");
+      w.Null();
+      w.Key("foldedAt");
+      w.Null();
+    }
+    w.EndObject();
+    res.AddHeader("Cache-Control", "no-store");
+    responder.Send(std::move(res));
+  });
+}
+
 }  // namespace
 
 void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin) {
@@ -290,6 +330,8 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
       Method::kPost, "/api/v1/grants",
       [&service, &admin](Request& req, Responder res) { Grant(service, admin, req, std::move(res)); },
       BodyPolicy::kJson);
+  router.Add(Method::kGet, "/api/v1/grants/{grantId}",
+             [&service, &admin](Request& req, Responder res) { GetGrant(service, admin, req, std::move(res)); });
 }
 
 }  // namespace hotrow::pointcard

@@ -84,13 +84,15 @@ class SqliteSink final : public PointCardSink {
   }
   Status AddHistory(const HistoryRow& r) override {
     auto q = conn_.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, ?3, ?4, ?5)");
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     if (!q.ok()) return q.status();
     return q->Bind(1, r.payment_time_us)
         .Bind(2, r.card_id)
         .Bind(3, r.store_id)
         .Bind(4, r.amount)
         .Bind(5, r.balance)
+        .Bind(6, std::string_view(r.amount > 0 ? "charge" : "payment"))
         .Run();
   }
   Status Finish() override {

@@ -90,6 +90,10 @@ void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutc
   });
 }
 
+void PointCardService::GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) {
+  store_.GetGrant(grant_id, std::move(done));
+}
+
 void PointCardService::Stop() {
   {
     std::unique_lock lock(grant_mutex_);

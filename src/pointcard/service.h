@@ -48,6 +48,8 @@ class PointCardService final : public DomainService {
   void Pay(Payment payment, Callback<Result<PaymentOutcome>> done);
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
+  // not_found for an unknown grant.
+  void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done);
 
  private:
   PointCardStore& store_;

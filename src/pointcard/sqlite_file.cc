@@ -69,7 +69,8 @@ Status CopyTables(const std::string& main_path, const std::string& tmp, int64_t*
   auto conn = sqlite::Connection::Open(tmp, sqlite::OpenMode::kReadWrite);
   if (!conn.ok()) return conn.status();
   auto& c = **conn;
-  if (Status s = CreatePointCardSchema(c); !s.ok()) return s;
+  // The shape the rows come from; the store's Open migrates the file next.
+  if (Status s = CreatePointCardTables(c); !s.ok()) return s;
   {
     auto attach = c.Prepare("ATTACH DATABASE ?1 AS old");
     if (!attach.ok()) return attach.status();

@@ -7,6 +7,7 @@
 #include "base/await.h"
 #include "ops/failpoint.h"
 #include "ops/log.h"
+#include "ops/metrics.h"
 
 namespace hotrow::pointcard {
 
@@ -20,7 +21,7 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Status CreatePointCardSchema(sqlite::Connection& conn) {
+Status CreatePointCardTables(sqlite::Connection& conn) {
   return conn.Exec(R"sql(
     CREATE TABLE IF NOT EXISTS M_REGION (
       REGION_ID   INTEGER PRIMARY KEY,
@@ -90,12 +91,63 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
   )sql");
 }
 
-Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sqlite::Database& db) {
+Status CreatePointCardSchema(sqlite::Connection& conn) {
+  // As v0.1.0 made them; the steps below bring them forward.
+  if (Status s = CreatePointCardTables(conn); !s.ok()) return s;
+  // The point-card file's own record (pointcard/sqlite_file.h).
+  return sqlite::Migrate(conn,
+                         {
+                             // 1 (v0.5.0): stall-free grants (the protocol in sqlite_store.h).
+                             //  - KIND says what a history row is; a grant counts charges only.
+                             //  - P_GRANT's STATE: staging (credits being written, invisible),
+                             //    applied (visible, history rows being folded), folded.
+                             //  - P_GRANT_CREDIT: a grant's credit per card until it is folded.
+                             {.sql = R"sql(
+                               ALTER TABLE H_TRANSACTION ADD COLUMN KIND TEXT;
+                               UPDATE H_TRANSACTION SET KIND = CASE WHEN STORE_ID = 0 THEN 'grant'
+                                 WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END;
+                               ALTER TABLE P_GRANT ADD COLUMN STATE TEXT NOT NULL DEFAULT 'folded';
+                               ALTER TABLE P_GRANT ADD COLUMN APPLIED_TIME INTEGER;
+                               ALTER TABLE P_GRANT ADD COLUMN FOLDED_TIME INTEGER;
+                               ALTER TABLE P_GRANT ADD COLUMN FOLD_MS REAL NOT NULL DEFAULT 0;
+                               UPDATE P_GRANT SET APPLIED_TIME = GRANT_TIME, FOLDED_TIME = GRANT_TIME;
+                               CREATE INDEX P_GRANT_UNFOLDED ON P_GRANT (STATE) WHERE STATE <> 'folded';
+                               CREATE TABLE P_GRANT_CREDIT (
+                                 CARD_ID  INTEGER NOT NULL,
+                                 GRANT_ID INTEGER NOT NULL,
+                                 POINTS   INTEGER NOT NULL,
+                                 PRIMARY KEY (CARD_ID, GRANT_ID)
+                               ) WITHOUT ROWID;
+                             )sql"},
+                         },
+                         "point card");
+}
+
+Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sqlite::Database& db,
+                                                                         SqlitePointCardOptions options) {
   auto& conn = db.writer().connection();
   if (Status s = CreatePointCardSchema(conn); !s.ok()) return s;
-  // The point-card file's own record (pointcard/sqlite_file.h); no step yet.
-  if (Status s = sqlite::Migrate(conn, {}, "point card"); !s.ok()) return s;
-  std::unique_ptr<SqlitePointCardStore> store(new SqlitePointCardStore(db));
+  std::unique_ptr<SqlitePointCardStore> store(new SqlitePointCardStore(db, options));
+  // Grants that never applied (a crash, a failed write) leave staged
+  // credits nobody reads; they go now, in one transaction.
+  auto staged = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'staging'");
+  if (!staged.ok()) return staged.status();
+  if (*staged > 0) {
+    Status s = conn.Exec(
+        "BEGIN IMMEDIATE; "
+        "DELETE FROM P_GRANT_CREDIT WHERE GRANT_ID IN (SELECT GRANT_ID FROM P_GRANT WHERE STATE = 'staging'); "
+        "DELETE FROM P_GRANT WHERE STATE = 'staging'; COMMIT;");
+    if (!s.ok()) {
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "SQLite: ROLLBACK");
+      return s;
+    }
+    log::Info("point card: deleted the staged credits of {} grant(s) that never applied", *staged);
+  }
+  auto applied = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'applied'");
+  if (!applied.ok()) return applied.status();
+  store->credit_possible_ = *applied > 0;
+  store->fold_requests_ = *applied > 0 ? 1 : 0;  // resumed once the writer runs
+  store->folder_ = std::thread([p = store.get()] { p->FoldLoop(); });
   auto history = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(PAYMENT_TIME), 0) FROM H_TRANSACTION");
   auto accounts = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(LAST_UPDATE), 0) FROM S_ACCOUNT");
   if (!history.ok()) return history.status();
@@ -115,6 +167,13 @@ void SqlitePointCardStore::Stop() {
     std::lock_guard lock(grant_mutex_);
     grants_stopped_ = true;
   }
+  {
+    // A grant waiting for a fold gives up; the fold stops between chunks
+    // (the next start resumes it).
+    std::lock_guard lock(fold_mutex_);
+    fold_stopped_ = true;
+  }
+  fold_cv_.notify_all();
   if (purger_) purger_->Stop();
   // Joined outside grant_mutex_: a grant still running takes it to finish.
   std::thread grant;
@@ -123,6 +182,7 @@ void SqlitePointCardStore::Stop() {
     grant = std::move(grant_thread_);
   }
   if (grant.joinable()) grant.join();
+  if (folder_.joinable()) folder_.join();
 }
 
 int64_t SqlitePointCardStore::NextTime() {
@@ -162,13 +222,22 @@ Status SqlitePointCardStore::LoadStores(std::vector<StoreInfo>* out) {
 void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
-  auto q = (*conn)->Prepare("SELECT BALANCE, REGION_ID, LAST_UPDATE FROM S_ACCOUNT WHERE CARD_ID = ?1");
+  // One statement, one snapshot: the balance and the applied credit.
+  auto q = (*conn)->Prepare(
+      "SELECT a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "
+      "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') "
+      "FROM S_ACCOUNT a WHERE a.CARD_ID = ?1");
   if (!q.ok()) return done(q.status());
   q->Bind(1, card_id);
   auto row = q->Step();
   if (!row.ok()) return done(row.status());
   if (!*row) return done(NoSuchCard(card_id));
-  Card card{card_id, q->Int(0), q->Int(1), q->Int(2)};
+  Card card{.card_id = card_id,
+            .balance = q->Int(0) + q->Int(3),
+            .region_id = q->Int(1),
+            .last_update_us = q->Int(2),
+            .pending_points = q->Int(3)};
   done(card);
 }
 
@@ -231,6 +300,19 @@ Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payme
              .balance = q->Int(5)};
   out.replayed = true;
   return std::optional<PaymentOutcome>(out);
+}
+
+// The card's applied, unfolded grant credit.
+Result<int64_t> PendingCredit(sqlite::Connection& c, int64_t card_id) {
+  auto q = c.Prepare(
+      "SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "WHERE c.CARD_ID = ?1 AND g.STATE = 'applied'");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, card_id).Step();
+  if (!row.ok()) return row.status();
+  int64_t credit = q->Int(0);
+  if (Status s = q->Run(); !s.ok()) return s;
+  return credit;
 }
 
 Status RememberKey(sqlite::Connection& c, const Payment& p, const std::string& fp, const PaymentOutcome& o,
@@ -297,7 +379,20 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   if (!*row) return NoSuchCard(p.card_id);
   int64_t balance = read->Int(0);
   if (Status s = read->Run(); !s.ok()) return s;
+  int64_t credit = 0;
+  if (credit_possible_) {
+    auto pending = PendingCredit(c, p.card_id);
+    if (!pending.ok()) return pending.status();
+    credit = *pending;
+  }
   PaymentOutcome out;
+  if (balance + credit + p.amount < 0) {
+    balance += credit;  // what the card holds, as a read shows it
+  } else if (credit > 0) {
+    auto folded = FoldCard(c, p.card_id, balance);  // the grant's row first, at its own time
+    if (!folded.ok()) return folded.status();
+    balance = *folded;
+  }
   int64_t now = NextTime();
   if (balance + p.amount < 0) {
     out.refused = true;
@@ -313,13 +408,15 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
     if (!update.ok()) return update.status();
     if (Status s = update->Bind(1, out.row.balance).Bind(2, now).Bind(3, p.card_id).Run(); !s.ok()) return s;
     auto insert = c.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, ?3, ?4, ?5)");
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     if (!insert.ok()) return insert.status();
     if (Status s = insert->Bind(1, now)
                        .Bind(2, p.card_id)
                        .Bind(3, p.store_id)
                        .Bind(4, p.amount)
                        .Bind(5, out.row.balance)
+                       .Bind(6, std::string_view(p.amount > 0 ? "charge" : "payment"))
                        .Run();
         !s.ok())
       return s;
@@ -345,108 +442,106 @@ struct Bonus {
   int64_t points;
 };
 
-// Step 3: every bonus in one WriteOp, so in one transaction.
-class GrantOp final : public db::sqlite::WriteOp {
- public:
-  GrantOp(std::function<int64_t()> clock, GrantRequest request, std::string fingerprint, std::vector<Bonus> bonuses,
-          double query_ms, std::function<void(Result<GrantOutcome>)> done)
-      : clock_(std::move(clock)),
-        request_(std::move(request)),
-        fingerprint_(std::move(fingerprint)),
-        bonuses_(std::move(bonuses)),
-        query_ms_(query_ms),
-        done_(std::move(done)) {}
-
-  Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
-    auto start = std::chrono::steady_clock::now();
-    if (request_.idempotency_key) {  // a twin that got here first
-      auto q = c.Prepare(
-          "SELECT GRANT_ID, CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, FINGERPRINT FROM P_GRANT "
-          "WHERE IDEMPOTENCY_KEY = ?1");
-      if (!q.ok()) return q.status();
-      auto row = q->Bind(1, *request_.idempotency_key).Step();
-      if (!row.ok()) return row.status();
-      if (*row) {
-        if (q->Text(6) != fingerprint_)
-          return {ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant", "Idempotency-Key"};
-        outcome_ = {q->Int(0), q->Int(1), q->Int(2), q->Double(3), q->Double(4), q->Double(5), true};
-        return Status::Ok();
-      }
-    }
-    int64_t now = clock_();
-    if (!request_.allow_overlap) {  // on the writer thread: no other grant can pass in between
-      auto q = c.Prepare(
-          "SELECT GRANT_ID, FROM_TIME, TO_TIME FROM P_GRANT WHERE FROM_TIME < ?1 AND TO_TIME > ?2 "
-          "ORDER BY GRANT_ID LIMIT 1");
-      if (!q.ok()) return q.status();
-      auto row = q->Bind(1, request_.to_us).Bind(2, request_.from_us).Step();
-      if (!row.ok()) return row.status();
-      if (*row) return PeriodAlreadyGranted(q->Int(0), q->Int(1), q->Int(2));
-    }
-    // Read, then write the computed balance: two plain statements are
-    // cheaper in SQLite than one UPDATE ... RETURNING, which buffers.
-    auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
-    auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
-    auto insert = c.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) VALUES (?1, ?2, 0, ?3, ?4)");
-    if (!read.ok()) return read.status();
-    if (!update.ok()) return update.status();
-    if (!insert.ok()) return insert.status();
-    int64_t points = 0, cards = 0;
-    for (const Bonus& b : bonuses_) {
-      read->Reset();
-      update->Reset();
-      insert->Reset();
-      auto row = read->Bind(1, b.card_id).Step();
-      if (!row.ok()) return row.status();
-      if (!*row) continue;  // cards are never deleted; a missing one gets nothing
-      int64_t balance = read->Int(0) + b.points;
-      if (Status s = update->Bind(1, balance).Bind(2, now).Bind(3, b.card_id).Run(); !s.ok()) return s;
-      if (Status s = insert->Bind(1, now).Bind(2, b.card_id).Bind(3, b.points).Bind(4, balance).Run(); !s.ok())
-        return s;
-      points += b.points;
-      ++cards;
-      failpoint::MaybeCrash("grant.write", cards);
-    }
-    double update_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    auto record = c.Prepare(
-        "INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, UPDATE_MS, "
-        "IDEMPOTENCY_KEY, FINGERPRINT) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-    if (!record.ok()) return record.status();
-    record->Bind(1, now).Bind(2, request_.from_us).Bind(3, request_.to_us).Bind(4, request_.rate_percent);
-    record->Bind(5, cards).Bind(6, points);
-    record->BindDouble(7, query_ms_).BindDouble(8, update_ms);
-    if (request_.idempotency_key)
-      record->Bind(9, *request_.idempotency_key).Bind(10, fingerprint_);
-    else
-      record->BindNull(9).BindNull(10);
-    if (Status s = record->Run(); !s.ok()) return s;
-    outcome_ = {c.LastInsertRowid(), cards, points, query_ms_, update_ms, 0, false};
-    return Status::Ok();
-  }
-
-  void Finish(const Status& status) override {
-    if (!status.ok()) return done_(status);
-    failpoint::MaybeCrash("grant.commit");
-    if (!outcome_.replayed) outcome_.commit_ms = static_cast<double>(commit_duration().count()) / 1000.0;
-    done_(outcome_);
-  }
-
- private:
-  std::function<int64_t()> clock_;
-  GrantRequest request_;
-  std::string fingerprint_;
-  std::vector<Bonus> bonuses_;
-  double query_ms_;
-  std::function<void(Result<GrantOutcome>)> done_;
-  GrantOutcome outcome_;
-};
-
 // Runs `apply` on the writer and waits for its commit.
 template <typename T, typename Apply>
 Result<T> OnWriter(db::sqlite::GroupWriter& writer, Apply apply) {
   return Await<Result<T>>([&](auto done) { db::sqlite::SubmitCall<T>(writer, std::move(apply), done); });
 }
+
+// An earlier grant with this key, answered again (or idempotency_mismatch).
+Result<std::optional<GrantOutcome>> FindGrantKey(sqlite::Connection& c, const std::string& key,
+                                                 const std::string& fingerprint) {
+  auto q = c.Prepare(
+      "SELECT GRANT_ID, CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, FINGERPRINT FROM P_GRANT "
+      "WHERE IDEMPOTENCY_KEY = ?1 AND STATE <> 'staging'");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, key).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<GrantOutcome>();
+  if (q->Text(6) != fingerprint)
+    return Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant", "Idempotency-Key");
+  GrantOutcome out{q->Int(0), q->Int(1), q->Int(2), q->Double(3), q->Double(4), q->Double(5), true};
+  if (Status s = q->Run(); !s.ok()) return s;
+  return std::optional<GrantOutcome>(out);
+}
+
+// period_already_granted when an applied or folded grant overlaps.
+Status CheckOverlap(sqlite::Connection& c, const GrantRequest& r) {
+  if (r.allow_overlap) return Status::Ok();
+  auto q = c.Prepare(
+      "SELECT GRANT_ID, FROM_TIME, TO_TIME FROM P_GRANT WHERE FROM_TIME < ?1 AND TO_TIME > ?2 "
+      "AND STATE <> 'staging' ORDER BY GRANT_ID LIMIT 1");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, r.to_us).Bind(2, r.from_us).Step();
+  if (!row.ok()) return row.status();
+  if (*row) return PeriodAlreadyGranted(q->Int(0), q->Int(1), q->Int(2));
+  return q->Run();
+}
+
+// Writes a grant's credit into a card: its balance and LAST_UPDATE, and
+// the history row (STORE_ID 0, KIND 'grant'), both at `now`.
+class GrantRowWriter {
+ public:
+  static Result<GrantRowWriter> Prepare(sqlite::Connection& c) {
+    auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
+    if (!update.ok()) return update.status();
+    auto insert = c.Prepare(
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+        "VALUES (?1, ?2, 0, ?3, ?4, 'grant')");
+    if (!insert.ok()) return insert.status();
+    return GrantRowWriter(std::move(update).value(), std::move(insert).value());
+  }
+  Status Write(int64_t card_id, int64_t points, int64_t balance_after, int64_t now) {
+    update_.Reset();
+    insert_.Reset();
+    if (Status s = update_.Bind(1, balance_after).Bind(2, now).Bind(3, card_id).Run(); !s.ok()) return s;
+    return insert_.Bind(1, now).Bind(2, card_id).Bind(3, points).Bind(4, balance_after).Run();
+  }
+
+ private:
+  GrantRowWriter(sqlite::Query update, sqlite::Query insert) : update_(std::move(update)), insert_(std::move(insert)) {}
+  sqlite::Query update_, insert_;
+};
+
+metrics::Histogram& FoldSeconds() {
+  static metrics::Histogram& h = metrics::Registry::Default().GetHistogram(
+      "hotrow_pointcard_grant_phase_seconds", kGrantPhaseHelp, {{"phase", "fold"}}, metrics::LatencyBuckets(), 1e9);
+  return h;
+}
+
+struct Begun {
+  int64_t grant_id = 0;
+  std::optional<GrantOutcome> replay;  // a twin with this key answered before
+};
+
+struct Applied {
+  GrantOutcome outcome;
+  bool wait_for_fold = false;  // the previous grant is still folding: nothing was written
+};
+
+// Step 4 as an op of its own: its commit time is the grant's commit_ms.
+class ApplyOp final : public db::sqlite::WriteOp {
+ public:
+  ApplyOp(std::function<Result<Applied>(sqlite::Connection&)> apply, std::function<void(Result<Applied>)> done)
+      : apply_(std::move(apply)), done_(std::move(done)) {}
+  Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
+    result_ = apply_(c);
+    return result_.status();
+  }
+  void Finish(const Status& status) override {
+    if (!status.ok()) return done_(status);
+    if (!result_->wait_for_fold) {
+      failpoint::MaybeCrash("grant.commit");
+      result_->outcome.commit_ms = static_cast<double>(commit_duration().count()) / 1000.0;
+    }
+    done_(std::move(result_));
+  }
+
+ private:
+  std::function<Result<Applied>(sqlite::Connection&)> apply_;
+  std::function<void(Result<Applied>)> done_;
+  Result<Applied> result_ = Status::Internal("not applied");
+};
 
 }  // namespace
 
@@ -466,72 +561,361 @@ void SqlitePointCardStore::Grant(GrantRequest request, std::string fingerprint,
 void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprint,
                                     const std::function<void(Result<GrantOutcome>)>& done) {
   auto start = std::chrono::steady_clock::now();
-  // 1. Barrier: after it, no row with PAYMENT_TIME < to can still appear.
-  auto barrier = OnWriter<int64_t>(db_.writer(), [this](sqlite::Connection&) -> Result<int64_t> { return NextTime(); });
-  if (!barrier.ok()) return done(barrier.status());
-  // The writer's clock stamps every payment: a period it has not passed
-  // has not ended.
-  if (*barrier < request.to_us) return done(PeriodNotEnded());
+  // 1. Begin: after it, no row with PAYMENT_TIME < to can still appear.
+  auto begun = OnWriter<Begun>(db_.writer(), [&](sqlite::Connection& c) -> Result<Begun> {
+    int64_t now = NextTime();
+    // The writer's clock stamps every payment: a period it has not passed
+    // has not ended.
+    if (now < request.to_us) return PeriodNotEnded();
+    if (request.idempotency_key) {
+      auto twin = FindGrantKey(c, *request.idempotency_key, fingerprint);
+      if (!twin.ok()) return twin.status();
+      if (*twin) return Begun{0, **twin};
+    }
+    if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // early; decided again at the apply
+    auto q = c.Prepare(
+        "INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, UPDATE_MS, "
+        "STATE) VALUES (?1, ?2, ?3, ?4, 0, 0, 0, 0, 'staging')");
+    if (!q.ok()) return q.status();
+    q->Bind(1, now).Bind(2, request.from_us).Bind(3, request.to_us).Bind(4, request.rate_percent);
+    if (Status s = q->Run(); !s.ok()) return s;
+    return Begun{c.LastInsertRowid(), std::nullopt};
+  });
+  if (!begun.ok()) return done(begun.status());
+  if (begun->replay) return done(*begun->replay);
+  const int64_t grant_id = begun->grant_id;
+  auto fail = [&](Status s) {
+    Discard(grant_id);
+    done(std::move(s));
+  };
 
   failpoint::MaybeDelay("grant.slow");
-  // 2. Query on a snapshot taken after the barrier.
+  // 2. Query on a snapshot taken after the begin.
   std::vector<Bonus> sums;
   {
     auto conn = db_.Reader();
-    if (!conn.ok()) return done(conn.status());
-    if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return done(s);
+    if (!conn.ok()) return fail(conn.status());
+    if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return fail(s);
     auto q = (*conn)->Prepare(
         "SELECT CARD_ID, AMOUNT FROM H_TRANSACTION "
-        "WHERE PAYMENT_TIME >= ?1 AND PAYMENT_TIME < ?2 AND AMOUNT > 0 AND STORE_ID > 0");
-    if (!q.ok()) return done(q.status());
+        "WHERE PAYMENT_TIME >= ?1 AND PAYMENT_TIME < ?2 AND KIND = 'charge' AND AMOUNT > 0");
+    if (!q.ok()) return fail(q.status());
     q->Bind(1, request.from_us).Bind(2, request.to_us);
     while (true) {
       auto row = q->Step();
-      if (!row.ok()) return done(row.status());
+      if (!row.ok()) return fail(row.status());
       if (!*row) break;
       sums.push_back({q->Int(0), q->Int(1)});
     }
   }
-  // Sum per card in card order (which is also the order the write phase
-  // visits S_ACCOUNT's B-tree in: sequential pages, not random ones).
+  // Sum per card in card order (the order of P_GRANT_CREDIT's and
+  // S_ACCOUNT's B-trees: sequential pages, not random ones).
   std::sort(sums.begin(), sums.end(), [](const Bonus& a, const Bonus& b) { return a.card_id < b.card_id; });
   std::vector<Bonus> bonuses;
+  int64_t points = 0;
   for (size_t i = 0; i < sums.size();) {
     int64_t card = sums[i].card_id, total = 0;
     for (; i < sums.size() && sums[i].card_id == card; ++i) total += sums[i].points;
     int64_t bonus = total * request.rate_percent / 100;  // floor: amounts and rate are positive
-    if (bonus > 0) bonuses.push_back({card, bonus});
+    if (bonus > 0) {
+      bonuses.push_back({card, bonus});
+      points += bonus;
+    }
   }
   sums = {};
   double query_ms = MsSince(start);
 
-  // 3. Write phase.
-  auto outcome = Await<Result<GrantOutcome>>([&](auto done) {
-    db_.writer().Submit(db::sqlite::MakeOp<GrantOp>([this] { return NextTime(); }, request, fingerprint,
-                                                    std::move(bonuses), query_ms, done));
-  });
-  if (outcome.ok() && !outcome->replayed) {
-    // Keep the commit time with the grant, so a replay answers the same.
-    double commit_ms = outcome->commit_ms;
-    int64_t id = outcome->grant_id;
-    db::sqlite::SubmitCall<db::sqlite::Unit>(
-        db_.writer(),
-        [id, commit_ms](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
-          auto q = c.Prepare("UPDATE P_GRANT SET COMMIT_MS = ?1 WHERE GRANT_ID = ?2");
-          if (!q.ok()) return q.status();
-          q->BindDouble(1, commit_ms).Bind(2, id);
-          if (Status s = q->Run(); !s.ok()) return s;
-          return db::sqlite::Unit{};
-        },
-        [id](const Result<db::sqlite::Unit>& r) {
-          // The grant has committed: only its recorded commit time is lost.
-          if (!r.ok()) log::Warn("grant {}: cannot record its commit time: {}", id, r.status().ToString());
-        });
-    log::Info("grant {}: {} card(s), {} point(s); query {:.0f} ms, update {:.0f} ms, commit {:.0f} ms",
-              outcome->grant_id, outcome->cards, outcome->points, outcome->query_ms, outcome->update_ms,
-              outcome->commit_ms);
+  // 3. Stage the credits, a chunk per op: point uses run between chunks.
+  auto stage_start = std::chrono::steady_clock::now();
+  for (size_t at = 0; at < bonuses.size(); at += options_.stage_chunk) {
+    size_t end = std::min(bonuses.size(), at + static_cast<size_t>(options_.stage_chunk));
+    auto staged = OnWriter<db::sqlite::Unit>(db_.writer(), [&](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
+      auto q = c.Prepare("INSERT INTO P_GRANT_CREDIT (CARD_ID, GRANT_ID, POINTS) VALUES (?1, ?2, ?3)");
+      if (!q.ok()) return q.status();
+      for (size_t i = at; i < end; ++i) {
+        q->Reset();
+        if (Status s = q->Bind(1, bonuses[i].card_id).Bind(2, grant_id).Bind(3, bonuses[i].points).Run(); !s.ok())
+          return s;
+        failpoint::MaybeCrash("grant.write", static_cast<int64_t>(i + 1));
+      }
+      return db::sqlite::Unit{};
+    });
+    if (!staged.ok()) return fail(staged.status());
   }
-  done(std::move(outcome));
+  double update_ms = MsSince(stage_start);
+  auto cards = static_cast<int64_t>(bonuses.size());
+  bonuses = {};
+
+  // 4. Apply: one small commit makes all of it visible.
+  Result<Applied> applied = Status::Internal("not applied");
+  while (true) {
+    if (!WaitForFold())
+      return fail(Status::Unavailable("the previous grant is still writing its history rows; retry later"));
+    applied = Await<Result<Applied>>([&](auto answer) {
+      db_.writer().Submit(db::sqlite::MakeOp<ApplyOp>(
+          [&](sqlite::Connection& c) -> Result<Applied> {
+            auto folding = sqlite::QueryInt(c, "SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'applied'");
+            if (!folding.ok()) return folding.status();
+            if (*folding > 0) return Applied{{}, true};
+            if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // decided here, on the writer
+            int64_t now = NextTime();
+            auto q = c.Prepare(
+                "UPDATE P_GRANT SET STATE = 'applied', APPLIED_TIME = ?1, CARDS = ?2, POINTS = ?3, QUERY_MS = ?4, "
+                "UPDATE_MS = ?5, IDEMPOTENCY_KEY = ?6, FINGERPRINT = ?7 WHERE GRANT_ID = ?8 AND STATE = 'staging'");
+            if (!q.ok()) return q.status();
+            q->Bind(1, now).Bind(2, cards).Bind(3, points).BindDouble(4, query_ms).BindDouble(5, update_ms);
+            if (request.idempotency_key)
+              q->Bind(6, *request.idempotency_key).Bind(7, fingerprint);
+            else
+              q->BindNull(6).BindNull(7);
+            if (Status s = q->Bind(8, grant_id).Run(); !s.ok()) return s;
+            if (c.Changes() != 1) return Status::Internal("grant " + std::to_string(grant_id) + " is not staging");
+            credit_possible_ = true;  // from this op on, point uses fold first
+            ++credit_epoch_;
+            return Applied{{grant_id, cards, points, query_ms, update_ms, 0, false}, false};
+          },
+          answer));
+    });
+    if (!applied.ok() || !applied->wait_for_fold) break;
+    WakeFolder();  // the writer says a grant is still applied: make sure the fold sees it
+  }
+  if (!applied.ok()) return fail(applied.status());
+  GrantOutcome outcome = applied->outcome;
+  WakeFolder();
+  // Keep the commit time with the grant, so a replay answers the same.
+  db::sqlite::SubmitCall<db::sqlite::Unit>(
+      db_.writer(),
+      [id = grant_id, commit_ms = outcome.commit_ms](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
+        auto q = c.Prepare("UPDATE P_GRANT SET COMMIT_MS = ?1 WHERE GRANT_ID = ?2");
+        if (!q.ok()) return q.status();
+        q->BindDouble(1, commit_ms).Bind(2, id);
+        if (Status s = q->Run(); !s.ok()) return s;
+        return db::sqlite::Unit{};
+      },
+      [id = grant_id](const Result<db::sqlite::Unit>& r) {
+        // The grant has committed: only its recorded commit time is lost.
+        if (!r.ok()) log::Warn("grant {}: cannot record its commit time: {}", id, r.status().ToString());
+      });
+  log::Info("grant {}: {} card(s), {} point(s); query {:.0f} ms, staging {:.0f} ms, apply commit {:.0f} ms",
+            outcome.grant_id, outcome.cards, outcome.points, outcome.query_ms, outcome.update_ms, outcome.commit_ms);
+  done(outcome);
+}
+
+void SqlitePointCardStore::Discard(int64_t grant_id) {
+  // In chunks, like the staging: point uses run between them. If the
+  // writer fails now, Open deletes what is left at the next start; until
+  // then every reader ignores a grant that is not applied.
+  while (true) {
+    auto gone = OnWriter<int>(db_.writer(), [this, grant_id](sqlite::Connection& c) -> Result<int> {
+      auto q = c.Prepare(
+          "DELETE FROM P_GRANT_CREDIT WHERE (CARD_ID, GRANT_ID) IN "
+          "(SELECT CARD_ID, GRANT_ID FROM P_GRANT_CREDIT WHERE GRANT_ID = ?1 LIMIT ?2)");
+      if (!q.ok()) return q.status();
+      if (Status s = q->Bind(1, grant_id).Bind(2, options_.stage_chunk).Run(); !s.ok()) return s;
+      int deleted = c.Changes();
+      if (deleted < options_.stage_chunk) {
+        auto row = c.Prepare("DELETE FROM P_GRANT WHERE GRANT_ID = ?1 AND STATE = 'staging'");
+        if (!row.ok()) return row.status();
+        if (Status s = row->Bind(1, grant_id).Run(); !s.ok()) return s;
+      }
+      return deleted;
+    });
+    if (!gone.ok()) {
+      log::Warn("grant {}: cannot delete its staged credits now (the next start does): {}", grant_id,
+                gone.status().ToString());
+      return;
+    }
+    if (*gone < options_.stage_chunk) return;
+  }
+}
+
+Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t card_id, int64_t balance) {
+  auto q = c.Prepare(
+      "SELECT c.GRANT_ID, c.POINTS FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "WHERE c.CARD_ID = ?1 AND g.STATE = 'applied' ORDER BY c.GRANT_ID");
+  if (!q.ok()) return q.status();
+  q->Bind(1, card_id);
+  struct Credit {
+    int64_t grant_id, points;
+  };
+  std::vector<Credit> credits;  // one, almost always
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    credits.push_back({q->Int(0), q->Int(1)});
+  }
+  auto writer = GrantRowWriter::Prepare(c);
+  if (!writer.ok()) return writer.status();
+  auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = ?1 AND GRANT_ID = ?2");
+  if (!consume.ok()) return consume.status();
+  for (const Credit& credit : credits) {
+    balance += credit.points;
+    if (Status s = writer->Write(card_id, credit.points, balance, NextTime()); !s.ok()) return s;
+    consume->Reset();
+    if (Status s = consume->Bind(1, card_id).Bind(2, credit.grant_id).Run(); !s.ok()) return s;
+  }
+  return balance;
+}
+
+void SqlitePointCardStore::WakeFolder() {
+  {
+    std::lock_guard lock(fold_mutex_);
+    ++fold_requests_;
+  }
+  fold_cv_.notify_all();
+}
+
+bool SqlitePointCardStore::WaitForFold() {
+  std::unique_lock lock(fold_mutex_);
+  return fold_cv_.wait_for(lock, kFoldWaitMax, [this] { return fold_stopped_ || fold_served_ == fold_requests_; }) &&
+         !fold_stopped_;
+}
+
+// Step 5. One op per chunk of cards; the chunk that finds fewer than a full
+// chunk left marks the grant folded in the same commit.
+void SqlitePointCardStore::FoldLoop() {
+  struct Chunk {
+    int64_t last_card = 0;
+    int64_t cards = 0;
+    bool finished = false;
+  };
+  int64_t grant_id = 0, after_card = 0, folded_cards = 0;
+  uint64_t seen = 0;  // fold_requests_ when this pass began looking
+  auto started = std::chrono::steady_clock::now();
+  auto pause = [this] {
+    std::unique_lock lock(fold_mutex_);
+    fold_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return fold_stopped_; });
+  };
+  while (true) {
+    if (grant_id == 0) {
+      {
+        std::unique_lock lock(fold_mutex_);
+        fold_cv_.wait(lock, [this] { return fold_stopped_ || fold_served_ != fold_requests_; });
+        if (fold_stopped_) return;
+        seen = fold_requests_;
+      }
+      // The applied grant, if any (read on the writer: current).
+      auto next = OnWriter<int64_t>(db_.writer(), [](sqlite::Connection& c) -> Result<int64_t> {
+        return sqlite::QueryInt(c, "SELECT COALESCE(MIN(GRANT_ID), 0) FROM P_GRANT WHERE STATE = 'applied'");
+      });
+      if (!next.ok()) {  // the writer has not started yet, or fails: try again
+        pause();
+        continue;
+      }
+      if (*next == 0) {  // nothing to fold for the requests seen so far
+        {
+          std::lock_guard lock(fold_mutex_);
+          fold_served_ = seen;
+        }
+        fold_cv_.notify_all();
+        continue;
+      }
+      grant_id = *next;
+      after_card = 0;
+      folded_cards = 0;
+      started = std::chrono::steady_clock::now();
+    }
+    {
+      std::lock_guard lock(fold_mutex_);
+      if (fold_stopped_) return;  // between chunks; the next start resumes
+    }
+    uint64_t epoch = 0;  // credit_epoch_ when the chunk ran
+    auto chunk = Await<Result<Chunk>>([&](auto answer) {
+      db::sqlite::SubmitCall<Chunk>(
+          db_.writer(),
+          [&](sqlite::Connection& c) -> Result<Chunk> {
+            auto q = c.Prepare(
+                "SELECT CARD_ID, POINTS FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 "
+                "ORDER BY CARD_ID LIMIT ?3");
+            if (!q.ok()) return q.status();
+            q->Bind(1, after_card).Bind(2, grant_id).Bind(3, options_.fold_chunk);
+            std::vector<Bonus> credits;
+            while (true) {
+              auto row = q->Step();
+              if (!row.ok()) return row.status();
+              if (!*row) break;
+              credits.push_back({q->Int(0), q->Int(1)});
+            }
+            int64_t now = NextTime();
+            auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
+            if (!read.ok()) return read.status();
+            auto writer = GrantRowWriter::Prepare(c);
+            if (!writer.ok()) return writer.status();
+            for (const Bonus& b : credits) {
+              read->Reset();
+              auto row = read->Bind(1, b.card_id).Step();
+              if (!row.ok()) return row.status();
+              if (*row) {  // cards are never deleted; a missing one gets nothing
+                if (Status s = writer->Write(b.card_id, b.points, read->Int(0) + b.points, now); !s.ok()) return s;
+              }
+              failpoint::MaybeCrash("grant.fold", folded_cards + 1 + (&b - credits.data()));
+            }
+            if (!credits.empty()) {  // consumed: one range of the key, not a delete per card
+              auto consume =
+                  c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
+              if (!consume.ok()) return consume.status();
+              if (Status s = consume->Bind(1, after_card).Bind(2, credits.back().card_id).Bind(3, grant_id).Run();
+                  !s.ok())
+                return s;
+            }
+            Chunk out{credits.empty() ? after_card : credits.back().card_id, static_cast<int64_t>(credits.size()),
+                      static_cast<int64_t>(credits.size()) < options_.fold_chunk};
+            epoch = credit_epoch_;
+            if (out.finished) {
+              auto done =
+                  c.Prepare("UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = ?1, FOLD_MS = ?2 WHERE GRANT_ID = ?3");
+              if (!done.ok()) return done.status();
+              done->Bind(1, now).BindDouble(2, MsSince(started)).Bind(3, grant_id);
+              if (Status s = done->Run(); !s.ok()) return s;
+            }
+            return out;
+          },
+          [&, answer](Result<Chunk> r) {
+            // On the writer thread, after the commit: no credit is left once
+            // the applied grant has folded (grants apply one at a time),
+            // unless another applied after the chunk ran, in its batch.
+            if (r.ok() && r->finished && credit_epoch_ == epoch) credit_possible_ = false;
+            answer(std::move(r));
+          });
+    });
+    if (!chunk.ok()) {
+      log::Warn("grant {}: folding paused (it resumes): {}", grant_id, chunk.status().ToString());
+      pause();
+      continue;
+    }
+    folded_cards += chunk->cards;
+    after_card = chunk->last_card;
+    if (chunk->finished) {
+      double ms = MsSince(started);
+      FoldSeconds().Observe(static_cast<uint64_t>(ms * 1e6));
+      log::Info("grant {}: {} history row(s) written (folded) in {:.0f} ms", grant_id, folded_cards, ms);
+      grant_id = 0;  // look again: the requests seen are served only when none is left
+    }
+  }
+}
+
+void SqlitePointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) {
+  auto conn = db_.Reader();
+  if (!conn.ok()) return done(conn.status());
+  auto q = (*conn)->Prepare(
+      "SELECT CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, FROM_TIME, TO_TIME, RATE_PERCENT, APPLIED_TIME, "
+      "FOLDED_TIME, FOLD_MS, STATE FROM P_GRANT WHERE GRANT_ID = ?1 AND STATE <> 'staging'");
+  if (!q.ok()) return done(q.status());
+  auto row = q->Bind(1, grant_id).Step();
+  if (!row.ok()) return done(row.status());
+  if (!*row) return done(NoSuchGrant(grant_id));
+  GrantInfo g;
+  g.outcome = {grant_id, q->Int(0), q->Int(1), q->Double(2), q->Double(3), q->Double(4), false};
+  g.from_us = q->Int(5);
+  g.to_us = q->Int(6);
+  g.rate_percent = q->Int(7);
+  g.applied_at_us = q->Int(8);
+  if (q->Text(11) == "folded") {
+    g.folded_at_us = q->Int(9);
+    g.fold_ms = q->Double(10);
+  }
+  done(std::move(g));
 }
 
 void SqlitePointCardStore::Purge() {

@@ -2,9 +2,10 @@
 //
 // Online point use
 // ----------------
-// One WriteOp on the group-commit writer: read the balance, refuse if the
-// payment does not fit, write BALANCE and LAST_UPDATE, append the history
-// row, record the idempotency key -- all in the op's savepoint of the batch
+// One WriteOp on the group-commit writer: read the balance and the card's
+// applied grant credit, refuse if the payment does not fit, fold the credit
+// (step 5 below), write BALANCE and LAST_UPDATE, append the history row,
+// record the idempotency key -- all in the op's savepoint of the batch
 // transaction. All writes of the database go through the one writer thread,
 // in one order, so every write transaction is serializable by construction:
 // the batch order is the serial order. PAYMENT_TIME comes from the writer's
@@ -12,38 +13,56 @@
 //
 // Point grant: the protocol
 // -------------------------
-// The grant is one atomic transaction, as in the reference, but only its
-// write phase runs on the writer:
+// A grant is atomic and serializable with the point uses, and stalls none
+// of them: no step holds the writer for longer than one small op.
 //
-//   1. Barrier. A no-op WriteOp goes through the writer and takes a time T_b
-//      from the writer's clock. T_b >= the wall clock >= `to` (the period must
-//      have ended). Every op that took a time before the barrier committed in
-//      an earlier batch or in the barrier's own batch; every op after it
-//      takes a time > T_b >= `to`. So once the barrier has committed, the set
-//      of history rows in [from, to) is complete and can never change again.
-//   2. Query, outside the writer, on a read snapshot taken after the barrier
-//      (WAL readers do not block the writer, nor it them): sum the positive
-//      amounts from stores > 0 per card in [from, to), compute each bonus.
-//      Online payments keep committing meanwhile; they cannot change this
-//      result (step 1).
-//   3. Write phase: one WriteOp applies every bonus -- UPDATE ... BALANCE =
-//      BALANCE + bonus ... RETURNING BALANCE, then the history row with that
-//      balance -- and records the grant, in one transaction. Online ops
-//      queued meanwhile wait for it (they are not refused) and run after it.
+//   1. Begin. One WriteOp takes a time T_b from the writer's clock and
+//      records the grant in P_GRANT as 'staging'. T_b >= the wall clock >=
+//      `to` (the period must have ended). Every op that took a time before
+//      it committed in an earlier batch or in its own; every later op takes
+//      a time > T_b >= `to`. So once it has committed, the rows of [from, to)
+//      are complete and can never change again.
+//   2. Query, outside the writer, on a read snapshot taken after the begin
+//      (WAL readers neither block the writer nor wait for it): the charges
+//      (KIND 'charge') in [from, to) summed per card; each bonus is
+//      floor(sum * rate / 100).
+//   3. Stage, in writer ops of options.stage_chunk cards each: the bonuses go into
+//      P_GRANT_CREDIT, away from S_ACCOUNT. Nobody reads them yet: every
+//      reader of credit joins P_GRANT on STATE = 'applied'.
+//   4. Apply: one small WriteOp decides the overlap rule, waits (outside
+//      the writer) for the previous grant's fold to end, and turns the grant
+//      'applied'. From that commit on, every card's balance is its
+//      S_ACCOUNT.BALANCE plus its applied credit. The 201 answers here.
+//   5. Fold, in the background, in writer ops of options.fold_chunk cards: write each
+//      credit into the card (BALANCE, LAST_UPDATE, a history row with
+//      STORE_ID 0 and KIND 'grant' at the chunk's time) and delete it; the
+//      last chunk marks the grant 'folded'. A point use on a card first
+//      folds that card's applied credit itself (the grant row at one time,
+//      then its own row at a later one), in its own op.
 //
-// Why it is serializable: the grant reads two things, the period's history
-// (fixed after step 1, so reading it at step 2 equals reading it at step 3)
-// and each card's balance (read at step 3, inside the writer, where it is
-// current). So the grant behaves as if it ran entirely at its place in the
-// writer's order, between two batches: a serial execution. Why it is
-// atomic: step 3 is one SQLite transaction; a crash before its COMMIT
-// leaves nothing (the WAL frames are not committed), after it everything.
-// What waits for what: the grant waits for one batch (the barrier, a few
-// ms); online writes wait for the write phase (measured in
-// docs/benchmarks.md); reads never wait.
+// Why it is serializable: the grant reads the period's history (fixed after
+// step 1, so reading it at step 2 equals reading it at step 4) and adds to
+// balances; it writes nothing a point use reads until step 4, and from
+// step 4 on every reader and writer sees the whole credit. So it behaves as
+// if it ran entirely at its apply, between two batches of the writer's
+// serial order. Folding changes where a credit is kept, never the sum a
+// reader sees: each fold op moves credit from P_GRANT_CREDIT into
+// S_ACCOUNT and H_TRANSACTION in one transaction, and a write to the card
+// that moves it first (so nothing adds it twice). Why it is atomic: step 4
+// is one commit; before it nothing of the grant is visible, and a crash
+// before it leaves staged rows of a 'staging' grant, which every reader
+// ignores and Open deletes. After it, a crash leaves an 'applied' grant
+// whose fold resumes at the next start. docs/pointcard.md has the
+// argument in full and the failpoint tests for each phase.
+//
+// What waits for what: the grant waits for one batch per step; point uses
+// wait for at most one staging or fold chunk in their batch (milliseconds);
+// reads never wait.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -54,11 +73,21 @@
 
 namespace hotrow::pointcard {
 
+struct SqlitePointCardOptions {
+  // Cards per staging and per fold op: each holds the writer for a few ms
+  // at these sizes (docs/pointcard.md); the tests use small ones to cross
+  // chunk boundaries on small data.
+  int64_t stage_chunk = 16384;
+  int64_t fold_chunk = 8192;
+};
+
 class SqlitePointCardStore final : public PointCardStore {
  public:
-  // Creates the schema if needed and reads the clock's starting point. Must
-  // run before db.writer().Start().
-  static Result<std::unique_ptr<SqlitePointCardStore>> Open(db::sqlite::Database& db);
+  // Creates or migrates the schema, reads the clock's starting point,
+  // deletes what grants that never applied staged, and starts the fold (it
+  // resumes an applied grant's). Must run before db.writer().Start().
+  static Result<std::unique_ptr<SqlitePointCardStore>> Open(db::sqlite::Database& db,
+                                                            SqlitePointCardOptions options = {});
   ~SqlitePointCardStore() override;
   void Stop() override;
 
@@ -71,24 +100,59 @@ class SqlitePointCardStore final : public PointCardStore {
   // The point use inside the writer's transaction (PayOp runs it).
   Result<PaymentOutcome> ApplyPayment(db::sqlite::Connection& c, const Payment& p, const std::string& fingerprint);
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
+  void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) override;
+
+  // How long a grant waits at its apply for the previous grant's fold.
+  static constexpr std::chrono::seconds kFoldWaitMax{60};
 
  private:
-  explicit SqlitePointCardStore(db::sqlite::Database& db) : db_(db) {}
+  SqlitePointCardStore(db::sqlite::Database& db, SqlitePointCardOptions options) : db_(db), options_(options) {}
   // The writer's clock; only the writer thread calls it.
   int64_t NextTime();
   void RunGrant(GrantRequest request, std::string fingerprint, const std::function<void(Result<GrantOutcome>)>& done);
+  // Deletes a grant that never applied: its staged credits, then its row.
+  void Discard(int64_t grant_id);
+  // The card's applied credit written into it (writer thread, inside the
+  // op's transaction): its new balance.
+  Result<int64_t> FoldCard(db::sqlite::Connection& c, int64_t card_id, int64_t balance);
+  void FoldLoop();
+  void WakeFolder();
+  // Until the folder has served every request (no grant is applied and
+  // unfolded); false when stopping or past kFoldWaitMax.
+  bool WaitForFold();
   void Purge();
 
   db::sqlite::Database& db_;
+  const SqlitePointCardOptions options_;
   int64_t clock_last_us_ = 0;
+  // Writer thread only: an applied grant may have credit left. Set when one
+  // applies (and at Open), cleared after the commit that folded it unless
+  // another applied meanwhile (credit_epoch_ counts the applies).
+  bool credit_possible_ = false;
+  uint64_t credit_epoch_ = 0;
 
   std::mutex grant_mutex_;
   bool grants_stopped_ = false;  // Stop() was called: no new grant
   std::thread grant_thread_;
 
+  std::mutex fold_mutex_;
+  std::condition_variable fold_cv_;
+  // Guarded by fold_mutex_. Each apply (and Open, for a grant a crash left
+  // applied) adds a request; the folder serves the requests it has seen
+  // once it finds no applied grant left. Equal: nothing to fold.
+  uint64_t fold_requests_ = 0;
+  uint64_t fold_served_ = 0;
+  bool fold_stopped_ = false;
+  std::thread folder_;
+
   std::unique_ptr<PeriodicTask> purger_;  // last: stopped first
 };
 
+// Creates the tables as v0.1.0 made them, then migrates them (the point
+// card file's own steps).
 Status CreatePointCardSchema(db::sqlite::Connection& conn);
+// The tables alone, as v0.1.0 made them (the shape releases up to 0.4.0
+// kept in the main file: pointcard/sqlite_file.h copies into it).
+Status CreatePointCardTables(db::sqlite::Connection& conn);
 
 }  // namespace hotrow::pointcard

@@ -51,6 +51,10 @@ class PointCardStore {
   // service's gate admits the next only after this one's `done` ran.
   virtual void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) = 0;
 
+  // An applied grant; not_found for an unknown id (or one that never
+  // applied).
+  virtual void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) = 0;
+
   // Waits for a running grant to answer and stops the background work;
   // later grants answer unavailable. Called at shutdown while the writer or
   // pool and the event loops still run (a grant answers through both);

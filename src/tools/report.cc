@@ -46,7 +46,7 @@ void WriteLatency(http::JsonWriter& w, const char* key, const LatencyStats& s) {
 
 struct GrantSummary {
   int64_t count = 0;
-  double total = 0, query = 0, update = 0, commit = 0, cards = 0, write_max = 0;
+  double total = 0, query = 0, update = 0, commit = 0, cards = 0, write_max = 0, fold = 0, window = 0, total_max = 0;
 };
 GrantSummary Grants(const RunResult& r) {
   GrantSummary g;
@@ -55,10 +55,11 @@ GrantSummary Grants(const RunResult& r) {
     g.total += x.total_ms, g.query += x.query_ms, g.update += x.update_ms, g.commit += x.commit_ms;
     g.cards += static_cast<double>(x.cards);
     g.write_max = std::max(g.write_max, x.update_ms + x.commit_ms);
+    g.fold += x.fold_ms, g.window += x.window_ms, g.total_max = std::max(g.total_max, x.total_ms);
   }
   if (g.count) {
     double n = static_cast<double>(g.count);
-    g.total /= n, g.query /= n, g.update /= n, g.commit /= n, g.cards /= n;
+    g.total /= n, g.query /= n, g.update /= n, g.commit /= n, g.cards /= n, g.fold /= n, g.window /= n;
   }
   return g;
 }
@@ -100,13 +101,15 @@ std::string ReportText(const SimulationResult& res) {
   }
   t += "  (quiet = successes that overlapped no grant)\n";
   t += "\n8.6 point grant (means)\n";
-  t += " parallel  count  failed cut-off  time ms  query ms update ms  rows upd commit ms  max write+commit ms\n";
+  t += " parallel  count  failed cut-off  time ms  query ms update ms  rows upd commit ms  max write+commit ms"
+       "  max time ms  fold ms  window ms\n";
   for (const auto& r : res.runs) {
     auto g = Grants(r);
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%9d %6lld %7lld %7lld %8.0f %9.0f %9.0f %9.0f %9.0f %20.0f\n", r.parallel,
-                  static_cast<long long>(g.count), static_cast<long long>(r.grants_failed),
-                  static_cast<long long>(r.grants_cut_off), g.total, g.query, g.update, g.cards, g.commit, g.write_max);
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "%9d %6lld %7lld %7lld %8.0f %9.0f %9.0f %9.0f %9.0f %20.0f %12.0f %8.0f %10.0f\n",
+                  r.parallel, static_cast<long long>(g.count), static_cast<long long>(r.grants_failed),
+                  static_cast<long long>(r.grants_cut_off), g.total, g.query, g.update, g.cards, g.commit, g.write_max,
+                  g.total_max, g.fold, g.window);
     t += buf;
   }
   t += "\nstorage\n parallel  checkpoints  WAL restarts  largest WAL MiB  database+WAL MiB at end  invariants\n";
@@ -156,6 +159,8 @@ std::string ReportJson(const SimulationResult& res) {
       w.Key("queryMs"), w.Double(g.query_ms);
       w.Key("updateMs"), w.Double(g.update_ms);
       w.Key("commitMs"), w.Double(g.commit_ms);
+      w.Key("foldMs"), w.Double(g.fold_ms);
+      w.Key("windowMs"), w.Double(g.window_ms);
       w.Field("cards", g.cards);
       w.Field("points", g.points);
       w.EndObject();

@@ -66,6 +66,19 @@ class SimClient {
   // timeout, a lost connection) cannot pay twice.
   virtual Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount, const std::string& key) = 0;
   virtual Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) = 0;
+  virtual Result<GrantInfo> GetGrant(int64_t id) = 0;
+
+  // Polls until the grant's history rows are written (its window ends
+  // then); its fold time, or the error that stopped the wait.
+  Result<double> WaitFolded(int64_t id, const std::atomic<bool>& stop) {
+    while (!stop) {
+      auto g = GetGrant(id);
+      if (!g.ok()) return g.status();
+      if (g->folded()) return g->fold_ms;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return Status::Unavailable("the run ended before the grant folded");
+  }
 };
 
 template <typename T, typename Call>
@@ -91,6 +104,9 @@ class InProcessClient final : public SimClient {
   }
   Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) override {
     return Wait<GrantOutcome>([&](auto done) { s_.Grant(GrantRequest{from, to, rate, std::nullopt, true}, done); });
+  }
+  Result<GrantInfo> GetGrant(int64_t id) override {
+    return Wait<GrantInfo>([&](auto done) { s_.GetGrant(id, done); });
   }
 
  private:
@@ -145,6 +161,20 @@ class HttpSimClient final : public SimClient {
     g.query_ms = obj->Number("queryMs").ok() ? *obj->Number("queryMs") : 0;
     g.update_ms = obj->Number("updateMs").ok() ? *obj->Number("updateMs") : 0;
     g.commit_ms = obj->Number("commitMs").ok() ? *obj->Number("commitMs") : 0;
+    return g;
+  }
+  Result<GrantInfo> GetGrant(int64_t id) override {
+    auto r = Call("GET", "/api/v1/grants/" + std::to_string(id), {}, {{"Authorization", "Bearer " + admin_token_}});
+    if (!r.ok()) return r.status();
+    if (r->status != 200) return Status::Unavailable("GET grant answered " + std::to_string(r->status));
+    auto obj = http::JsonObject::Parse(r->body);
+    if (!obj.ok()) return obj.status();
+    GrantInfo g;
+    g.outcome.grant_id = id;
+    if (auto state = obj->String("state"); state.ok() && *state == "folded") {
+      g.folded_at_us = 0;
+      g.fold_ms = obj->Number("foldMs").ok() ? *obj->Number("foldMs") : 0;
+    }
     return g;
   }
 
@@ -292,27 +322,34 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
 
   std::mutex grants_mutex;
   std::thread batch([&] {
+    auto wake = Clock::now() + o.grant_interval;
     while (true) {
-      auto wake = Clock::now() + o.grant_interval;
       while (!shared.stop && Clock::now() < wake) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (shared.stop) return;
       auto g0 = Clock::now();
       auto g = batch_client->Grant(period.first, period.second, o.grant_rate_percent);
       auto g1 = Clock::now();
+      wake = g1 + o.grant_interval;  // the wait runs from the answer, folding or not
+      // A grant's window runs until its history rows are written (SQLite
+      // folds them after the answer; PostgreSQL has at once).
+      Result<double> fold_ms = g.ok() ? batch_client->WaitFolded(g->grant_id, shared.stop) : Result<double>(0.0);
+      auto g2 = Clock::now();
       std::lock_guard lock(grants_mutex);
       if (g1 > end || shared.stop) {
         ++result.grants_cut_off;  // the reference aborts it and does not count it
-        shared.grant_windows.push_back({g0, g1});
+        shared.grant_windows.push_back({g0, g2});
         return;
       }
-      shared.grant_windows.push_back({g0, g1});
+      shared.grant_windows.push_back({g0, g2});
       if (!g.ok()) {
         ++result.grants_failed;
         log::Warn("grant failed: {}", g.status().ToString());
         continue;
       }
+      if (!fold_ms.ok()) log::Warn("grant {}: {}", g->grant_id, fold_ms.status().ToString());
       result.grants.push_back({std::chrono::duration<double, std::milli>(g1 - g0).count(), g->query_ms, g->update_ms,
-                               g->commit_ms, g->cards, g->points});
+                               g->commit_ms, g->cards, g->points, fold_ms.ok() ? *fold_ms : 0,
+                               std::chrono::duration<double, std::milli>(g2 - g0).count()});
       ++shared.grants;
     }
   });

@@ -57,8 +57,10 @@ struct LatencyStats {
 LatencyStats Summarize(std::vector<double> ms);
 
 struct GrantRun {
-  double total_ms, query_ms, update_ms, commit_ms;
+  double total_ms, query_ms, update_ms, commit_ms;  // total: request to answer
   int64_t cards, points;
+  double fold_ms = 0;    // writing its history rows after the answer (SQLite)
+  double window_ms = 0;  // request to fold end: the window "overlapped a grant" counts
 };
 
 struct RunResult {

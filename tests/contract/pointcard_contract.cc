@@ -41,6 +41,22 @@ Result<GrantOutcome> Grant(pointcard::PointCardService& s, int64_t from, int64_t
 }
 
 // Every row of a card, oldest first.
+Result<pointcard::GrantInfo> GetGrant(pointcard::PointCardService& s, int64_t id) {
+  return Wait<Result<pointcard::GrantInfo>>([&](auto done) { s.GetGrant(id, done); });
+}
+
+// Until the grant's history rows are written (SQLite folds them after the
+// answer; PostgreSQL writes them in the grant's transaction).
+void WaitFolded(pointcard::PointCardService& s, int64_t id) {
+  for (int i = 0; i < 3000; ++i) {
+    auto g = GetGrant(s, id);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    if (g->folded()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL() << "grant " << id << " did not fold in 30 s";
+}
+
 std::vector<pointcard::HistoryRow> AllRows(pointcard::PointCardService& s, int64_t card) {
   std::vector<pointcard::HistoryRow> rows;
   std::optional<int64_t> before;
@@ -233,9 +249,25 @@ TEST_P(PointCardContract, GrantGivesEachCardItsShareOfThePeriodsCharges) {
   for (const auto& [card, bonus] : expected) points += bonus;
   EXPECT_EQ(grant->points, points);
   EXPECT_GT(grant->grant_id, 0);
+  // Visible in every balance from the answer on, history rows or not yet.
   for (int64_t card = 1; card <= kContractCards; ++card) {
     int64_t bonus = expected.count(card) ? expected[card] : 0;
     EXPECT_EQ(GetCard(*service, card)->balance, balance_before[card] + bonus) << "card " << card;
+  }
+  WaitFolded(*service, grant->grant_id);
+  auto info = GetGrant(*service, grant->grant_id);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->outcome.cards, grant->cards);
+  EXPECT_EQ(info->outcome.points, grant->points);
+  EXPECT_EQ(info->from_us, from);
+  EXPECT_EQ(info->to_us, to);
+  EXPECT_EQ(info->rate_percent, 3);
+  EXPECT_LE(info->applied_at_us, *info->folded_at_us);
+  for (int64_t card = 1; card <= kContractCards; ++card) {
+    int64_t bonus = expected.count(card) ? expected[card] : 0;
+    auto folded = GetCard(*service, card);
+    EXPECT_EQ(folded->balance, balance_before[card] + bonus) << "card " << card;
+    EXPECT_EQ(folded->pending_points, 0) << "card " << card;
     auto newest = History(*service, card, 1);
     if (bonus > 0) {
       ASSERT_EQ(newest->rows.size(), 1u);
@@ -244,6 +276,7 @@ TEST_P(PointCardContract, GrantGivesEachCardItsShareOfThePeriodsCharges) {
     }
   }
   ExpectInvariants();
+  EXPECT_EQ(GetGrant(*service, grant->grant_id + 1000).status().code(), ErrorCode::kNotFound);
   // Grant rows (STORE_ID 0) never count as charges for a later grant.
   auto second = Grant(*service, from, pointcard::NowUs(), 3);
   ASSERT_TRUE(second.ok());
@@ -363,6 +396,48 @@ TEST_P(PointCardContract, ARestartDuringAGrantWaitsForIt) {
       << "the grant's answer must have come before the store closed";
   auto outcome = future.get();
   EXPECT_TRUE(outcome.ok() || outcome.status().code() == ErrorCode::kUnavailable) << outcome.status().ToString();
+  ExpectInvariants();
+}
+
+}  // namespace hotrow::testing
+
+namespace hotrow::testing {
+
+// A point use right after a grant answered (SQLite: while it folds) writes
+// the grant's row first, then its own, each at its own time, and neither
+// is lost or counted twice.
+TEST_P(PointCardContract, APaymentAfterAGrantWritesTheGrantsRowFirst) {
+  int64_t now = pointcard::NowUs();
+  std::map<int64_t, int64_t> before;
+  for (int64_t card = 1; card <= kContractCards; ++card) before[card] = GetCard(*service, card)->balance;
+  auto grant = Grant(*service, 0, now, 10);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_GT(grant->cards, 0);
+  int64_t paid_card = 0, bonus = 0;
+  for (int64_t card = 1; card <= kContractCards && !paid_card; ++card) {
+    int64_t after = GetCard(*service, card)->balance;
+    if (after > before[card]) paid_card = card, bonus = after - before[card];
+  }
+  ASSERT_GT(paid_card, 0);
+  auto paid = Pay(*service, paid_card, 1, -1);
+  ASSERT_TRUE(paid.ok()) << paid.status().ToString();
+  ASSERT_FALSE(paid->refused);
+  EXPECT_EQ(paid->row.balance, before[paid_card] + bonus - 1);
+  WaitFolded(*service, grant->grant_id);
+  auto rows = History(*service, paid_card, 2);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->rows.size(), 2u);
+  EXPECT_EQ(rows->rows[0].amount, -1);
+  EXPECT_EQ(rows->rows[1].store_id, 0) << "the grant's row, before the payment's";
+  EXPECT_EQ(rows->rows[1].amount, bonus);
+  EXPECT_LT(rows->rows[1].payment_time_us, rows->rows[0].payment_time_us);
+  EXPECT_EQ(GetCard(*service, paid_card)->balance, before[paid_card] + bonus - 1);
+  int64_t total_before = 0, total_after = 0;
+  for (int64_t card = 1; card <= kContractCards; ++card) {
+    total_before += before[card];
+    total_after += GetCard(*service, card)->balance;
+  }
+  EXPECT_EQ(total_after, total_before + grant->points - 1);
   ExpectInvariants();
 }
 

@@ -179,9 +179,10 @@ int64_t CountRows(const std::string& db_url, const std::string& sql) {
   return db::sqlite::QueryInt(**conn, sql).value();
 }
 
-// A crash in the middle of a grant's write phase, and right after its
-// commit: after a restart the grant is wholly absent, or wholly present,
-// and the invariants hold either way.
+// A crash in each phase of a grant (pointcard/sqlite_store.h): while its
+// credits are staged, right after the apply commits, while it folds. After
+// a restart the grant is wholly absent (staging) or wholly present (its
+// fold resumes and ends), and the invariants hold either way.
 void CrashInsideAGrant(const std::string& failpoint, bool expect_present) {
   TestServer server(TestServerOptions{0, true, {}, {{"HOTROW_FAILPOINT", failpoint}}});
   ASSERT_TRUE(server.ok());
@@ -201,6 +202,14 @@ void CrashInsideAGrant(const std::string& failpoint, bool expect_present) {
   EXPECT_EQ(server.process().Wait(std::chrono::seconds(30)), -SIGABRT) << server.process().Log();
   EXPECT_NE(server.process().Log().find("failpoint " + failpoint.substr(0, failpoint.find(':'))), std::string::npos);
   ASSERT_TRUE(server.Start({}));
+  EXPECT_EQ(CountRows(server.db_url(), "SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'staging'"), 0)
+      << "a grant that never applied is deleted at start";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (CountRows(server.db_url(), "SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'applied'") > 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(CountRows(server.db_url(), "SELECT COUNT(*) FROM P_GRANT_CREDIT"), 0)
+      << "every credit is folded (applied) or deleted (staged)";
   int64_t grants = CountRows(server.db_url(), "SELECT COUNT(*) FROM P_GRANT");
   int64_t rows = CountRows(server.db_url(), "SELECT COUNT(*) FROM H_TRANSACTION WHERE STORE_ID = 0");
   int64_t balances = CountRows(server.db_url(), "SELECT SUM(BALANCE) FROM S_ACCOUNT");
@@ -221,6 +230,8 @@ void CrashInsideAGrant(const std::string& failpoint, bool expect_present) {
 TEST(Durability, ACrashInTheMiddleOfAGrantLeavesNoneOfIt) { CrashInsideAGrant("grant.write:50", false); }
 
 TEST(Durability, ACrashRightAfterAGrantCommitsKeepsAllOfIt) { CrashInsideAGrant("grant.commit", true); }
+
+TEST(Durability, ACrashWhileAGrantFoldsKeepsAllOfIt) { CrashInsideAGrant("grant.fold:20", true); }
 
 }  // namespace
 }  // namespace hotrow::testing

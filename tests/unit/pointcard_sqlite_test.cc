@@ -1,8 +1,15 @@
 // The point-card contract on SQLite, and the invariant checker against
 // each kind of corruption.
+#include <atomic>
+#include <future>
+#include <set>
+#include <thread>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "contract/pointcard_contract.h"
+#include "contract/wait.h"
 #include "db/sqlite_database.h"
 #include "harness/or_throw.h"
 #include "harness/server_process.h"
@@ -40,7 +47,9 @@ class SqliteCards : public PointCardBackendInstance {
   void Open(bool seed) {
     db_ = OrThrow(db::sqlite::Database::Open(dir_.File("cards.db")));
     if (seed) OrThrow(SeedSmall(db_->writer().connection()));
-    store_ = OrThrow(pointcard::SqlitePointCardStore::Open(*db_));
+    // Small chunks: a grant over 200 cards crosses many staging and fold
+    // ops, with payments between them.
+    store_ = OrThrow(pointcard::SqlitePointCardStore::Open(*db_, {.stage_chunk = 7, .fold_chunk = 5}));
     db_->writer().Start();
   }
   TempDir dir_;
@@ -105,7 +114,7 @@ TEST_F(Checker, FindsANegativeBalance) {
   std::string c = std::to_string(card);
   ExpectFound("INSERT INTO H_TRANSACTION VALUES (" + std::to_string(time + 1) + ", " + c +
                   ", 1, -100000000, (SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c +
-                  ") - 100000000); UPDATE S_ACCOUNT SET BALANCE = BALANCE - 100000000, LAST_UPDATE = " +
+                  ") - 100000000, 'payment'); UPDATE S_ACCOUNT SET BALANCE = BALANCE - 100000000, LAST_UPDATE = " +
                   std::to_string(time + 1) + " WHERE CARD_ID = " + c,
               "negative balance");
 }
@@ -117,7 +126,7 @@ TEST_F(Checker, FindsAStaleLastUpdate) {
 }
 
 TEST_F(Checker, FindsHistoryOfACardThatDoesNotExist) {
-  ExpectFound("INSERT INTO H_TRANSACTION VALUES (1, 999999, 1, 100, 100)", "orphan history");
+  ExpectFound("INSERT INTO H_TRANSACTION VALUES (1, 999999, 1, 100, 100, 'charge')", "orphan history");
 }
 
 TEST_F(Checker, FindsALostHistoryRow) {
@@ -141,6 +150,125 @@ TEST_F(Checker, TheCommandExitsOneWithAReport) {
   auto fixed = RunHotrow({"check", "pointcard", "--db", "sqlite:" + dir.File("c.db")});
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
   EXPECT_NE(fixed.output.find("OK: every invariant holds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hotrow::testing
+
+namespace hotrow::testing {
+namespace {
+
+class CheckerCredits : public Checker {
+ protected:
+  std::set<std::string> Found(const std::string& sql) {
+    EXPECT_TRUE(conn_->Exec(sql).ok()) << sql;
+    auto report = pointcard::CheckInvariants(*conn_);
+    EXPECT_TRUE(report.ok());
+    std::set<std::string> kinds;
+    for (const auto& [kind, n] : report->violations) kinds.insert(kind);
+    return kinds;
+  }
+};
+
+TEST_F(CheckerCredits, ARowWhoseKindContradictsItIsFound) {
+  EXPECT_EQ(Found("UPDATE H_TRANSACTION SET KIND = 'grant' WHERE PAYMENT_TIME = "
+                  "(SELECT MIN(PAYMENT_TIME) FROM H_TRANSACTION WHERE KIND = 'charge')"),
+            std::set<std::string>{"kind"});
+}
+
+TEST_F(CheckerCredits, CreditOfAFoldedGrantOrAMissingCardIsFound) {
+  ASSERT_TRUE(conn_
+                  ->Exec("INSERT INTO P_GRANT (GRANT_ID, GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, "
+                         "QUERY_MS, UPDATE_MS, STATE) VALUES (1, 1, 0, 1, 1, 1, 5, 0, 0, 'applied'), "
+                         "(2, 2, 0, 1, 1, 1, 5, 0, 0, 'folded')")
+                  .ok());
+  auto pending = Found("INSERT INTO P_GRANT_CREDIT VALUES (1, 1, 5)");
+  EXPECT_TRUE(pending.empty()) << "an applied grant's credit is pending, not wrong";
+  auto report = pointcard::CheckInvariants(*conn_);
+  EXPECT_EQ(report->pending_points, 5);
+  EXPECT_EQ(Found("INSERT INTO P_GRANT_CREDIT VALUES (2, 2, 5)"), std::set<std::string>{"stale credit"});
+  EXPECT_EQ(Found("DELETE FROM P_GRANT_CREDIT WHERE GRANT_ID = 2; INSERT INTO P_GRANT_CREDIT VALUES (999999, 1, 5)"),
+            std::set<std::string>{"orphan credit"});
+}
+
+}  // namespace
+}  // namespace hotrow::testing
+
+namespace hotrow::testing {
+namespace {
+
+// Aim 3 of the stall-free grant, proven from inside: a reader's one read
+// transaction (a sample of every card, the way `hotrow check` reads) sees
+// all of a grant or none of it, in every state it passes through --
+// staging, applied with credit pending, half folded, folded -- while point
+// uses run beside it. Each snapshot's total of balances (written plus
+// applied credit) equals what the payments it sees and the grant, if
+// applied in it, add up to.
+TEST(StallFreeGrant, EveryReadSnapshotSeesAllOfTheGrantOrNone) {
+  TempDir dir;
+  auto db = OrThrow(db::sqlite::Database::Open(dir.File("cards.db")));
+  ASSERT_TRUE(SeedSmall(db->writer().connection()).ok());
+  auto store = OrThrow(pointcard::SqlitePointCardStore::Open(*db, {.stage_chunk = 3, .fold_chunk = 2}));
+  db->writer().Start();
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  // A snapshot: (grant visible?, total as reads show it, charges seen).
+  auto snapshot = [&]() -> std::tuple<bool, int64_t, int64_t> {
+    auto conn = OrThrow(db->OpenReader());
+    EXPECT_TRUE(conn->Exec("BEGIN").ok());
+    int64_t visible = db::sqlite::QueryInt(*conn, "SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'staging'").value();
+    int64_t total =
+        db::sqlite::QueryInt(*conn,
+                             "SELECT (SELECT SUM(BALANCE) FROM S_ACCOUNT) + (SELECT COALESCE(SUM(c.POINTS), 0) "
+                             "FROM P_GRANT_CREDIT c JOIN P_GRANT g USING (GRANT_ID) WHERE g.STATE = 'applied')")
+            .value();
+    int64_t charges =
+        db::sqlite::QueryInt(*conn, "SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'charge' AND AMOUNT = 1").value();
+    EXPECT_TRUE(conn->Exec("COMMIT").ok());
+    return {visible > 0, total, charges};
+  };
+  auto [_, before, none] = snapshot();
+  ASSERT_EQ(none, 0);
+  std::atomic<bool> stop{false};
+  std::thread payer([&] {  // charges of 1 point, each visible as one row
+    for (int64_t i = 0; !stop; ++i) {
+      auto r = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+        service.Pay(pointcard::Payment{1 + i % kContractCards, 1, 1, std::nullopt}, done);
+      });
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  });
+  std::promise<Result<pointcard::GrantOutcome>> granted;
+  service.Grant({0, pointcard::NowUs(), 10, std::nullopt, true},
+                [&](Result<pointcard::GrantOutcome> r) { granted.set_value(std::move(r)); });
+  std::vector<std::tuple<bool, int64_t, int64_t>> seen;
+  auto future = granted.get_future();
+  while (future.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) seen.push_back(snapshot());
+  auto grant = future.get();
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  // On through the fold.
+  for (int i = 0; i < 3000; ++i) {
+    seen.push_back(snapshot());
+    auto info = Wait<Result<pointcard::GrantInfo>>([&](auto done) { service.GetGrant(grant->grant_id, done); });
+    ASSERT_TRUE(info.ok());
+    if (info->folded()) break;
+  }
+  stop = true;
+  payer.join();
+  seen.push_back(snapshot());
+  int64_t visible = 0;
+  for (const auto& [applied, total, charges] : seen) {
+    EXPECT_EQ(total, before + charges + (applied ? grant->points : 0))
+        << (applied ? "applied" : "not applied") << ", " << charges << " charge(s) seen";
+    visible += applied;
+  }
+  EXPECT_GT(visible, 0);
+  EXPECT_LT(visible, static_cast<int64_t>(seen.size())) << "some snapshot should predate the apply";
+  auto report = pointcard::CheckInvariants(*OrThrow(db->OpenReader()));
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  EXPECT_EQ(report->pending_points, 0) << "folded";
+  service.Stop();
 }
 
 }  // namespace
