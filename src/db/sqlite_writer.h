@@ -157,6 +157,7 @@ class GroupWriter {
 
   GroupWriterStats stats() const;
   const std::string& name() const { return options_.name; }
+  bool started() const { return started_; }
 
   // Empty while the last batch committed (or none ran yet); else why it did
   // not, for kFailureShown after it (GET /readyz: the file is unusable while

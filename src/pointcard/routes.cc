@@ -278,7 +278,12 @@ void GetGrant(PointCardService& service, const AdminAuth& admin, Request& req, R
   auto id = PathId(req, "grantId");
   if (!id.ok()) return responder.Send(Error(id.status()));
   service.GetGrant(*id, [responder](Result<GrantInfo> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
+    if (!r.ok()) {
+      // A grant still staging is 404 now and 200 a moment later.
+      Response err = Error(r.status());
+      err.AddHeader("Cache-Control", "no-store");
+      return responder.Send(std::move(err));
+    }
     Response res;
     res.status = 200;
     JsonWriter w(res.body);

@@ -96,13 +96,16 @@ void PointCardService::GetGrant(int64_t grant_id, std::function<void(Result<Gran
 
 void PointCardService::Stop() {
   {
-    std::unique_lock lock(grant_mutex_);
+    std::lock_guard lock(grant_mutex_);
     if (grants_stopped_) return;
     grants_stopped_ = true;
-    // A running grant answers through the writer or the pool, which still run.
-    grant_finished_.wait(lock, [this] { return !grant_running_; });
   }
+  // The store waits for a running grant to answer (through the writer or
+  // the pool, which still run), and tells one that would wait for a fold to
+  // give up, so shutdown never waits out a stuck fold.
   store_.Stop();
+  std::unique_lock lock(grant_mutex_);
+  grant_finished_.wait(lock, [this] { return !grant_running_; });
 }
 
 }  // namespace hotrow::pointcard

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/version.h"
 #include "ops/failpoint.h"
 #include "ops/log.h"
 #include "pointcard/sqlite_store.h"
@@ -58,6 +59,25 @@ Status FsyncPath(const std::string& path, int flags) {
   return Status::Ok();
 }
 
+// What a point card holds, in a few numbers: the copy records its
+// source's, so that a point card found in the main file beside the moved
+// one can be told apart -- the leftover of an interrupted move (equal), or
+// another point card (a restored old backup: never dropped).
+constexpr const char* kFingerprintSql =
+    "SELECT (SELECT COUNT(*) FROM {s}.S_ACCOUNT) || ' card(s), balances ' || "
+    "(SELECT COALESCE(SUM(BALANCE), 0) FROM {s}.S_ACCOUNT) || ', ' || (SELECT COUNT(*) FROM {s}.H_TRANSACTION) || "
+    "' history row(s), the last at ' || (SELECT COALESCE(MAX(PAYMENT_TIME), 0) FROM {s}.H_TRANSACTION)";
+
+Result<std::string> Fingerprint(sqlite::Connection& c, std::string_view schema) {
+  std::string sql = kFingerprintSql;
+  for (size_t at; (at = sql.find("{s}")) != std::string::npos;) sql.replace(at, 3, schema);
+  auto q = c.Prepare(sql);
+  if (!q.ok()) return q.status();
+  auto row = q->Step();
+  if (!row.ok()) return row.status();
+  return std::string(q->Text(0));
+}
+
 void RemoveFileSet(const std::string& path) {
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
@@ -90,6 +110,16 @@ Status CopyTables(const std::string& main_path, const std::string& tmp, int64_t*
       return std::move(s).WithDetail("copying " + t + ": " + s.detail());
     failpoint::MaybeCrash("split.copy", ++copied);
   }
+  auto source = Fingerprint(c, "old");
+  if (!source.ok()) return source.status();
+  if (Status s = c.Exec("CREATE TABLE P_MOVED_FROM (ID INTEGER PRIMARY KEY CHECK (ID = 1), FINGERPRINT TEXT NOT NULL)");
+      !s.ok())
+    return s;
+  {
+    auto mark = c.Prepare("INSERT INTO P_MOVED_FROM VALUES (1, ?1)");
+    if (!mark.ok()) return mark.status();
+    if (Status s = mark->Bind(1, *source).Run(); !s.ok()) return s;
+  }  // statements end before the connection does
   if (Status s = c.Exec("COMMIT"); !s.ok()) return s;
   auto n = sqlite::QueryInt(c, "SELECT COUNT(*) FROM main.S_ACCOUNT");
   auto h = sqlite::QueryInt(c, "SELECT COUNT(*) FROM main.H_TRANSACTION");
@@ -106,12 +136,26 @@ Status CopyTables(const std::string& main_path, const std::string& tmp, int64_t*
 }
 
 // Step 3: the main file's copies go (or the leftovers of a move a crash
-// interrupted after the rename).
+// interrupted after the rename). In the same transaction the main file
+// records that releases before this one may no longer open it (what its
+// migration step 2 records too): one would find no point card here and
+// serve an empty one.
 Status DropFromMain(sqlite::Connection& main) {
   if (Status s = main.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
   Status s;
   for (const char* table : kTables) {
     if (s = main.Exec("DROP TABLE IF EXISTS main." + std::string(table)); !s.ok()) break;
+  }
+  if (s.ok())
+    s = main.Exec(
+        "CREATE TABLE IF NOT EXISTS schema_compat (id INTEGER PRIMARY KEY CHECK (id = 1), "
+        "oldest_schema INTEGER NOT NULL, oldest_binary TEXT NOT NULL)");
+  if (s.ok()) {
+    auto record = main.Prepare(
+        "INSERT INTO schema_compat (id, oldest_schema, oldest_binary) VALUES (1, 2, ?1) "
+        "ON CONFLICT (id) DO UPDATE SET oldest_schema = 2, oldest_binary = excluded.oldest_binary "
+        "WHERE oldest_schema < 2");
+    s = record.ok() ? record->Bind(1, std::string(Version())).Run() : record.status();
   }
   if (s.ok()) s = main.Exec("COMMIT");
   if (!s.ok()) log::WarnIfFailed(main.Exec("ROLLBACK"), "SQLite: ROLLBACK of a failed drop");
@@ -139,8 +183,33 @@ Status MovePointCardTables(sqlite::Connection& main, const std::string& main_pat
     return Status::Ok();
   }
   if (moved) {
-    log::Warn("{} still holds point-card tables, but {} exists and is the point card: dropping the leftovers",
-              main_path, target);
+    // The leftovers of a move interrupted before its drop, or another
+    // point card (an old single-file backup restored over PATH alone).
+    auto here = Fingerprint(main, "main");
+    if (!here.ok()) return here.status();
+    std::string copied;
+    {
+      auto conn = sqlite::Connection::Open(target, sqlite::OpenMode::kReadOnly);
+      if (!conn.ok()) return conn.status();
+      auto has_mark = HasTable(**conn, "main", "P_MOVED_FROM");
+      if (!has_mark.ok()) return has_mark.status();
+      if (*has_mark) {
+        auto q = (*conn)->Prepare("SELECT FINGERPRINT FROM P_MOVED_FROM WHERE ID = 1");
+        if (!q.ok()) return q.status();
+        auto row = q->Step();
+        if (!row.ok()) return row.status();
+        if (*row) copied = std::string(q->Text(0));
+      }
+    }
+    if (copied != *here)
+      return Status::Unavailable(main_path + " holds a point card (" + *here + ") that is not the one " + target +
+                                 " was moved from" + (copied.empty() ? "" : " (" + copied + ")") +
+                                 ": restore both files of a backup together, or move one of them aside; nothing "
+                                 "was changed");
+    log::Warn(
+        "{} still holds the point-card tables {} was moved from (a move interrupted before its drop): "
+        "dropping them",
+        main_path, target);
     return DropFromMain(main);
   }
   log::Info("moving the point card from {} into its own file {}", main_path, target);

@@ -7,16 +7,22 @@
 //
 // Releases up to 0.4.0 kept the point card's tables in the main file.
 // Opening such a file moves them (MovePointCardTables), once:
-//   1. copy every point-card table into PATH.pointcard.db.tmp and make it
-//      durable (a crash here leaves only the .tmp, removed on the next try);
+//   1. copy every point-card table into PATH.pointcard.db.tmp, with a
+//      fingerprint of what it copied (P_MOVED_FROM: cards, balances, rows,
+//      the last row's time), and make it durable (a crash here leaves only
+//      the .tmp, removed on the next try);
 //   2. rename it to PATH.pointcard.db and fsync the directory: from here on
 //      that file is the point card;
-//   3. drop the tables from the main file, in one transaction. A crash
+//   3. drop the tables from the main file and record, in its schema_compat,
+//      that binaries before 0.5.0 (which would find no point card in it and
+//      serve an empty one) may no longer open it -- one transaction. A crash
 //      between 2 and 3 leaves copies in the main file that nothing reads;
-//      the next start sees the point-card file exists and drops them.
-// The main file's migration step 2 is a contract step recording that
-// binaries before 0.5.0 (which would find no point card in it and serve
-// an empty one) may no longer open it.
+//      the next start finds their fingerprint equal to the one recorded and
+//      drops them. A point card in the main file with another fingerprint
+//      (an old single-file backup restored over PATH alone) is never
+//      dropped: start-up refuses, naming both files.
+// The main file's migration step 2 is that same contract step, for files
+// that never held a point card.
 #pragma once
 
 #include <memory>

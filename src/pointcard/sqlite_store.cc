@@ -150,9 +150,16 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
   store->folder_ = std::thread([p = store.get()] { p->FoldLoop(); });
   auto history = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(PAYMENT_TIME), 0) FROM H_TRANSACTION");
   auto accounts = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(LAST_UPDATE), 0) FROM S_ACCOUNT");
+  // And past every grant's times and period: a wall clock stepped back
+  // (NTP, a restore on another host) must not stamp a payment inside a
+  // period already granted, even one whose grant left no row.
+  auto grants = sqlite::QueryInt(conn,
+                                 "SELECT COALESCE(MAX(MAX(GRANT_TIME, TO_TIME, COALESCE(APPLIED_TIME, 0), "
+                                 "COALESCE(FOLDED_TIME, 0))), 0) FROM P_GRANT");
   if (!history.ok()) return history.status();
   if (!accounts.ok()) return accounts.status();
-  store->clock_last_us_ = std::max(*history, *accounts);
+  if (!grants.ok()) return grants.status();
+  store->clock_last_us_ = std::max({*history, *accounts, *grants});
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
   store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
@@ -630,12 +637,17 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
   for (size_t at = 0; at < bonuses.size(); at += options_.stage_chunk) {
     size_t end = std::min(bonuses.size(), at + static_cast<size_t>(options_.stage_chunk));
     auto staged = OnWriter<db::sqlite::Unit>(db_.writer(), [&](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
-      auto q = c.Prepare("INSERT INTO P_GRANT_CREDIT (CARD_ID, GRANT_ID, POINTS) VALUES (?1, ?2, ?3)");
+      // Cards are never deleted; a history row without its card (which
+      // `hotrow check` reports) gets nothing, and is not counted.
+      auto q = c.Prepare(
+          "INSERT INTO P_GRANT_CREDIT (CARD_ID, GRANT_ID, POINTS) "
+          "SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM S_ACCOUNT WHERE CARD_ID = ?1)");
       if (!q.ok()) return q.status();
       for (size_t i = at; i < end; ++i) {
         q->Reset();
         if (Status s = q->Bind(1, bonuses[i].card_id).Bind(2, grant_id).Bind(3, bonuses[i].points).Run(); !s.ok())
           return s;
+        if (c.Changes() == 0) bonuses[i].points = 0;  // this op's own vector: the grant thread waits for it
         failpoint::MaybeCrash("grant.write", static_cast<int64_t>(i + 1));
       }
       return db::sqlite::Unit{};
@@ -643,14 +655,16 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
     if (!staged.ok()) return fail(staged.status());
   }
   double update_ms = MsSince(stage_start);
-  auto cards = static_cast<int64_t>(bonuses.size());
+  int64_t cards = 0;
+  points = 0;
+  for (const Bonus& b : bonuses)
+    if (b.points > 0) ++cards, points += b.points;
   bonuses = {};
 
   // 4. Apply: one small commit makes all of it visible.
   Result<Applied> applied = Status::Internal("not applied");
   while (true) {
-    if (!WaitForFold())
-      return fail(Status::Unavailable("the previous grant is still writing its history rows; retry later"));
+    if (Status s = WaitForFold(); !s.ok()) return fail(s);
     applied = Await<Result<Applied>>([&](auto answer) {
       db_.writer().Submit(db::sqlite::MakeOp<ApplyOp>(
           [&](sqlite::Connection& c) -> Result<Applied> {
@@ -702,30 +716,46 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
 }
 
 void SqlitePointCardStore::Discard(int64_t grant_id) {
-  // In chunks, like the staging: point uses run between them. If the
-  // writer fails now, Open deletes what is left at the next start; until
-  // then every reader ignores a grant that is not applied.
+  // In chunks along the key, like the fold: point uses run between them.
+  // If the writer fails now, Open deletes what is left at the next start;
+  // until then every reader ignores a grant that is not applied.
+  struct Gone {
+    int64_t cards = 0, last_card = 0;
+  };
+  int64_t after = INT64_MIN;
   while (true) {
-    auto gone = OnWriter<int>(db_.writer(), [this, grant_id](sqlite::Connection& c) -> Result<int> {
+    auto gone = OnWriter<Gone>(db_.writer(), [this, grant_id, after](sqlite::Connection& c) -> Result<Gone> {
       auto q = c.Prepare(
-          "DELETE FROM P_GRANT_CREDIT WHERE (CARD_ID, GRANT_ID) IN "
-          "(SELECT CARD_ID, GRANT_ID FROM P_GRANT_CREDIT WHERE GRANT_ID = ?1 LIMIT ?2)");
+          "SELECT CARD_ID FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 ORDER BY CARD_ID LIMIT ?3");
       if (!q.ok()) return q.status();
-      if (Status s = q->Bind(1, grant_id).Bind(2, options_.stage_chunk).Run(); !s.ok()) return s;
-      int deleted = c.Changes();
-      if (deleted < options_.stage_chunk) {
+      q->Bind(1, after).Bind(2, grant_id).Bind(3, options_.stage_chunk);
+      Gone out{0, after};
+      while (true) {
+        auto row = q->Step();
+        if (!row.ok()) return row.status();
+        if (!*row) break;
+        ++out.cards;
+        out.last_card = q->Int(0);
+      }
+      if (out.cards > 0) {
+        auto del = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
+        if (!del.ok()) return del.status();
+        if (Status s = del->Bind(1, after).Bind(2, out.last_card).Bind(3, grant_id).Run(); !s.ok()) return s;
+      }
+      if (out.cards < options_.stage_chunk) {
         auto row = c.Prepare("DELETE FROM P_GRANT WHERE GRANT_ID = ?1 AND STATE = 'staging'");
         if (!row.ok()) return row.status();
         if (Status s = row->Bind(1, grant_id).Run(); !s.ok()) return s;
       }
-      return deleted;
+      return out;
     });
     if (!gone.ok()) {
       log::Warn("grant {}: cannot delete its staged credits now (the next start does): {}", grant_id,
                 gone.status().ToString());
       return;
     }
-    if (*gone < options_.stage_chunk) return;
+    if (gone->cards < options_.stage_chunk) return;
+    after = gone->last_card;
   }
 }
 
@@ -766,10 +796,12 @@ void SqlitePointCardStore::WakeFolder() {
   fold_cv_.notify_all();
 }
 
-bool SqlitePointCardStore::WaitForFold() {
+Status SqlitePointCardStore::WaitForFold() {
   std::unique_lock lock(fold_mutex_);
-  return fold_cv_.wait_for(lock, kFoldWaitMax, [this] { return fold_stopped_ || fold_served_ == fold_requests_; }) &&
-         !fold_stopped_;
+  if (!fold_cv_.wait_for(lock, kFoldWaitMax, [this] { return fold_stopped_ || fold_served_ == fold_requests_; }))
+    return Status::Unavailable("the previous grant is still writing its history rows; retry later");
+  if (fold_served_ == fold_requests_) return Status::Ok();  // nothing to wait for, stopping or not
+  return Status::Unavailable("the server is shutting down");
 }
 
 // Step 5. One op per chunk of cards; the chunk that finds fewer than a full
@@ -780,7 +812,7 @@ void SqlitePointCardStore::FoldLoop() {
     int64_t cards = 0;
     bool finished = false;
   };
-  int64_t grant_id = 0, after_card = 0, folded_cards = 0;
+  int64_t grant_id = 0, applied_at = 0, after_card = INT64_MIN, folded_cards = 0;
   uint64_t seen = 0;  // fold_requests_ when this pass began looking
   auto started = std::chrono::steady_clock::now();
   auto pause = [this] {
@@ -796,14 +828,29 @@ void SqlitePointCardStore::FoldLoop() {
         seen = fold_requests_;
       }
       // The applied grant, if any (read on the writer: current).
-      auto next = OnWriter<int64_t>(db_.writer(), [](sqlite::Connection& c) -> Result<int64_t> {
-        return sqlite::QueryInt(c, "SELECT COALESCE(MIN(GRANT_ID), 0) FROM P_GRANT WHERE STATE = 'applied'");
-      });
-      if (!next.ok()) {  // the writer has not started yet, or fails: try again
+      if (!db_.writer().started()) {  // Open runs before the writer starts
         pause();
         continue;
       }
-      if (*next == 0) {  // nothing to fold for the requests seen so far
+      struct Next {
+        int64_t grant_id = 0, applied_at = 0;
+      };
+      auto next = OnWriter<Next>(db_.writer(), [](sqlite::Connection& c) -> Result<Next> {
+        auto q =
+            c.Prepare("SELECT GRANT_ID, APPLIED_TIME FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1");
+        if (!q.ok()) return q.status();
+        auto row = q->Step();
+        if (!row.ok()) return row.status();
+        Next out;
+        if (*row) out = {q->Int(0), q->Int(1)};
+        if (Status s = q->Run(); !s.ok()) return s;
+        return out;
+      });
+      if (!next.ok()) {  // the writer fails: try again
+        pause();
+        continue;
+      }
+      if (next->grant_id == 0) {  // nothing to fold for the requests seen so far
         {
           std::lock_guard lock(fold_mutex_);
           fold_served_ = seen;
@@ -811,8 +858,9 @@ void SqlitePointCardStore::FoldLoop() {
         fold_cv_.notify_all();
         continue;
       }
-      grant_id = *next;
-      after_card = 0;
+      grant_id = next->grant_id;
+      applied_at = next->applied_at;
+      after_card = INT64_MIN;
       folded_cards = 0;
       started = std::chrono::steady_clock::now();
     }
@@ -866,7 +914,9 @@ void SqlitePointCardStore::FoldLoop() {
               auto done =
                   c.Prepare("UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = ?1, FOLD_MS = ?2 WHERE GRANT_ID = ?3");
               if (!done.ok()) return done.status();
-              done->Bind(1, now).BindDouble(2, MsSince(started)).Bind(3, grant_id);
+              // From the apply to now, wall clock: a fold a restart
+              // interrupted counts whole, downtime included.
+              done->Bind(1, now).BindDouble(2, static_cast<double>(now - applied_at) / 1000.0).Bind(3, grant_id);
               if (Status s = done->Run(); !s.ok()) return s;
             }
             return out;

@@ -118,8 +118,9 @@ class SqlitePointCardStore final : public PointCardStore {
   void FoldLoop();
   void WakeFolder();
   // Until the folder has served every request (no grant is applied and
-  // unfolded); false when stopping or past kFoldWaitMax.
-  bool WaitForFold();
+  // unfolded); unavailable past kFoldWaitMax, or when it would have to wait
+  // while stopping.
+  Status WaitForFold();
   void Purge();
 
   db::sqlite::Database& db_;

@@ -38,7 +38,12 @@ LatencyStats Summarize(std::vector<double> ms) {
   s.min = ms.front();
   s.max = ms.back();
   s.median = ms[ms.size() / 2];
-  s.p99 = ms[std::min(ms.size() - 1, static_cast<size_t>(std::ceil(0.99 * static_cast<double>(ms.size()))) - 1)];
+  auto rank = [&](double q) {
+    return ms[std::min(ms.size() - 1,
+                       static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(ms.size())))) - 1)];
+  };
+  s.p99 = rank(0.99);
+  s.p999 = rank(0.999);
   double sum = 0;
   for (double v : ms) sum += v;
   s.mean = sum / static_cast<double>(ms.size());
@@ -369,7 +374,7 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
   batch.join();
   result.seconds = std::chrono::duration<double>(o.duration).count();
 
-  std::vector<double> all, under, over, failures, outside;
+  std::vector<double> all, under, over, failures, outside, inside;
   for (const Sample& s : shared.samples) {
     if (s.start >= end) continue;  // started after the bell
     if (s.outcome == Sample::kNg) {
@@ -381,7 +386,7 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
     auto s_end = s.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(s.ms));
     bool overlaps = false;
     for (const auto& [g0, g1] : shared.grant_windows) overlaps = overlaps || (s.start < g1 && s_end > g0);
-    if (!overlaps) outside.push_back(s.ms);
+    (overlaps ? inside : outside).push_back(s.ms);
   }
   for (const Sample& s : shared.samples) {
     if (s.start >= end) continue;
@@ -398,6 +403,7 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
   result.success_over_1s = Summarize(over);
   result.failures = Summarize(failures);
   result.success_outside_grants = Summarize(outside);
+  result.success_during_grants = Summarize(inside);
   double sum = 0;
   for (double v : shared.iterations_ms) sum += v;
   result.iteration_mean_ms = shared.iterations_ms.empty() ? 0 : sum / static_cast<double>(shared.iterations_ms.size());

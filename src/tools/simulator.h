@@ -51,7 +51,7 @@ struct SimulationOptions {
 // Latency summary in milliseconds, as the reference tabulates it.
 struct LatencyStats {
   int64_t count = 0;
-  double min = 0, mode = 0, median = 0, mean = 0, variance = 0, max = 0, p99 = 0;
+  double min = 0, mode = 0, median = 0, mean = 0, variance = 0, max = 0, p99 = 0, p999 = 0;
   int64_t mode_count = 0;
 };
 LatencyStats Summarize(std::vector<double> ms);
@@ -70,6 +70,7 @@ struct RunResult {
   int64_t retries = 0;
   LatencyStats success_all, success_under_1s, success_over_1s, failures;
   LatencyStats success_outside_grants;  // point uses that overlapped no grant
+  LatencyStats success_during_grants;   // ... and those that overlapped one (request to fold end)
   double iteration_mean_ms = 0;         // one iteration without its 100 ms wait
   std::vector<GrantRun> grants;         // completed within the run
   int64_t grants_failed = 0;

@@ -175,7 +175,27 @@ TEST_F(FromV040, ThePointCardMovesIntoItsOwnFile) {
 TEST_F(FromV040, SeedingAnotherDataSetMovesThePointCardFirst) {
   auto seed = RunHotrow({"seed", "leaderboard", "--clients", "5", "--if-empty", "--db", "sqlite:" + path});
   ASSERT_EQ(seed.exit_code, 0) << seed.output;
+  EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 2)
+      << "closed to v0.4.0 in the move's own transaction, before any migration";
   ExpectMoved();
+}
+
+// An old single-file backup restored over the main file alone, beside the
+// point card a move made: its point card is not a leftover of that move,
+// and is never dropped.
+TEST_F(FromV040, AnOldBackupRestoredBesideAMovedPointCardIsRefusedNotDropped) {
+  auto seed = RunHotrow({"seed", "leaderboard", "--clients", "5", "--if-empty", "--db", "sqlite:" + path});
+  ASSERT_EQ(seed.exit_code, 0) << seed.output;
+  fs::remove(path);
+  fs::copy_file(std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.4.0.db", path);
+  {
+    auto conn = db::sqlite::Connection::Open(path, db::sqlite::OpenMode::kReadWrite);
+    ASSERT_TRUE((*conn)->Exec("UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1 WHERE CARD_ID = 1").ok());
+  }
+  auto serve = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + path}, std::chrono::seconds(30));
+  EXPECT_NE(serve.exit_code, 0);
+  EXPECT_NE(serve.output.find("that is not the one"), std::string::npos) << serve.output;
+  EXPECT_EQ(QueryOne(path, "SELECT SUM(BALANCE) FROM S_ACCOUNT"), balances + 1) << "the backup's point card is kept";
 }
 
 // A crash at each step of the move leaves the point card whole: in the
