@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <future>
+#include <memory>
 
 #include "base/await.h"
 #include "ops/failpoint.h"
@@ -598,7 +600,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
 
   failpoint::MaybeDelay("grant.slow");
   // 2. Query on a snapshot taken after the begin.
-  std::vector<Bonus> sums;
+  std::vector<Bonus> sums, bonuses;
   {
     auto conn = db_.Reader();
     if (!conn.ok()) return fail(conn.status());
@@ -614,51 +616,72 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
       if (!*row) break;
       sums.push_back({q->Int(0), q->Int(1)});
     }
-  }
-  // Sum per card in card order (the order of P_GRANT_CREDIT's and
-  // S_ACCOUNT's B-trees: sequential pages, not random ones).
-  std::sort(sums.begin(), sums.end(), [](const Bonus& a, const Bonus& b) { return a.card_id < b.card_id; });
-  std::vector<Bonus> bonuses;
-  int64_t points = 0;
-  for (size_t i = 0; i < sums.size();) {
-    int64_t card = sums[i].card_id, total = 0;
-    for (; i < sums.size() && sums[i].card_id == card; ++i) total += sums[i].points;
-    int64_t bonus = total * request.rate_percent / 100;  // floor: amounts and rate are positive
-    if (bonus > 0) {
-      bonuses.push_back({card, bonus});
-      points += bonus;
+    // Sum per card in card order (the order of P_GRANT_CREDIT's and
+    // S_ACCOUNT's B-trees: sequential pages, not random ones).
+    std::sort(sums.begin(), sums.end(), [](const Bonus& a, const Bonus& b) { return a.card_id < b.card_id; });
+    for (size_t i = 0; i < sums.size();) {
+      int64_t card = sums[i].card_id, total = 0;
+      for (; i < sums.size() && sums[i].card_id == card; ++i) total += sums[i].points;
+      int64_t bonus = total * request.rate_percent / 100;  // floor: amounts and rate are positive
+      if (bonus > 0) bonuses.push_back({card, bonus});
+    }
+    sums = {};
+    // Cards are never deleted; a history row without its card (which
+    // `hotrow check` reports) gets nothing and is not counted. Checked here,
+    // on the snapshot, by one merge with S_ACCOUNT's ids: off the writer.
+    if (!bonuses.empty()) {
+      auto ids = (*conn)->Prepare("SELECT CARD_ID FROM S_ACCOUNT WHERE CARD_ID >= ?1 ORDER BY CARD_ID");
+      if (!ids.ok()) return fail(ids.status());
+      ids->Bind(1, bonuses.front().card_id);
+      size_t kept = 0;
+      auto row = ids->Step();
+      for (const Bonus& b : bonuses) {
+        while (row.ok() && *row && ids->Int(0) < b.card_id) row = ids->Step();
+        if (!row.ok()) return fail(row.status());
+        if (*row && ids->Int(0) == b.card_id) bonuses[kept++] = b;
+      }
+      bonuses.resize(kept);
     }
   }
-  sums = {};
+  int64_t points = 0;
+  for (const Bonus& b : bonuses) points += b.points;
+  const auto cards = static_cast<int64_t>(bonuses.size());
   double query_ms = MsSince(start);
 
   // 3. Stage the credits, a chunk per op: point uses run between chunks.
+  // Two chunks in flight, so that the next is queued while one commits and
+  // consecutive batches carry one each, without a round trip between them.
   auto stage_start = std::chrono::steady_clock::now();
-  for (size_t at = 0; at < bonuses.size(); at += options_.stage_chunk) {
+  std::deque<std::future<Result<db::sqlite::Unit>>> in_flight;
+  Status staging;
+  auto collect = [&] {
+    auto r = in_flight.front().get();
+    in_flight.pop_front();
+    if (!r.ok() && staging.ok()) staging = r.status();
+  };
+  for (size_t at = 0; at < bonuses.size() && staging.ok(); at += static_cast<size_t>(options_.stage_chunk)) {
     size_t end = std::min(bonuses.size(), at + static_cast<size_t>(options_.stage_chunk));
-    auto staged = OnWriter<db::sqlite::Unit>(db_.writer(), [&](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
-      // Cards are never deleted; a history row without its card (which
-      // `hotrow check` reports) gets nothing, and is not counted.
-      auto q = c.Prepare(
-          "INSERT INTO P_GRANT_CREDIT (CARD_ID, GRANT_ID, POINTS) "
-          "SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM S_ACCOUNT WHERE CARD_ID = ?1)");
-      if (!q.ok()) return q.status();
-      for (size_t i = at; i < end; ++i) {
-        q->Reset();
-        if (Status s = q->Bind(1, bonuses[i].card_id).Bind(2, grant_id).Bind(3, bonuses[i].points).Run(); !s.ok())
-          return s;
-        if (c.Changes() == 0) bonuses[i].points = 0;  // this op's own vector: the grant thread waits for it
-        failpoint::MaybeCrash("grant.write", static_cast<int64_t>(i + 1));
-      }
-      return db::sqlite::Unit{};
-    });
-    if (!staged.ok()) return fail(staged.status());
+    auto promise = std::make_shared<std::promise<Result<db::sqlite::Unit>>>();
+    in_flight.push_back(promise->get_future());
+    db::sqlite::SubmitCall<db::sqlite::Unit>(
+        db_.writer(),
+        [&bonuses, at, end, grant_id](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
+          auto q = c.Prepare("INSERT INTO P_GRANT_CREDIT (CARD_ID, GRANT_ID, POINTS) VALUES (?1, ?2, ?3)");
+          if (!q.ok()) return q.status();
+          for (size_t i = at; i < end; ++i) {
+            q->Reset();
+            if (Status s = q->Bind(1, bonuses[i].card_id).Bind(2, grant_id).Bind(3, bonuses[i].points).Run(); !s.ok())
+              return s;
+            failpoint::MaybeCrash("grant.write", static_cast<int64_t>(i + 1));
+          }
+          return db::sqlite::Unit{};
+        },
+        [promise](Result<db::sqlite::Unit> r) { promise->set_value(std::move(r)); });
+    if (in_flight.size() >= kStageInFlight) collect();
   }
+  while (!in_flight.empty()) collect();
+  if (!staging.ok()) return fail(staging);
   double update_ms = MsSince(stage_start);
-  int64_t cards = 0;
-  points = 0;
-  for (const Bonus& b : bonuses)
-    if (b.points > 0) ++cards, points += b.points;
   bonuses = {};
 
   // 4. Apply: one small commit makes all of it visible.

@@ -77,8 +77,8 @@ struct SqlitePointCardOptions {
   // Cards per staging and per fold op: each holds the writer for a few ms
   // at these sizes (docs/pointcard.md); the tests use small ones to cross
   // chunk boundaries on small data.
-  int64_t stage_chunk = 16384;
-  int64_t fold_chunk = 8192;
+  int64_t stage_chunk = 4096;  // two in flight (kStageInFlight)
+  int64_t fold_chunk = 1024;
 };
 
 class SqlitePointCardStore final : public PointCardStore {
@@ -102,6 +102,7 @@ class SqlitePointCardStore final : public PointCardStore {
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
   void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) override;
 
+  static constexpr size_t kStageInFlight = 2;
   // How long a grant waits at its apply for the previous grant's fold.
   static constexpr std::chrono::seconds kFoldWaitMax{60};
 
