@@ -829,28 +829,107 @@ Status SqlitePointCardStore::WaitForFold() {
 
 // Step 5. One op per chunk of cards; the chunk that finds fewer than a full
 // chunk left marks the grant folded in the same commit.
+// One grant's fold in progress: its chunks chain on the writer (each
+// submits the next from its Finish, so consecutive batches carry one each
+// with no thread's round trip between them); the folder waits for `done`.
+struct SqlitePointCardStore::FoldRun {
+  int64_t grant_id = 0;
+  int64_t applied_at = 0;
+  int64_t after_card = INT64_MIN;  // the cursor: every credit up to it is folded
+  int64_t folded_cards = 0;
+  std::promise<Result<bool>> done;  // true: folded; false: stopped between chunks
+};
+
+Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sqlite::Connection& c, FoldRun& run) {
+  const int64_t grant_id = run.grant_id, after_card = run.after_card, folded_cards = run.folded_cards,
+                applied_at = run.applied_at;
+  auto q = c.Prepare(
+      "SELECT CARD_ID, POINTS FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 ORDER BY CARD_ID LIMIT ?3");
+  if (!q.ok()) return q.status();
+  q->Bind(1, after_card).Bind(2, grant_id).Bind(3, options_.fold_chunk);
+  std::vector<Bonus> credits;
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    credits.push_back({q->Int(0), q->Int(1)});
+  }
+  int64_t now = NextTime();
+  auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
+  if (!read.ok()) return read.status();
+  auto writer = GrantRowWriter::Prepare(c);
+  if (!writer.ok()) return writer.status();
+  for (const Bonus& b : credits) {
+    read->Reset();
+    auto row = read->Bind(1, b.card_id).Step();
+    if (!row.ok()) return row.status();
+    if (*row) {  // cards are never deleted; a missing one gets nothing
+      if (Status s = writer->Write(b.card_id, b.points, read->Int(0) + b.points, now); !s.ok()) return s;
+    }
+    failpoint::MaybeCrash("grant.fold", folded_cards + 1 + (&b - credits.data()));
+  }
+  if (!credits.empty()) {  // consumed: one range of the key, not a delete per card
+    auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
+    if (!consume.ok()) return consume.status();
+    if (Status s = consume->Bind(1, after_card).Bind(2, credits.back().card_id).Bind(3, grant_id).Run(); !s.ok())
+      return s;
+  }
+  FoldChunk out{credits.empty() ? after_card : credits.back().card_id, static_cast<int64_t>(credits.size()),
+                static_cast<int64_t>(credits.size()) < options_.fold_chunk, credit_epoch_};
+  if (out.finished) {
+    auto done = c.Prepare("UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = ?1, FOLD_MS = ?2 WHERE GRANT_ID = ?3");
+    if (!done.ok()) return done.status();
+    // From the apply to now, wall clock: a fold a restart interrupted
+    // counts whole, downtime included.
+    done->Bind(1, now).BindDouble(2, static_cast<double>(now - applied_at) / 1000.0).Bind(3, grant_id);
+    if (Status s = done->Run(); !s.ok()) return s;
+  }
+  return out;
+}
+
+void SqlitePointCardStore::SubmitFoldChunk(const std::shared_ptr<FoldRun>& run) {
+  db::sqlite::SubmitCall<FoldChunk>(
+      db_.writer(), [this, run](sqlite::Connection& c) { return ApplyFoldChunk(c, *run); },
+      [this, run](Result<FoldChunk> r) {
+        // On the writer thread, after the commit (or on the submitting
+        // thread, if the writer refused the op).
+        if (!r.ok()) return run->done.set_value(r.status());
+        run->after_card = r->last_card;
+        run->folded_cards += r->cards;
+        if (r->finished) {
+          // No credit is left once the applied grant has folded (grants
+          // apply one at a time), unless another applied after the chunk
+          // ran, in its batch.
+          if (credit_epoch_ == r->epoch) credit_possible_ = false;
+          return run->done.set_value(true);
+        }
+        bool stopping;
+        {
+          std::lock_guard lock(fold_mutex_);
+          stopping = fold_stopped_;
+        }
+        if (stopping) return run->done.set_value(false);  // between chunks; the next start resumes
+        SubmitFoldChunk(run);
+      });
+}
+
+// Step 5: the folder finds the applied grant and runs its chunks.
 void SqlitePointCardStore::FoldLoop() {
-  struct Chunk {
-    int64_t last_card = 0;
-    int64_t cards = 0;
-    bool finished = false;
-  };
-  int64_t grant_id = 0, applied_at = 0, after_card = INT64_MIN, folded_cards = 0;
-  uint64_t seen = 0;  // fold_requests_ when this pass began looking
-  auto started = std::chrono::steady_clock::now();
   auto pause = [this] {
     std::unique_lock lock(fold_mutex_);
     fold_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return fold_stopped_; });
   };
+  std::shared_ptr<FoldRun> run;  // the grant being folded, kept across a paused attempt
+  uint64_t seen = 0;             // fold_requests_ when this pass began looking
+  auto started = std::chrono::steady_clock::now();
   while (true) {
-    if (grant_id == 0) {
-      {
-        std::unique_lock lock(fold_mutex_);
-        fold_cv_.wait(lock, [this] { return fold_stopped_ || fold_served_ != fold_requests_; });
-        if (fold_stopped_) return;
-        seen = fold_requests_;
-      }
-      // The applied grant, if any (read on the writer: current).
+    {
+      std::unique_lock lock(fold_mutex_);
+      if (!run) fold_cv_.wait(lock, [this] { return fold_stopped_ || fold_served_ != fold_requests_; });
+      if (fold_stopped_) return;
+      if (!run) seen = fold_requests_;
+    }
+    if (!run) {
       if (!db_.writer().started()) {  // Open runs before the writer starts
         pause();
         continue;
@@ -881,90 +960,25 @@ void SqlitePointCardStore::FoldLoop() {
         fold_cv_.notify_all();
         continue;
       }
-      grant_id = next->grant_id;
-      applied_at = next->applied_at;
-      after_card = INT64_MIN;
-      folded_cards = 0;
+      run = std::make_shared<FoldRun>();
+      run->grant_id = next->grant_id;
+      run->applied_at = next->applied_at;
       started = std::chrono::steady_clock::now();
     }
-    {
-      std::lock_guard lock(fold_mutex_);
-      if (fold_stopped_) return;  // between chunks; the next start resumes
-    }
-    uint64_t epoch = 0;  // credit_epoch_ when the chunk ran
-    auto chunk = Await<Result<Chunk>>([&](auto answer) {
-      db::sqlite::SubmitCall<Chunk>(
-          db_.writer(),
-          [&](sqlite::Connection& c) -> Result<Chunk> {
-            auto q = c.Prepare(
-                "SELECT CARD_ID, POINTS FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 "
-                "ORDER BY CARD_ID LIMIT ?3");
-            if (!q.ok()) return q.status();
-            q->Bind(1, after_card).Bind(2, grant_id).Bind(3, options_.fold_chunk);
-            std::vector<Bonus> credits;
-            while (true) {
-              auto row = q->Step();
-              if (!row.ok()) return row.status();
-              if (!*row) break;
-              credits.push_back({q->Int(0), q->Int(1)});
-            }
-            int64_t now = NextTime();
-            auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
-            if (!read.ok()) return read.status();
-            auto writer = GrantRowWriter::Prepare(c);
-            if (!writer.ok()) return writer.status();
-            for (const Bonus& b : credits) {
-              read->Reset();
-              auto row = read->Bind(1, b.card_id).Step();
-              if (!row.ok()) return row.status();
-              if (*row) {  // cards are never deleted; a missing one gets nothing
-                if (Status s = writer->Write(b.card_id, b.points, read->Int(0) + b.points, now); !s.ok()) return s;
-              }
-              failpoint::MaybeCrash("grant.fold", folded_cards + 1 + (&b - credits.data()));
-            }
-            if (!credits.empty()) {  // consumed: one range of the key, not a delete per card
-              auto consume =
-                  c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
-              if (!consume.ok()) return consume.status();
-              if (Status s = consume->Bind(1, after_card).Bind(2, credits.back().card_id).Bind(3, grant_id).Run();
-                  !s.ok())
-                return s;
-            }
-            Chunk out{credits.empty() ? after_card : credits.back().card_id, static_cast<int64_t>(credits.size()),
-                      static_cast<int64_t>(credits.size()) < options_.fold_chunk};
-            epoch = credit_epoch_;
-            if (out.finished) {
-              auto done =
-                  c.Prepare("UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = ?1, FOLD_MS = ?2 WHERE GRANT_ID = ?3");
-              if (!done.ok()) return done.status();
-              // From the apply to now, wall clock: a fold a restart
-              // interrupted counts whole, downtime included.
-              done->Bind(1, now).BindDouble(2, static_cast<double>(now - applied_at) / 1000.0).Bind(3, grant_id);
-              if (Status s = done->Run(); !s.ok()) return s;
-            }
-            return out;
-          },
-          [&, answer](Result<Chunk> r) {
-            // On the writer thread, after the commit: no credit is left once
-            // the applied grant has folded (grants apply one at a time),
-            // unless another applied after the chunk ran, in its batch.
-            if (r.ok() && r->finished && credit_epoch_ == epoch) credit_possible_ = false;
-            answer(std::move(r));
-          });
-    });
-    if (!chunk.ok()) {
-      log::Warn("grant {}: folding paused (it resumes): {}", grant_id, chunk.status().ToString());
+    run->done = std::promise<Result<bool>>();
+    auto future = run->done.get_future();
+    SubmitFoldChunk(run);
+    auto folded = future.get();
+    if (!folded.ok()) {
+      log::Warn("grant {}: folding paused (it resumes): {}", run->grant_id, folded.status().ToString());
       pause();
       continue;
     }
-    folded_cards += chunk->cards;
-    after_card = chunk->last_card;
-    if (chunk->finished) {
-      double ms = MsSince(started);
-      FoldSeconds().Observe(static_cast<uint64_t>(ms * 1e6));
-      log::Info("grant {}: {} history row(s) written (folded) in {:.0f} ms", grant_id, folded_cards, ms);
-      grant_id = 0;  // look again: the requests seen are served only when none is left
-    }
+    if (!*folded) return;  // stopping
+    double ms = MsSince(started);
+    FoldSeconds().Observe(static_cast<uint64_t>(ms * 1e6));
+    log::Info("grant {}: {} history row(s) written (folded) in {:.0f} ms", run->grant_id, run->folded_cards, ms);
+    run.reset();  // look again: the requests seen are served only when none is left
   }
 }
 

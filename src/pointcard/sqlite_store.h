@@ -117,6 +117,15 @@ class SqlitePointCardStore final : public PointCardStore {
   // op's transaction): its new balance.
   Result<int64_t> FoldCard(db::sqlite::Connection& c, int64_t card_id, int64_t balance);
   void FoldLoop();
+  struct FoldRun;  // one grant's fold in progress (sqlite_store.cc)
+  struct FoldChunk {
+    int64_t last_card = 0;
+    int64_t cards = 0;
+    bool finished = false;
+    uint64_t epoch = 0;  // credit_epoch_ when the chunk ran
+  };
+  Result<FoldChunk> ApplyFoldChunk(db::sqlite::Connection& c, FoldRun& run);
+  void SubmitFoldChunk(const std::shared_ptr<FoldRun>& run);
   void WakeFolder();
   // Until the folder has served every request (no grant is applied and
   // unfolded); unavailable past kFoldWaitMax, or when it would have to wait
