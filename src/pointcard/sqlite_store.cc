@@ -649,8 +649,9 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
   double query_ms = MsSince(start);
 
   // 3. Stage the credits, a chunk per op: point uses run between chunks.
-  // Two chunks in flight, so that the next is queued while one commits and
-  // consecutive batches carry one each, without a round trip between them.
+  // Two chunks in flight, so that the next is queued while one commits (a
+  // batch may carry both: 8,192 cards, a few ms), without a round trip
+  // between them.
   auto stage_start = std::chrono::steady_clock::now();
   std::deque<std::future<Result<db::sqlite::Unit>>> in_flight;
   Status staging;
@@ -828,16 +829,14 @@ Status SqlitePointCardStore::WaitForFold() {
 }
 
 // Step 5. One op per chunk of cards; the chunk that finds fewer than a full
-// chunk left marks the grant folded in the same commit.
-// One grant's fold in progress: its chunks chain on the writer (each
-// submits the next from its Finish, so consecutive batches carry one each
-// with no thread's round trip between them); the folder waits for `done`.
+// chunk left marks the grant folded in the same commit. One grant's fold in progress: its chunks chain on the writer
+// (each submits the next from its Finish, so consecutive batches carry one each with no thread's round trip between
+// them); the folder waits for `done`.
 struct SqlitePointCardStore::FoldRun {
   int64_t grant_id = 0;
   int64_t applied_at = 0;
   int64_t after_card = INT64_MIN;  // the cursor: every credit up to it is folded
   int64_t folded_cards = 0;
-  std::promise<Result<bool>> done;  // true: folded; false: stopped between chunks
 };
 
 Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sqlite::Connection& c, FoldRun& run) {
@@ -887,13 +886,13 @@ Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sql
   return out;
 }
 
-void SqlitePointCardStore::SubmitFoldChunk(const std::shared_ptr<FoldRun>& run) {
+void SqlitePointCardStore::SubmitFoldChunk(const std::shared_ptr<FoldRun>& run, const FoldDone& done) {
   db::sqlite::SubmitCall<FoldChunk>(
       db_.writer(), [this, run](sqlite::Connection& c) { return ApplyFoldChunk(c, *run); },
-      [this, run](Result<FoldChunk> r) {
+      [this, run, done](Result<FoldChunk> r) {
         // On the writer thread, after the commit (or on the submitting
         // thread, if the writer refused the op).
-        if (!r.ok()) return run->done.set_value(r.status());
+        if (!r.ok()) return done->set_value(r.status());
         run->after_card = r->last_card;
         run->folded_cards += r->cards;
         if (r->finished) {
@@ -901,19 +900,19 @@ void SqlitePointCardStore::SubmitFoldChunk(const std::shared_ptr<FoldRun>& run) 
           // apply one at a time), unless another applied after the chunk
           // ran, in its batch.
           if (credit_epoch_ == r->epoch) credit_possible_ = false;
-          return run->done.set_value(true);
+          return done->set_value(true);
         }
         bool stopping;
         {
           std::lock_guard lock(fold_mutex_);
           stopping = fold_stopped_;
         }
-        if (stopping) return run->done.set_value(false);  // between chunks; the next start resumes
-        SubmitFoldChunk(run);
+        if (stopping) return done->set_value(false);  // between chunks; the next start resumes
+        SubmitFoldChunk(run, done);
       });
 }
 
-// Step 5: the folder finds the applied grant and runs its chunks.
+// The folder: finds the applied grant and runs its chunks.
 void SqlitePointCardStore::FoldLoop() {
   auto pause = [this] {
     std::unique_lock lock(fold_mutex_);
@@ -965,9 +964,11 @@ void SqlitePointCardStore::FoldLoop() {
       run->applied_at = next->applied_at;
       started = std::chrono::steady_clock::now();
     }
-    run->done = std::promise<Result<bool>>();
-    auto future = run->done.get_future();
-    SubmitFoldChunk(run);
+    // One promise per attempt, held by its chain: a paused attempt's last
+    // callback may still be returning from it.
+    auto done = std::make_shared<std::promise<Result<bool>>>();
+    auto future = done->get_future();
+    SubmitFoldChunk(run, done);
     auto folded = future.get();
     if (!folded.ok()) {
       log::Warn("grant {}: folding paused (it resumes): {}", run->grant_id, folded.status().ToString());

@@ -56,13 +56,14 @@
 // argument in full and the failpoint tests for each phase.
 //
 // What waits for what: the grant waits for one batch per step; point uses
-// wait for at most one staging or fold chunk in their batch (milliseconds);
-// reads never wait.
+// wait for the chunks in their batch (at most two staging chunks and one
+// fold chunk: milliseconds); reads never wait.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -125,7 +126,10 @@ class SqlitePointCardStore final : public PointCardStore {
     uint64_t epoch = 0;  // credit_epoch_ when the chunk ran
   };
   Result<FoldChunk> ApplyFoldChunk(db::sqlite::Connection& c, FoldRun& run);
-  void SubmitFoldChunk(const std::shared_ptr<FoldRun>& run);
+  // Its answer: true, folded; false, stopped between chunks; or the error
+  // that paused it.
+  using FoldDone = std::shared_ptr<std::promise<Result<bool>>>;
+  void SubmitFoldChunk(const std::shared_ptr<FoldRun>& run, const FoldDone& done);
   void WakeFolder();
   // Until the folder has served every request (no grant is applied and
   // unfolded); unavailable past kFoldWaitMax, or when it would have to wait
