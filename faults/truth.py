@@ -8,6 +8,9 @@ import collections
 import sqlite3
 import subprocess
 
+# An applied grant's credit not folded yet (both backends' P_GRANT_CREDIT).
+_APPLIED = "FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE g.STATE = 'applied'"
+
 
 class PgTruth:
     def __init__(self, pg, redis):
@@ -35,12 +38,18 @@ class PgTruth:
         return collections.Counter((int(c), int(s), int(a)) for c, s, a in rows)
 
     def grants(self):
+        # A 'staging' grant never answered (its lease runs out, and it goes).
         rows = self.pg.rows("SELECT GRANT_ID, CARDS, POINTS, COALESCE(IDEMPOTENCY_KEY, '') FROM P_GRANT "
-                            "ORDER BY GRANT_ID")
+                            "WHERE STATE <> 'staging' ORDER BY GRANT_ID")
         return [(int(g), int(c), int(p), k) for g, c, p, k in rows]
 
     def grant_rows(self):
-        (n, points), = self.pg.rows("SELECT count(*), COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0")
+        # Written grant rows plus an applied grant's credit not folded yet, in
+        # one statement (one snapshot): any instance resumes a fold.
+        (n, points), = self.pg.rows(
+            "SELECT (SELECT count(*) FROM H_TRANSACTION WHERE STORE_ID = 0) + (SELECT count(*) " + _APPLIED + "), "
+            "(SELECT COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0) + "
+            "(SELECT COALESCE(sum(c.POINTS), 0) " + _APPLIED + ")")
         return int(n), int(points)
 
     def board(self):
@@ -87,11 +96,10 @@ class SqliteTruth:
     def grant_rows(self):
         # Written grant rows plus an applied grant's credit not folded yet, in
         # one snapshot (a fold resumes after a crash: src/pointcard/sqlite_store.h).
-        applied = ("FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE g.STATE = 'applied'")
         (n, points), = self._query(
-            "SELECT (SELECT count(*) FROM H_TRANSACTION WHERE STORE_ID = 0) + (SELECT count(*) " + applied + "), "
+            "SELECT (SELECT count(*) FROM H_TRANSACTION WHERE STORE_ID = 0) + (SELECT count(*) " + _APPLIED + "), "
             "(SELECT COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0) + "
-            "(SELECT COALESCE(sum(c.POINTS), 0) " + applied + ")", self.cards_path)
+            "(SELECT COALESCE(sum(c.POINTS), 0) " + _APPLIED + ")", self.cards_path)
         return n, points
 
     def board(self):

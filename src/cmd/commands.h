@@ -24,6 +24,7 @@ struct ServeFlags {
   int shutdown_grace_ms = 15000;
   int drain_delay_ms = 5000;
   int db_connect_timeout_s = 60;
+  int64_t grant_fold_chunk = 0;  // 0: the store's default
   std::string metrics_token;
   std::string access_log = "off";
   std::string log_format = "text";

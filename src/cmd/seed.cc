@@ -241,7 +241,7 @@ int SeedPostgres(const SeedFlags& f, const std::string& url) {
                  ? Target{"leaderboard", "TRUNCATE leaderboard", leaderboard::CreatePostgresLeaderboardSchema}
                  : Target{"S_ACCOUNT",
                           "TRUNCATE H_TRANSACTION, S_ACCOUNT, M_STORE, M_REGION, P_IDEMPOTENCY, "
-                          "P_GRANT RESTART IDENTITY",
+                          "P_GRANT, P_GRANT_CREDIT RESTART IDENTITY",
                           pointcard::CreatePostgresPointCardSchema};
   if (Status s = t.create(c); !s.ok()) {
     log::Error("{}", s.ToString());

@@ -125,6 +125,12 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_DB_CONNECT_TIMEOUT")
       ->check(CLI::Range(0, 3600))
       ->capture_default_str();
+  c->add_option("--grant-fold-chunk", f.grant_fold_chunk,
+                "Cards per commit when a point grant's credits are folded into history after its answer (0: 1024 on "
+                "SQLite, 4096 on PostgreSQL)")
+      ->envname("HOTROW_GRANT_FOLD_CHUNK")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->capture_default_str();
   c->add_option("--metrics-token", f.metrics_token,
                 "Bearer token for GET /metrics (none: /metrics is public); not the admin token")
       ->envname("HOTROW_METRICS_TOKEN");
@@ -299,7 +305,10 @@ bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
   // First: it moves the point card out of a file an older release wrote.
   if (!Take(pointcard::OpenPointCardDatabase(*b.sqlite, options), &b.card_sqlite, "point card")) return false;
   if (!Take(dateplan::SqliteDatePlanStore::Open(*b.sqlite), &b.plan_store, "date plans")) return false;
-  if (!Take(pointcard::SqlitePointCardStore::Open(*b.card_sqlite), &b.card_store, "point card")) return false;
+  pointcard::SqlitePointCardOptions card_options;
+  if (f.grant_fold_chunk > 0) card_options.fold_chunk = f.grant_fold_chunk;
+  if (!Take(pointcard::SqlitePointCardStore::Open(*b.card_sqlite, card_options), &b.card_store, "point card"))
+    return false;
   if (f.redis.empty() && !Take(leaderboard::SqliteLeaderboardStore::Open(*b.sqlite), &b.board_store, "leaderboard"))
     return false;
   b.sqlite->writer().Start();
@@ -315,7 +324,7 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   options.queue_max = static_cast<size_t>(f.max_connections) + 1024;
   // The bounds under --handler-timeout-ms (H): at most 0.3 H waiting for a
   // connection, 0.7 H for a statement (lock waits included: a payment may
-  // wait out a grant's table lock, seconds). PostgreSQL aborts first, so the
+  // wait for a fold chunk's row locks, milliseconds). PostgreSQL aborts first, so the
   // 503 is definite; grants lift it (SET LOCAL), and so do start-up and
   // reloads (Pool::Run).
   int64_t h = f.handler_timeout_ms;
@@ -327,7 +336,9 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
     return false;
   if (!Take(dateplan::PostgresDatePlanStore::Open(*b.pool, options.queue_max), &b.plan_store, "date plans"))
     return false;
-  if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool), &b.card_store, "point card")) return false;
+  pointcard::PostgresPointCardOptions card_options;
+  if (f.grant_fold_chunk > 0) card_options.fold_chunk = f.grant_fold_chunk;
+  if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool, card_options), &b.card_store, "point card")) return false;
   if (f.redis.empty() && !Take(leaderboard::PostgresLeaderboardStore::Open(*b.pool), &b.board_store, "leaderboard"))
     return false;
   log::Info("PostgreSQL: pool of {} connection(s)", f.db_pool);

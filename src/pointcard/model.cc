@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "ops/metrics.h"
+
 namespace hotrow::pointcard {
 
 std::string FormatTime(int64_t us) {
@@ -125,6 +127,12 @@ Status PeriodAlreadyGranted(int64_t grant_id, int64_t from_us, int64_t to_us) {
 
 Status PeriodNotEnded() {
   return Status::InvalidField("to", "the period must have ended: to must not be in the future");
+}
+
+metrics::Histogram& GrantFoldSeconds() {
+  static metrics::Histogram& h = metrics::Registry::Default().GetHistogram(
+      "hotrow_pointcard_grant_phase_seconds", kGrantPhaseHelp, {{"phase", "fold"}}, metrics::LatencyBuckets(), 1e9);
+  return h;
 }
 
 }  // namespace hotrow::pointcard

@@ -18,6 +18,10 @@
 
 #include "base/status.h"
 
+namespace hotrow::metrics {
+class Histogram;
+}  // namespace hotrow::metrics
+
 namespace hotrow::pointcard {
 
 inline constexpr int64_t kAmountAbsMax = 1000000;
@@ -135,6 +139,8 @@ struct GrantInfo {
 inline constexpr const char* kGrantPhaseHelp =
     "Time of each phase of a point grant (query, update: writing its credits, commit: making it visible, fold: "
     "writing its history rows after the answer).";
+// Its phase="fold" series, observed in nanoseconds by the stores.
+metrics::Histogram& GrantFoldSeconds();
 
 // "2026-11-30T06:00:00.123456Z".
 std::string FormatTime(int64_t us);

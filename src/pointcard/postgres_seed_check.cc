@@ -49,7 +49,8 @@ class CopySink final : public PointCardSink {
       if (Status s = Flush(cards_, kCards); !s.ok()) return s;
     }
     history_ += Timestamp(r.payment_time_us) + "\t" + std::to_string(r.card_id) + "\t" + std::to_string(r.store_id) +
-                "\t" + std::to_string(r.amount) + "\t" + std::to_string(r.balance) + "\n";
+                "\t" + std::to_string(r.amount) + "\t" + std::to_string(r.balance) +
+                (r.amount > 0 ? "\tcharge\n" : "\tpayment\n");
     return history_.size() > kChunk ? Flush(history_, kHistory) : Status::Ok();
   }
   Status Finish() override {
@@ -67,7 +68,7 @@ class CopySink final : public PointCardSink {
   static constexpr size_t kChunk = 8 << 20;
   static constexpr const char* kCards = "COPY S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE) FROM STDIN";
   static constexpr const char* kHistory =
-      "COPY H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE) FROM STDIN";
+      "COPY H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) FROM STDIN";
   static std::string Timestamp(int64_t us) {
     std::string t = FormatTime(us);  // 2026-11-30T06:00:00.123456Z
     t[10] = ' ';
@@ -139,6 +140,21 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn) {
       {"duplicate time",
        "SELECT CARD_ID, 'has ' || COUNT(*) || ' rows at ' || PAYMENT_TIME FROM H_TRANSACTION "
        "GROUP BY CARD_ID, PAYMENT_TIME HAVING COUNT(*) > 1"},
+      {"kind",
+       "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' (store ' || STORE_ID || ', amount ' || AMOUNT || ') has KIND ' "
+       "|| KIND FROM H_TRANSACTION WHERE KIND <> CASE WHEN STORE_ID = 0 THEN 'grant' WHEN AMOUNT > 0 THEN 'charge' "
+       "ELSE 'payment' END ORDER BY CARD_ID"},
+      {"orphan credit",
+       "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || ' to a card that does not exist' FROM P_GRANT_CREDIT c "
+       "WHERE NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = c.CARD_ID) ORDER BY c.CARD_ID"},
+      {"stale credit",
+       "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || COALESCE(': the grant is ' || g.STATE, ': no such "
+       "grant') "
+       "FROM P_GRANT_CREDIT c LEFT JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+       "WHERE g.STATE IS NULL OR g.STATE NOT IN ('staging', 'applied') ORDER BY c.CARD_ID"},
+      {"credit",
+       "SELECT CARD_ID, 'credit of grant ' || GRANT_ID || ' is ' || POINTS || ' points' FROM P_GRANT_CREDIT "
+       "WHERE POINTS <= 0 ORDER BY CARD_ID"},
   };
   for (const auto& p : probes) {
     auto rows = conn.Query(p.sql);
@@ -149,11 +165,15 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn) {
     for (int i = 0; i < rows->size(); ++i)
       add(p.kind, "card " + std::string(rows->Text(i, 0)) + " " + std::string(rows->Text(i, 1)));
   }
-  auto counts = conn.Query("SELECT (SELECT COUNT(*) FROM S_ACCOUNT), (SELECT COUNT(*) FROM H_TRANSACTION)");
+  auto counts = conn.Query(
+      "SELECT (SELECT COUNT(*) FROM S_ACCOUNT), (SELECT COUNT(*) FROM H_TRANSACTION), "
+      "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "WHERE g.STATE = 'applied')");
   log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   if (!counts.ok()) return counts.status();
   report.cards = counts->Int(0, 0);
   report.rows = counts->Int(0, 1);
+  report.pending_points = counts->Int(0, 2);
   return report;
 }
 

@@ -13,8 +13,44 @@ namespace pg = db::pg;
 namespace {
 constexpr int64_t kSchemaLock = 72720003;  // advisory lock key (pg::WithSchemaLock)
 
+// Point-card migration 1 (v0.6.0): stall-free grants (postgres_store.h).
+//   - H_TRANSACTION.KIND, backfilled from the sign and the store; a trigger
+//     fills it for rows an older instance inserts without one during a
+//     rolling upgrade (its WHEN keeps it off this release's inserts).
+//   - P_GRANT's state: 'staging' (credits being written, under a lease),
+//     'applied' (visible; its fold runs), 'folded'. Earlier grants wrote
+//     their rows in their own transaction: folded at their GRANT_TIME.
+//   - P_GRANT_CREDIT: the staged credits, one row per card and grant.
+constexpr std::string_view kStagedGrants = R"sql(
+  ALTER TABLE H_TRANSACTION ADD COLUMN KIND text;
+  UPDATE H_TRANSACTION SET KIND = CASE WHEN STORE_ID = 0 THEN 'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END;
+  ALTER TABLE H_TRANSACTION ALTER COLUMN KIND SET NOT NULL;
+  CREATE FUNCTION hotrow_history_kind() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    NEW.KIND := CASE WHEN NEW.STORE_ID = 0 THEN 'grant' WHEN NEW.AMOUNT > 0 THEN 'charge' ELSE 'payment' END;
+    RETURN NEW;
+  END $$;
+  CREATE TRIGGER H_TRANSACTION_KIND BEFORE INSERT ON H_TRANSACTION FOR EACH ROW WHEN (NEW.KIND IS NULL)
+    EXECUTE FUNCTION hotrow_history_kind();
+  ALTER TABLE P_GRANT ADD COLUMN STATE text NOT NULL DEFAULT 'folded', ADD COLUMN APPLIED_TIME timestamp,
+    ADD COLUMN FOLDED_TIME timestamp, ADD COLUMN FOLD_MS double precision, ADD COLUMN LEASE_UNTIL timestamp,
+    ADD COLUMN FOLD_CURSOR bigint NOT NULL DEFAULT -1;
+  UPDATE P_GRANT SET APPLIED_TIME = GRANT_TIME, FOLDED_TIME = GRANT_TIME, FOLD_MS = 0;
+  CREATE INDEX P_GRANT_UNFOLDED ON P_GRANT (GRANT_ID) WHERE STATE <> 'folded';
+  CREATE TABLE P_GRANT_CREDIT (
+    CARD_ID  bigint NOT NULL,
+    GRANT_ID bigint NOT NULL,
+    POINTS   bigint NOT NULL,
+    PRIMARY KEY (CARD_ID, GRANT_ID)
+  );
+)sql";
+
+Status CreateFunctions(pg::Connection& conn);
+
+// Created as v0.1.0 made them, then migrated (pg::Migrate); the functions
+// are (re)created after the steps, which add the columns they use.
 Status CreateSchema(pg::Connection& conn) {
-  return conn.Exec(R"sql(
+  if (Status s = conn.Exec(R"sql(
     CREATE TABLE IF NOT EXISTS M_REGION (
       REGION_ID   int PRIMARY KEY,
       REGION_NAME varchar(256) NOT NULL
@@ -83,13 +119,25 @@ Status CreateSchema(pg::Connection& conn) {
       FINGERPRINT     text
     );
 
+  )sql");
+      !s.ok())
+    return s;
+  if (Status s = pg::Migrate(conn, "pointcard", {{.sql = kStagedGrants}}); !s.ok()) return s;
+  return CreateFunctions(conn);
+}
+
+Status CreateFunctions(pg::Connection& conn) {
+  if (Status s = conn.Exec(R"sql(
     CREATE OR REPLACE FUNCTION hotrow_us(t timestamp) RETURNS bigint
       LANGUAGE sql IMMUTABLE AS $$ SELECT (EXTRACT(EPOCH FROM t) * 1000000)::bigint $$;
     CREATE OR REPLACE FUNCTION hotrow_ts(us bigint) RETURNS timestamp
       LANGUAGE sql IMMUTABLE AS $$ SELECT 'epoch'::timestamp + us * interval '1 microsecond' $$;
 
-    -- The online point use, with the row's time and balance. outcome is a
-    -- small integer, the contract with PayResult in postgres_store.cc:
+    -- The online point use of v0.2.0-v0.5.0, kept for instances of those
+    -- releases still running beside this one during an upgrade (they never
+    -- fold staged credit, which leaves it to the fold: still exact). With
+    -- the row's time and balance. outcome is a small integer, the contract
+    -- with PayResult in postgres_store.cc:
     -- 0 ok, 1 refused, 2 no card, 3 key mismatch, 4 replayed, 5 replayed
     -- refusal.
     -- enable_seqscan = off: SSI locks what a scan reads at the scan's
@@ -142,6 +190,70 @@ Status CreateSchema(pg::Connection& conn) {
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
     END $$;
+    -- v0.6.0's point use: the card's row locked first (every writer of a
+    -- card does, the fold too), then an applied grant's credit not folded
+    -- yet is folded here -- the grant's row, then this one, each at its own
+    -- time -- so no balance is ever written with credit still staged.
+    -- At most one grant is applied and not folded at a time (the apply
+    -- waits for the previous fold). Outcomes as hotrow_pay_v2's.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v3(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql
+    SET enable_seqscan = off AS $$
+    DECLARE
+      k P_IDEMPOTENCY%ROWTYPE;
+      b bigint;
+      v_last timestamp;
+      t timestamp;
+      credit bigint;
+      credit_grant bigint;
+    BEGIN
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
+        IF FOUND THEN
+          IF k.FINGERPRINT <> p_fp THEN
+            RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint;
+          ELSE
+            RETURN QUERY SELECT CASE WHEN k.REFUSED THEN 5::smallint ELSE 4::smallint END,
+                                hotrow_us(k.PAYMENT_TIME), k.BALANCE;
+          END IF;
+          RETURN;
+        END IF;
+      END IF;
+      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
+      IF NOT FOUND THEN
+        RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      SELECT c.GRANT_ID, c.POINTS INTO credit_grant, credit FROM P_GRANT_CREDIT c
+        JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = p_card AND g.STATE = 'applied'
+        ORDER BY c.GRANT_ID LIMIT 1;
+      credit := COALESCE(credit, 0);
+      IF b + credit + p_amount < 0 THEN
+        IF p_key IS NOT NULL THEN
+          INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
+                                            p_store, p_amount, b + credit);
+        END IF;
+        RETURN QUERY SELECT 1::smallint, NULL::bigint, b + credit;
+        RETURN;
+      END IF;
+      -- Strictly increasing per card, whatever the clock does.
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
+      IF credit > 0 THEN
+        DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = p_card AND GRANT_ID = credit_grant;
+        b := b + credit;
+        INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
+          VALUES (t, p_card, 0, credit, b, 'grant');
+        t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', t + interval '1 microsecond');
+      END IF;
+      UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
+      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
+        VALUES (t, p_card, p_store, p_amount, b + p_amount, CASE WHEN p_amount > 0 THEN 'charge' ELSE 'payment' END);
+      IF p_key IS NOT NULL THEN
+        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
+                                          p_store, p_amount, b + p_amount);
+      END IF;
+      RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
+    END $$;
     -- v0.1.0's function, its outcome as text, kept for instances of that
     -- release still running beside this one during an upgrade.
     CREATE OR REPLACE FUNCTION hotrow_pay(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
@@ -150,8 +262,10 @@ Status CreateSchema(pg::Connection& conn) {
              v.time_us, v.new_balance
       FROM hotrow_pay_v2(p_card, p_store, p_amount, p_key, p_fp) v $$;
 
-    -- The grant, set-based: sum the period's charges per card, then one
-    -- UPDATE ... FROM and one INSERT ... SELECT. outcome is a small integer,
+    -- The grant of v0.2.0-v0.5.0 under LOCK TABLE (this release grants in
+    -- steps: postgres_grant.cc), kept for instances of those releases
+    -- during an upgrade. Set-based: sum the period's charges per card, then
+    -- one UPDATE ... FROM and one INSERT ... SELECT. outcome is a small integer,
     -- the contract with GrantResult in postgres_store.cc: 0 ok, 1 replayed,
     -- 2 key mismatch, 3 the period has not ended by the database's clock,
     -- 4 overlap (grant_id names the earlier grant, cards and points carry
@@ -240,6 +354,9 @@ Status CreateSchema(pg::Connection& conn) {
                    update_ms double precision, commit_ms double precision) LANGUAGE sql AS $$
       SELECT * FROM hotrow_grant(p_from, p_to, p_rate, p_key, p_fp, true) $$;
   )sql");
+      !s.ok())
+    return s;
+  return CreatePostgresGrantFunctions(conn);
 }
 }  // namespace
 
@@ -247,9 +364,13 @@ Status CreatePostgresPointCardSchema(pg::Connection& conn) {
   return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema);
 }
 
-Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg::Pool& pool) {
+Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg::Pool& pool,
+                                                                             PostgresPointCardOptions options) {
   if (Status s = pg::CreateSchemaLocked(pool, kSchemaLock, CreateSchema); !s.ok()) return s;
-  std::unique_ptr<PostgresPointCardStore> store(new PostgresPointCardStore(pool));
+  std::unique_ptr<PostgresPointCardStore> store(new PostgresPointCardStore(pool, options));
+  // First: a fold an instance left unfinished resumes now.
+  store->folder_ = std::thread([p = store.get()] { p->FoldLoop(); });
+  store->KickFolder();
   store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
                                                   [p = store.get()] { p->Purge(); });
   return store;
@@ -263,9 +384,22 @@ void PostgresPointCardStore::Stop() {
     grants_stopped_ = true;
   }
   if (purger_) purger_->Stop();
-  // A grant still on the pool calls back into this store when it ends.
-  std::unique_lock lock(grant_mutex_);
-  grant_finished_.wait(lock, [this] { return !grant_running_; });
+  // A running grant answers first (it calls back into this store), then
+  // the folder stops between two chunks; a fold left unfinished resumes at
+  // the next start of any instance.
+  std::thread grant;
+  {
+    std::unique_lock lock(grant_mutex_);
+    grant_finished_.wait(lock, [this] { return !grant_running_; });
+    grant = std::move(grant_thread_);
+  }
+  if (grant.joinable()) grant.join();
+  {
+    std::lock_guard lock(fold_mutex_);
+    folder_stopped_ = true;
+  }
+  fold_wake_.notify_all();
+  if (folder_.joinable()) folder_.join();
 }
 
 namespace {
@@ -274,14 +408,14 @@ namespace {
 constexpr pg::NamedSql kLockCard{"pointcard_lock_card", "SELECT pg_advisory_lock($1::int, $2::int)"};
 constexpr pg::NamedSql kUnlockCard{"pointcard_unlock_card", "SELECT pg_advisory_unlock($1::int, $2::int)"};
 constexpr pg::NamedSql kPay{"pointcard_pay",
-                            "SELECT outcome, time_us, new_balance FROM hotrow_pay_v2($1, $2, $3, $4, $5)"};
-constexpr pg::NamedSql kGrant{"pointcard_grant",
-                              "SELECT outcome, grant_id, cards, points, query_ms, update_ms, commit_ms "
-                              "FROM hotrow_grant_v2($1, $2, $3, $4, $5, $6)"};
-constexpr pg::NamedSql kRecordCommitTime{"pointcard_grant_commit_ms",
-                                         "UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2"};
-constexpr pg::NamedSql kSelectCard{
-    "pointcard_card", "SELECT BALANCE, REGION_ID, hotrow_us(LAST_UPDATE) FROM S_ACCOUNT WHERE CARD_ID = $1"};
+                            "SELECT outcome, time_us, new_balance FROM hotrow_pay_v3($1, $2, $3, $4, $5)"};
+// One statement, one snapshot: the balance and an applied grant's credit
+// not folded yet (the fold moves one into the other in one transaction).
+constexpr pg::NamedSql kSelectCard{"pointcard_card", R"(
+  SELECT a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE),
+         COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID
+                   WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0)
+  FROM S_ACCOUNT a WHERE a.CARD_ID = $1)"};
 // One statement, one snapshot: the card's existence and its page.
 constexpr pg::NamedSql kSelectHistory{"pointcard_history", R"(
   SELECT hotrow_us(h.PAYMENT_TIME), h.STORE_ID, h.AMOUNT, h.BALANCE
@@ -289,12 +423,13 @@ constexpr pg::NamedSql kSelectHistory{"pointcard_history", R"(
     SELECT * FROM H_TRANSACTION t WHERE t.CARD_ID = a.CARD_ID AND t.PAYMENT_TIME < hotrow_ts($2)
     ORDER BY t.PAYMENT_TIME DESC LIMIT $3) h ON true
   WHERE a.CARD_ID = $1 ORDER BY h.PAYMENT_TIME DESC)"};
-// A grant on PostgreSQL commits whole (no staging, no fold yet): applied
-// and folded at its GRANT_TIME.
+// A staging grant has not answered yet: unknown. Grants of v0.5.0 and
+// earlier (and of such instances during an upgrade) folded at GRANT_TIME.
 constexpr pg::NamedSql kSelectGrant{"pointcard_grant_info", R"(
   SELECT CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, hotrow_us(FROM_TIME), hotrow_us(TO_TIME), RATE_PERCENT,
-         hotrow_us(GRANT_TIME)
-  FROM P_GRANT WHERE GRANT_ID = $1)"};
+         hotrow_us(COALESCE(APPLIED_TIME, GRANT_TIME)), STATE,
+         hotrow_us(COALESCE(FOLDED_TIME, APPLIED_TIME, GRANT_TIME)), COALESCE(FOLD_MS, 0)
+  FROM P_GRANT WHERE GRANT_ID = $1 AND STATE <> 'staging')"};
 // Maintenance, not a request: without the request statement_timeout.
 constexpr pg::NamedSql kPurgeKeys{"pointcard_purge_keys", "DELETE FROM P_IDEMPOTENCY WHERE CREATED < hotrow_ts($1)"};
 
@@ -352,10 +487,12 @@ void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>
     auto rows = (*c)->Query(kSelectCard, {std::to_string(card_id)});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(NoSuchCard(card_id));
+    int64_t pending = rows->Int(0, 3);
     done(Card{.card_id = card_id,
-              .balance = rows->Int(0, 0),
+              .balance = rows->Int(0, 0) + pending,
               .region_id = rows->Int(0, 1),
-              .last_update_us = rows->Int(0, 2)});
+              .last_update_us = rows->Int(0, 2),
+              .pending_points = pending});
   });
 }
 
@@ -372,7 +509,10 @@ void PostgresPointCardStore::GetGrant(int64_t grant_id, std::function<void(Resul
     g.to_us = rows->Int(0, 6);
     g.rate_percent = rows->Int(0, 7);
     g.applied_at_us = rows->Int(0, 8);
-    g.folded_at_us = g.applied_at_us;
+    if (rows->Text(0, 9) == "folded") {
+      g.folded_at_us = rows->Int(0, 10);
+      g.fold_ms = rows->Double(0, 11);
+    }
     done(std::move(g));
   });
 }
@@ -404,8 +544,8 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
 
 namespace {
 
-// The outcome columns of hotrow_pay_v2 and hotrow_grant_v2 (the numbers are
-// the SQL functions' contract, written beside them above).
+// The outcome column of hotrow_pay_v3 (the numbers are the SQL function's
+// contract, written beside it above).
 //
 // Why the payment rule exists twice, here in PL/pgSQL and in C++ in
 // sqlite_store.cc: on PostgreSQL it must run inside the database, in one
@@ -416,18 +556,22 @@ namespace {
 // (tests/contract/pointcard_contract.cc) runs the same cases against both:
 // refusal, replay, mismatch, unknown card, the balance after each.
 enum class PayResult : int64_t { kOk = 0, kRefused, kNoCard, kMismatch, kReplayed, kReplayedRefused };
-enum class GrantResult : int64_t { kOk = 0, kReplayed, kMismatch, kFuture, kOverlap };
 
 constexpr int kTries = 3;
 
+}  // namespace
+
 // The reference's policy: up to 3 tries; here with 1-10 ms of jittered
-// backoff, doubling, between them.
-void Backoff(int attempt) {
+// backoff, doubling, between them (capped at 64x for the grant's longer
+// retries).
+void RetryBackoff(int attempt) {
   thread_local std::mt19937 rng{std::random_device{}()};
-  int base_ms = 1 << attempt;
+  int base_ms = 1 << std::min(attempt, 6);
   std::this_thread::sleep_for(
       std::chrono::microseconds(std::uniform_int_distribution<int>(base_ms * 500, base_ms * 1500)(rng)));
 }
+
+namespace {
 
 // One card's payments queue instead of aborting each other: a session
 // advisory lock on the card is taken in its own segment, before the
@@ -474,7 +618,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
                                      p.idempotency_key ? pg::Param(*p.idempotency_key) : pg::Param(), fp};
     Result<pg::Rows> rows = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
-      if (attempt > 0) Backoff(attempt);
+      if (attempt > 0) RetryBackoff(attempt);
       rows = RunSerializable(**c, p.card_id, kPay, params);
       // Two first uses of one idempotency key race to insert it: the loser
       // retries and finds the winner's answer.
@@ -490,7 +634,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
                          "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",
                          "Idempotency-Key"));
     if (outcome < PayResult::kOk || outcome > PayResult::kReplayedRefused)
-      return done(Status::Internal("hotrow_pay_v2 answered outcome " + std::to_string(rows->Int(0, 0))));
+      return done(Status::Internal("hotrow_pay_v3 answered outcome " + std::to_string(rows->Int(0, 0))));
     PaymentOutcome out;
     out.replayed = outcome == PayResult::kReplayed || outcome == PayResult::kReplayedRefused;
     out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;
@@ -512,91 +656,27 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
 void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
                                    std::function<void(Result<GrantOutcome>)> done) {
   // One at a time: the service's gate (service.h) admits a grant only when
-  // the previous one has answered; Stop waits for the one on the pool.
-  {
-    std::lock_guard lock(grant_mutex_);
-    if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));
-    grant_running_ = true;
+  // the previous one has answered; across instances, the begin step refuses
+  // one while another stages. Its own thread: the staging statement holds
+  // a pool connection for seconds, and the lease's heartbeat and the apply
+  // take others.
+  std::unique_lock lock(grant_mutex_);
+  if (grants_stopped_) {
+    lock.unlock();
+    return done(Status::Unavailable("the server is shutting down"));
   }
-  auto finish = [this, done = std::move(done)](Result<GrantOutcome> outcome) {
+  grant_running_ = true;
+  std::thread previous = std::move(grant_thread_);
+  grant_thread_ = std::thread([this, r = std::move(r), fp = std::move(fingerprint), done = std::move(done),
+                               previous = std::move(previous)]() mutable {
+    if (previous.joinable()) previous.join();  // it has answered: only its return is left
+    Result<GrantOutcome> outcome = RunGrant(r, fp);
     {
-      std::lock_guard lock(grant_mutex_);
+      std::lock_guard l(grant_mutex_);
       grant_running_ = false;
       grant_finished_.notify_all();
     }
-    done(std::move(outcome));  // touches no member: the store may be gone
-  };
-  pool_.Submit([r = std::move(r), fp = std::move(fingerprint), finish = std::move(finish)](Result<pg::Connection*> c) {
-    if (!c.ok()) return finish(c.status());
-    std::vector<pg::Param> params = {std::to_string(r.from_us),
-                                     std::to_string(r.to_us),
-                                     std::to_string(r.rate_percent),
-                                     r.idempotency_key ? pg::Param(*r.idempotency_key) : pg::Param(),
-                                     fp,
-                                     r.allow_overlap ? "true" : "false"};
-    Result<GrantOutcome> outcome = Status::Internal("unset");
-    for (int attempt = 0; attempt < kTries; ++attempt) {
-      if (attempt > 0) Backoff(attempt);
-      // Everything but the COMMIT in one round trip, then the COMMIT alone,
-      // to time it.
-      // A grant is admin batch work: the per-request statement and lock
-      // timeouts do not apply to it.
-      auto results = (*c)->Pipeline({{"BEGIN ISOLATION LEVEL SERIALIZABLE"},
-                                     {"SET LOCAL statement_timeout = 0"},
-                                     {"LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE"},
-                                     {kGrant, params}});
-      Status s = results.status();
-      auto commit_start = std::chrono::steady_clock::now();
-      if (s.ok()) {
-        s = (*c)->Exec("COMMIT");
-      } else if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) {
-        log::Warn("grant: ROLLBACK after {}: {}", s.ToString(), rolled.ToString());  // the pool replaces a broken one
-      }
-      double commit_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - commit_start).count();
-      if (!s.ok()) {
-        outcome = s;
-        if (!db::pg::IsRetryable(s)) break;
-        db::pg::CountRetry(s);
-        continue;
-      }
-      const pg::Rows& rows = (*results)[3];
-      auto what = static_cast<GrantResult>(rows.Int(0, 0));
-      if (what == GrantResult::kFuture) {
-        outcome = PeriodNotEnded();
-        break;
-      }
-      if (what == GrantResult::kOverlap) {
-        outcome = PeriodAlreadyGranted(rows.Int(0, 1), rows.Int(0, 2), rows.Int(0, 3));
-        break;
-      }
-      if (what == GrantResult::kMismatch) {
-        outcome = Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant",
-                         "Idempotency-Key");
-        break;
-      }
-      if (what != GrantResult::kOk && what != GrantResult::kReplayed) {
-        outcome = Status::Internal("hotrow_grant_v2 answered outcome " + std::to_string(rows.Int(0, 0)));
-        break;
-      }
-      bool replayed = what == GrantResult::kReplayed;
-      GrantOutcome g{.grant_id = rows.Int(0, 1),
-                     .cards = rows.Int(0, 2),
-                     .points = rows.Int(0, 3),
-                     .query_ms = rows.Double(0, 4),
-                     .update_ms = rows.Double(0, 5),
-                     .commit_ms = replayed ? rows.Double(0, 6) : commit_ms,
-                     .replayed = replayed};
-      if (!g.replayed) {
-        // The grant has committed: only its recorded commit time is lost.
-        auto timed = (*c)->Query(kRecordCommitTime, {std::to_string(commit_ms), std::to_string(g.grant_id)});
-        if (!timed.ok())
-          log::Warn("grant {}: cannot record its commit time: {}", g.grant_id, timed.status().ToString());
-      }
-      outcome = g;
-      break;
-    }
-    finish(std::move(outcome));
+    done(std::move(outcome));
   });
 }
 

@@ -13,32 +13,63 @@
 //
 // Grant: the protocol
 // -------------------
-//   BEGIN ISOLATION LEVEL SERIALIZABLE;
-//   LOCK TABLE S_ACCOUNT IN EXCLUSIVE MODE;   -- before the first query
-//   SELECT * FROM hotrow_grant(from, to, rate, key, fingerprint);
-//   COMMIT;
-// PostgreSQL's reference run failed every grant: the batch's SSI read set
-// (the whole period of H_TRANSACTION and every balance) overlapped the
-// online transactions' writes, so it became the pivot of a dangerous
-// structure and was cancelled. Here the lock orders the two instead:
-//   - EXCLUSIVE conflicts with the ROW EXCLUSIVE every point use takes
-//     first, so the grant waits for the point uses in flight to commit, and
-//     new point uses wait for the grant -- at their LOCK, before their
-//     snapshot is taken. Plain reads (ACCESS SHARE) are not blocked.
-//   - A SERIALIZABLE transaction takes its snapshot at its first query, not
-//     at BEGIN, and LOCK is not a query: the grant's snapshot is taken after
-//     the lock is granted, so it already includes every point use that
-//     committed before it, and no point use runs concurrently with it.
-// With no concurrent read-write transaction there is no rw-conflict for SSI
-// to see: the grant cannot be chosen as a pivot, and it is serializable
-// (equivalent to running alone between two point uses). It is atomic as one
-// transaction. What waits: point uses, for the grant's whole transaction
-// (query and update run under the lock here, unlike the embedded store's
-// barrier protocol, because PostgreSQL's timestamps are not assigned in
-// commit order); reads never wait. Measured in docs/benchmarks.md.
+// PostgreSQL's reference run failed every grant: one SERIALIZABLE
+// transaction whose read set (the whole period of H_TRANSACTION and every
+// balance) overlapped the online writes became the pivot of a dangerous
+// structure and was cancelled. v0.5.0 ordered the two with LOCK TABLE
+// S_ACCOUNT IN EXCLUSIVE MODE, so every point use that met a grant waited
+// for all of it (6-7 s on 1M cards). Now a grant runs in five steps, and no
+// step holds a lock a point use needs for longer than one small commit
+// (postgres_grant.cc has the SQL; docs/pointcard.md the measurements):
+//   1. begin (READ COMMITTED, pg_advisory_xact_lock(kGrantLock)): the key
+//      and overlap checks, `to` <= the database's clock, and a P_GRANT row
+//      with STATE 'staging' and a lease (LEASE_UNTIL), renewed every
+//      lease/5 by a heartbeat while the grant stages and waits. A grant
+//      whose lease ran out (its instance died) is deleted with its credits
+//      by the next begin or by any instance's folder within a second. Only
+//      one grant stages at a time, cluster-wide (grant_in_progress).
+//   2. barrier: waits for every transaction holding S_ACCOUNT ROW EXCLUSIVE
+//      (each point use takes it before it reads the clock) to end, as
+//      CREATE INDEX CONCURRENTLY waits; it blocks nobody. Afterwards every
+//      row stamped before `to` has committed, and no later one can be.
+//   3. query and stage (REPEATABLE READ, one snapshot): the period's
+//      KIND = 'charge' rows summed per card into P_GRANT_CREDIT. Not
+//      SERIALIZABLE, so SSI does not track it; it writes only its own
+//      credit rows, which nobody reads while the grant is staging, and its
+//      snapshot has the whole closed period: exactly what a grant run
+//      alone at `to` would read. One statement, not chunks: PostgreSQL has
+//      no single writer to hold, and chunks would need an exported
+//      snapshot across transactions for nothing.
+//   4. apply (SERIALIZABLE, behind a session lock on kGrantLock): the
+//      overlap rule again, then STATE 'applied' -- one row, one small
+//      commit -- and the 201. It waits (and helps) until the previous
+//      grant has folded, so at most one grant has unfolded credit.
+//   5. fold (READ COMMITTED, any instance, chunks of fold_chunk cards):
+//      locks the next cards FOR UPDATE SKIP LOCKED, deletes their credits
+//      and writes them as the grant's rows (STORE_ID 0, KIND 'grant'), then
+//      STATE 'folded' with FOLD_MS. The cursor (FOLD_CURSOR) is in P_GRANT,
+//      so another instance resumes where a dead one stopped.
+// Why it is serializable and atomic:
+//   - Reads (GET card) add the applied credit in one statement, one
+//     snapshot; the apply is one commit and each fold chunk moves credit
+//     into balances in one commit, so a reader sees all of the grant or
+//     none of it.
+//   - Every writer of a card locks its S_ACCOUNT row first: a point use
+//     (SELECT ... FOR UPDATE, hotrow_pay_v3) and the fold. A point use
+//     folds its card's applied credit itself -- the grant's row, then its
+//     own, each at its own time -- so no balance is written with credit
+//     still staged, and the row lock makes the credit consumed once.
+//   - A point use reads the grant's STATE; the apply writes it; both are
+//     SERIALIZABLE, so SSI orders a point use that did not see the apply
+//     before it (a rw-dependency, no cycle with the grant's read-only
+//     period, which nothing writes after the barrier).
+//   - The grant's period is closed and its rows final after the barrier, so
+//     its query is equivalent to running alone at `to`.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -50,10 +81,19 @@
 
 namespace hotrow::pointcard {
 
+struct PostgresPointCardOptions {
+  // Cards per fold chunk (each one commit holding its cards' rows); tests
+  // use small ones to cross chunk boundaries on small data.
+  int64_t fold_chunk = 4096;
+  // A staging grant's lease; its heartbeat renews it every lease/5.
+  std::chrono::milliseconds lease{10000};
+};
+
 class PostgresPointCardStore final : public PointCardStore {
  public:
-  // Creates the schema and functions if needed.
-  static Result<std::unique_ptr<PostgresPointCardStore>> Open(db::pg::Pool& pool);
+  // Creates the schema and functions if needed, and starts the folder.
+  static Result<std::unique_ptr<PostgresPointCardStore>> Open(db::pg::Pool& pool,
+                                                              PostgresPointCardOptions options = {});
   ~PostgresPointCardStore() override;
   void Stop() override;
 
@@ -67,16 +107,38 @@ class PostgresPointCardStore final : public PointCardStore {
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:
-  explicit PostgresPointCardStore(db::pg::Pool& pool) : pool_(pool) {}
+  PostgresPointCardStore(db::pg::Pool& pool, PostgresPointCardOptions options) : pool_(pool), options_(options) {}
   void Purge();
+  // postgres_grant.cc: steps 1-4 on the grant's thread, and the folder.
+  Result<GrantOutcome> RunGrant(const GrantRequest& request, const std::string& fingerprint);
+  enum class FoldStep { kMore, kDone, kBusy, kFailed };
+  FoldStep FoldChunk(int64_t grant_id);
+  // Until the grant is folded (true) or `stopping` or repeated failures.
+  bool FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping);
+  void FoldLoop();
+  void KickFolder();
 
   db::pg::Pool& pool_;
+  const PostgresPointCardOptions options_;
   std::mutex grant_mutex_;
   bool grant_running_ = false;
   bool grants_stopped_ = false;             // Stop() was called: no new grant
   std::condition_variable grant_finished_;  // the destructor waits for a running grant
-  std::unique_ptr<PeriodicTask> purger_;    // last: stopped first
+  std::thread grant_thread_;                // guarded by grant_mutex_
+  std::mutex fold_mutex_;
+  std::condition_variable fold_wake_;
+  bool fold_kicked_ = false;             // guarded by fold_mutex_
+  bool folder_stopped_ = false;          // guarded by fold_mutex_
+  std::atomic<int64_t> fold_chunks_{0};  // committed by this process (the grant.fold failpoint)
+  std::thread folder_;
+  std::unique_ptr<PeriodicTask> purger_;  // last: stopped first
 };
+
+// postgres_grant.cc: the grant's functions, (re)created at every start by
+// CreatePostgresPointCardSchema.
+Status CreatePostgresGrantFunctions(db::pg::Connection& conn);
+// Payments' and grants' retry wait: 1-10 ms jittered, doubling.
+void RetryBackoff(int attempt);
 
 Status CreatePostgresPointCardSchema(db::pg::Connection& conn);
 

@@ -512,12 +512,6 @@ class GrantRowWriter {
   sqlite::Query update_, insert_;
 };
 
-metrics::Histogram& FoldSeconds() {
-  static metrics::Histogram& h = metrics::Registry::Default().GetHistogram(
-      "hotrow_pointcard_grant_phase_seconds", kGrantPhaseHelp, {{"phase", "fold"}}, metrics::LatencyBuckets(), 1e9);
-  return h;
-}
-
 struct Begun {
   int64_t grant_id = 0;
   std::optional<GrantOutcome> replay;  // a twin with this key answered before
@@ -977,7 +971,7 @@ void SqlitePointCardStore::FoldLoop() {
     }
     if (!*folded) return;  // stopping
     double ms = MsSince(started);
-    FoldSeconds().Observe(static_cast<uint64_t>(ms * 1e6));
+    GrantFoldSeconds().Observe(static_cast<uint64_t>(ms * 1e6));
     log::Info("grant {}: {} history row(s) written (folded) in {:.0f} ms", run->grant_id, run->folded_cards, ms);
     run.reset();  // look again: the requests seen are served only when none is left
   }

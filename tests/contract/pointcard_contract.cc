@@ -283,6 +283,22 @@ TEST_P(PointCardContract, GrantGivesEachCardItsShareOfThePeriodsCharges) {
   EXPECT_EQ(second->points, points);
 }
 
+// A card's points are its charges times the rate, rounded down, on every
+// backend: PostgreSQL's grant rounded half up (numeric into bigint) while
+// SQLite truncated, so 150 at 1% gave 2 points on one and 1 on the other.
+TEST_P(PointCardContract, AGrantsPointsAreRoundedDown) {
+  int64_t from = pointcard::NowUs();
+  ASSERT_TRUE(Pay(*service, 1, 1, 150).ok());
+  ASSERT_TRUE(Pay(*service, 2, 1, 199).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  auto grant = Grant(*service, from, pointcard::NowUs(), 1);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  EXPECT_EQ(grant->cards, 2);
+  EXPECT_EQ(grant->points, 2) << "1.5 and 1.99 points are 1 each";
+  WaitFolded(*service, grant->grant_id);
+  ExpectInvariants();
+}
+
 TEST_P(PointCardContract, GrantRulesAndGrantInProgress) {
   int64_t now = pointcard::NowUs();
   EXPECT_EQ(Grant(*service, now - 1000, now - 1000, 1).status().field(), "to");

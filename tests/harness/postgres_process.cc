@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -185,6 +186,21 @@ int PostgresProcess::Psql(const std::string& database, const std::string& sql, s
     *output = ss.str();
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string FreshDatabase() {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  if (!pg) throw std::runtime_error("no PostgreSQL cluster");
+  return pg->CreateDatabase();
+}
+
+std::unique_ptr<db::pg::Pool> OpenPool(const std::string& url) {
+  db::pg::PoolOptions options;
+  options.url = url;
+  options.size = 4;
+  auto pool = db::pg::Pool::Open(options);
+  if (!pool.ok()) throw std::runtime_error(pool.status().ToString());
+  return std::move(*pool);
 }
 
 }  // namespace hotrow::testing

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "db/postgres.h"
 #include "harness/server_process.h"
 
 namespace hotrow::testing {
@@ -44,5 +45,10 @@ class PostgresProcess {
   pid_t pid_ = -1;
   int databases_ = 0;
 };
+
+// A fresh database on the shared cluster (throws when there is none).
+std::string FreshDatabase();
+// A pool of 4 connections on `url` (throws when it cannot connect).
+std::unique_ptr<db::pg::Pool> OpenPool(const std::string& url);
 
 }  // namespace hotrow::testing

@@ -1,0 +1,549 @@
+// The grant on PostgreSQL: staged credits, one small atomic apply, a fold
+// after the answer. The protocol and why it is serializable are at the top
+// of postgres_store.h; this file holds its SQL and its driver.
+#include <chrono>
+#include <thread>
+
+#include "ops/failpoint.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "pointcard/postgres_store.h"
+
+namespace hotrow::pointcard {
+
+namespace pg = db::pg;
+
+// Advisory lock keys (another store's are 72720001-72720004).
+constexpr int64_t kGrantLock = 72720005;      // begin and apply, cluster-wide
+constexpr int64_t kFoldLockSpace = 72720006;  // (this, grant id): one fold chunk at a time
+
+Status CreatePostgresGrantFunctions(pg::Connection& conn) {
+  return conn.Exec(R"sql(
+    -- Staging grants whose lease ran out: their instance died or lost
+    -- PostgreSQL before the apply, so they never applied. The P_GRANT row
+    -- goes first and its credits with it, in one statement: a heartbeat or
+    -- the staging's own commit that renews the lease meanwhile keeps both
+    -- (the DELETE re-checks the lease on the row's newest version).
+    CREATE OR REPLACE FUNCTION hotrow_grant_expire_v1() RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE
+      now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
+      n bigint;
+    BEGIN
+      WITH gone AS (DELETE FROM P_GRANT WHERE STATE = 'staging' AND LEASE_UNTIL < now_t RETURNING GRANT_ID)
+      DELETE FROM P_GRANT_CREDIT c USING gone WHERE c.GRANT_ID = gone.GRANT_ID;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      RETURN n;
+    END $$;
+
+    -- Step 1, begin, under the caller's pg_advisory_xact_lock(kGrantLock).
+    -- outcome: 0 begun (grant_id), 1 replayed, 2 key mismatch, 3 the period
+    -- has not ended by the database's clock, 4 overlap (grant_id names the
+    -- earlier grant, cards and points carry its bounds in microseconds),
+    -- 5 another grant is staging.
+    CREATE OR REPLACE FUNCTION hotrow_grant_begin_v1(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
+                                                     p_allow_overlap boolean, p_lease_ms int)
+    RETURNS TABLE (outcome smallint, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+                   update_ms double precision, commit_ms double precision) LANGUAGE plpgsql AS $$
+    DECLARE
+      g P_GRANT%ROWTYPE;
+      now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
+      new_id bigint;
+    BEGIN
+      PERFORM hotrow_grant_expire_v1();
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO g FROM P_GRANT WHERE IDEMPOTENCY_KEY = p_key;
+        IF FOUND THEN
+          IF g.FINGERPRINT <> p_fp THEN
+            RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+                                NULL::double precision, NULL::double precision;
+          ELSIF g.STATE = 'staging' THEN
+            RETURN QUERY SELECT 5::smallint, g.GRANT_ID, NULL::bigint, NULL::bigint, NULL::double precision,
+                                NULL::double precision, NULL::double precision;
+          ELSE
+            RETURN QUERY SELECT 1::smallint, g.GRANT_ID, g.CARDS, g.POINTS, g.QUERY_MS, g.UPDATE_MS, g.COMMIT_MS;
+          END IF;
+          RETURN;
+        END IF;
+      END IF;
+      IF hotrow_ts(p_to) > now_t THEN
+        RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+                            NULL::double precision, NULL::double precision;
+        RETURN;
+      END IF;
+      SELECT * INTO g FROM P_GRANT WHERE STATE = 'staging' ORDER BY GRANT_ID LIMIT 1;
+      IF FOUND THEN
+        RETURN QUERY SELECT 5::smallint, g.GRANT_ID, NULL::bigint, NULL::bigint, NULL::double precision,
+                            NULL::double precision, NULL::double precision;
+        RETURN;
+      END IF;
+      IF NOT p_allow_overlap THEN
+        SELECT * INTO g FROM P_GRANT WHERE FROM_TIME < hotrow_ts(p_to) AND TO_TIME > hotrow_ts(p_from)
+          ORDER BY GRANT_ID LIMIT 1;
+        IF FOUND THEN
+          RETURN QUERY SELECT 4::smallint, g.GRANT_ID, hotrow_us(g.FROM_TIME), hotrow_us(g.TO_TIME),
+                              NULL::double precision, NULL::double precision, NULL::double precision;
+          RETURN;
+        END IF;
+      END IF;
+      INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, UPDATE_MS,
+                           IDEMPOTENCY_KEY, FINGERPRINT, STATE, LEASE_UNTIL)
+        VALUES (now_t, hotrow_ts(p_from), hotrow_ts(p_to), p_rate, 0, 0, 0, 0, p_key,
+                CASE WHEN p_key IS NULL THEN NULL ELSE p_fp END, 'staging',
+                now_t + p_lease_ms * interval '1 millisecond')
+        RETURNING P_GRANT.GRANT_ID INTO new_id;
+      RETURN QUERY SELECT 0::smallint, new_id, NULL::bigint, NULL::bigint, NULL::double precision,
+                          NULL::double precision, NULL::double precision;
+    END $$;
+
+    -- Step 2, the barrier: waits for every transaction that held S_ACCOUNT
+    -- ROW EXCLUSIVE when it was called (every point use takes it before it
+    -- reads the clock), as CREATE INDEX CONCURRENTLY waits for older
+    -- transactions. Called once the database's clock is past the period's
+    -- end, it returns when every row stamped before that end has committed
+    -- or rolled back; rows stamped later are outside the period. It blocks
+    -- nobody. Returns the milliseconds it waited.
+    CREATE OR REPLACE FUNCTION hotrow_grant_barrier_v1() RETURNS double precision LANGUAGE plpgsql AS $$
+    DECLARE
+      inflight text[];
+      t0 timestamptz := clock_timestamp();
+    BEGIN
+      inflight := ARRAY(SELECT l.virtualtransaction FROM pg_locks l
+                        WHERE l.locktype = 'relation' AND l.relation = 's_account'::regclass
+                          AND l.mode = 'RowExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid());
+      WHILE EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY (inflight)) LOOP
+        PERFORM pg_sleep(0.001);
+      END LOOP;
+      RETURN EXTRACT(EPOCH FROM clock_timestamp() - t0) * 1000;
+    END $$;
+
+    -- Step 3, query and stage, in the caller's REPEATABLE READ transaction
+    -- (one snapshot, taken after the barrier; not SERIALIZABLE, so SSI does
+    -- not track it, and it locks nothing a point use takes): the period's
+    -- charges per card into P_GRANT_CREDIT. Integer points, truncated, as
+    -- on SQLite. cards -1: the lease was lost (expired and deleted), so the
+    -- caller rolls back. The UPDATE renews the lease, so an expiry racing
+    -- with this commit keeps the grant (hotrow_grant_expire_v1).
+    CREATE OR REPLACE FUNCTION hotrow_grant_stage_v1(p_id bigint, p_from bigint, p_to bigint, p_rate int,
+                                                     p_lease_ms int)
+    RETURNS TABLE (cards bigint, points bigint, query_ms double precision, update_ms double precision)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      t0 timestamptz := clock_timestamp();
+      t1 timestamptz;
+      n bigint;
+      pts bigint;
+    BEGIN
+      CREATE TEMP TABLE IF NOT EXISTS hotrow_stage (CARD_ID bigint NOT NULL, POINTS bigint NOT NULL)
+        ON COMMIT DELETE ROWS;
+      INSERT INTO hotrow_stage
+        SELECT h.CARD_ID, SUM(h.AMOUNT)::bigint * p_rate / 100 FROM H_TRANSACTION h
+        WHERE h.PAYMENT_TIME >= hotrow_ts(p_from) AND h.PAYMENT_TIME < hotrow_ts(p_to) AND h.KIND = 'charge'
+        GROUP BY h.CARD_ID HAVING SUM(h.AMOUNT)::bigint * p_rate / 100 > 0;
+      t1 := clock_timestamp();
+      WITH ins AS (
+        INSERT INTO P_GRANT_CREDIT (CARD_ID, GRANT_ID, POINTS)
+          SELECT s.CARD_ID, p_id, s.POINTS FROM hotrow_stage s
+          WHERE EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = s.CARD_ID) ORDER BY s.CARD_ID
+          RETURNING P_GRANT_CREDIT.POINTS)
+      SELECT COUNT(*), COALESCE(SUM(ins.POINTS), 0) INTO n, pts FROM ins;
+      UPDATE P_GRANT SET CARDS = n, POINTS = pts, QUERY_MS = EXTRACT(EPOCH FROM t1 - t0) * 1000,
+                         UPDATE_MS = EXTRACT(EPOCH FROM clock_timestamp() - t1) * 1000,
+                         LEASE_UNTIL = clock_timestamp() AT TIME ZONE 'UTC' + p_lease_ms * interval '1 millisecond'
+        WHERE GRANT_ID = p_id AND STATE = 'staging';
+      IF NOT FOUND THEN
+        RETURN QUERY SELECT -1::bigint, 0::bigint, 0::double precision, 0::double precision;
+        RETURN;
+      END IF;
+      RETURN QUERY SELECT n, pts, EXTRACT(EPOCH FROM t1 - t0)::double precision * 1000,
+                          EXTRACT(EPOCH FROM clock_timestamp() - t1)::double precision * 1000;
+    END $$;
+
+    -- Step 4, apply, SERIALIZABLE, behind the caller's session lock on
+    -- kGrantLock: one small commit makes the whole grant visible.
+    -- outcome: 0 applied, 4 overlap (other_id, its bounds), 6 the grant is
+    -- no longer staging (its lease was lost), 7 the previous grant has not
+    -- folded yet (nothing was written: fold, then call again).
+    CREATE OR REPLACE FUNCTION hotrow_grant_apply_v1(p_id bigint, p_allow_overlap boolean)
+    RETURNS TABLE (outcome smallint, other_id bigint, from_us bigint, to_us bigint) LANGUAGE plpgsql AS $$
+    DECLARE
+      g P_GRANT%ROWTYPE;
+      o P_GRANT%ROWTYPE;
+    BEGIN
+      SELECT * INTO g FROM P_GRANT WHERE GRANT_ID = p_id;
+      IF NOT FOUND OR g.STATE <> 'staging' THEN
+        RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      SELECT * INTO o FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1;
+      IF FOUND THEN
+        RETURN QUERY SELECT 7::smallint, o.GRANT_ID, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      IF NOT p_allow_overlap THEN
+        SELECT * INTO o FROM P_GRANT WHERE GRANT_ID <> p_id AND STATE <> 'staging'
+          AND FROM_TIME < g.TO_TIME AND TO_TIME > g.FROM_TIME ORDER BY GRANT_ID LIMIT 1;
+        IF FOUND THEN
+          RETURN QUERY SELECT 4::smallint, o.GRANT_ID, hotrow_us(o.FROM_TIME), hotrow_us(o.TO_TIME);
+          RETURN;
+        END IF;
+      END IF;
+      UPDATE P_GRANT SET STATE = 'applied', APPLIED_TIME = clock_timestamp() AT TIME ZONE 'UTC',
+                         LEASE_UNTIL = NULL, FOLD_CURSOR = -1
+        WHERE GRANT_ID = p_id;
+      RETURN QUERY SELECT 0::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+    END $$;
+
+    -- Step 5, one chunk of the fold (READ COMMITTED; any instance may run
+    -- it, one chunk at a time per grant): the next p_chunk credited cards
+    -- after the grant's FOLD_CURSOR are locked FOR UPDATE SKIP LOCKED (a
+    -- card a point use holds is skipped: that use folds it, or the next
+    -- pass does), their credits deleted and written as the grant's rows,
+    -- each card's row at its own time after its newest. Every writer of a
+    -- card locks its S_ACCOUNT row first, then its credit, so the credit is
+    -- consumed exactly once. outcome: 0 more (cards folded by this chunk),
+    -- 1 done (the grant is folded now; fold_ms), 2 busy (another chunk of
+    -- this grant runs), 3 not applied (folded already, or unknown).
+    CREATE OR REPLACE FUNCTION hotrow_grant_fold_v1(p_id bigint, p_chunk int)
+    RETURNS TABLE (outcome smallint, cards bigint, fold_ms double precision) LANGUAGE plpgsql
+    SET enable_seqscan = off AS $$
+    DECLARE
+      g P_GRANT%ROWTYPE;
+      picked bigint[];
+      locked bigint[];
+      n bigint;
+      ms double precision;
+      now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
+    BEGIN
+      IF NOT pg_try_advisory_xact_lock(72720006, p_id::int) THEN
+        RETURN QUERY SELECT 2::smallint, 0::bigint, NULL::double precision;
+        RETURN;
+      END IF;
+      SELECT * INTO g FROM P_GRANT WHERE GRANT_ID = p_id;
+      IF NOT FOUND OR g.STATE <> 'applied' THEN
+        RETURN QUERY SELECT 3::smallint, 0::bigint, NULL::double precision;
+        RETURN;
+      END IF;
+      picked := ARRAY(SELECT c.CARD_ID FROM P_GRANT_CREDIT c WHERE c.GRANT_ID = p_id AND c.CARD_ID > g.FOLD_CURSOR
+                      ORDER BY c.CARD_ID LIMIT p_chunk);
+      IF cardinality(picked) = 0 THEN
+        IF g.FOLD_CURSOR >= 0 THEN  -- the pass ended: one more for the cards it skipped
+          UPDATE P_GRANT SET FOLD_CURSOR = -1 WHERE GRANT_ID = p_id;
+          RETURN QUERY SELECT 0::smallint, 0::bigint, NULL::double precision;
+          RETURN;
+        END IF;
+        UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = now_t,
+                           FOLD_MS = EXTRACT(EPOCH FROM now_t - APPLIED_TIME) * 1000
+          WHERE GRANT_ID = p_id RETURNING P_GRANT.FOLD_MS INTO ms;
+        RETURN QUERY SELECT 1::smallint, 0::bigint, ms;
+        RETURN;
+      END IF;
+      locked := ARRAY(SELECT a.CARD_ID FROM S_ACCOUNT a WHERE a.CARD_ID = ANY (picked) ORDER BY a.CARD_ID
+                      FOR UPDATE SKIP LOCKED);
+      WITH d AS (
+        DELETE FROM P_GRANT_CREDIT c WHERE c.GRANT_ID = p_id AND c.CARD_ID = ANY (locked)
+        RETURNING c.CARD_ID, c.POINTS),
+      u AS (
+        UPDATE S_ACCOUNT a SET BALANCE = a.BALANCE + d.POINTS,
+                               LAST_UPDATE = GREATEST(now_t, a.LAST_UPDATE + interval '1 microsecond')
+        FROM d WHERE a.CARD_ID = d.CARD_ID
+        RETURNING a.CARD_ID, d.POINTS, a.BALANCE, a.LAST_UPDATE)
+      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
+        SELECT u.LAST_UPDATE, u.CARD_ID, 0, u.POINTS, u.BALANCE, 'grant' FROM u;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      UPDATE P_GRANT SET FOLD_CURSOR = picked[cardinality(picked)] WHERE GRANT_ID = p_id;
+      RETURN QUERY SELECT 0::smallint, n, NULL::double precision;
+    END $$;
+
+    -- A grant that failed before its apply: gone with its credits.
+    CREATE OR REPLACE FUNCTION hotrow_grant_abandon_v1(p_id bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE
+      n bigint;
+    BEGIN
+      WITH gone AS (DELETE FROM P_GRANT WHERE GRANT_ID = p_id AND STATE = 'staging' RETURNING GRANT_ID)
+      DELETE FROM P_GRANT_CREDIT c USING gone WHERE c.GRANT_ID = gone.GRANT_ID;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      RETURN n;
+    END $$;
+  )sql");
+}
+
+namespace {
+
+constexpr pg::NamedSql kGrantLockXact{"pointcard_grant_lock_xact", "SELECT pg_advisory_xact_lock($1::bigint)"};
+constexpr pg::NamedSql kGrantLockSession{"pointcard_grant_lock", "SELECT pg_advisory_lock($1::bigint)"};
+constexpr pg::NamedSql kGrantUnlockSession{"pointcard_grant_unlock", "SELECT pg_advisory_unlock($1::bigint)"};
+constexpr pg::NamedSql kBegin{"pointcard_grant_begin",
+                              "SELECT outcome, grant_id, cards, points, query_ms, update_ms, commit_ms "
+                              "FROM hotrow_grant_begin_v1($1, $2, $3, $4, $5, $6, $7)"};
+constexpr pg::NamedSql kBarrier{"pointcard_grant_barrier", "SELECT hotrow_grant_barrier_v1()"};
+constexpr pg::NamedSql kStage{
+    "pointcard_grant_stage",
+    "SELECT cards, points, query_ms, update_ms FROM hotrow_grant_stage_v1($1, $2, $3, $4, $5)"};
+constexpr pg::NamedSql kApply{"pointcard_grant_apply",
+                              "SELECT outcome, other_id, from_us, to_us FROM hotrow_grant_apply_v1($1, $2)"};
+constexpr pg::NamedSql kFold{"pointcard_grant_fold",
+                             "SELECT outcome, cards, fold_ms FROM hotrow_grant_fold_v1($1, $2)"};
+constexpr pg::NamedSql kAbandon{"pointcard_grant_abandon", "SELECT hotrow_grant_abandon_v1($1)"};
+constexpr pg::NamedSql kExpire{"pointcard_grant_expire", "SELECT hotrow_grant_expire_v1()"};
+constexpr pg::NamedSql kHeartbeat{"pointcard_grant_heartbeat",
+                                  "UPDATE P_GRANT SET LEASE_UNTIL = clock_timestamp() AT TIME ZONE 'UTC' + "
+                                  "$2 * interval '1 millisecond' WHERE GRANT_ID = $1 AND STATE = 'staging'"};
+constexpr pg::NamedSql kRecordCommitTime{"pointcard_grant_commit_ms",
+                                         "UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2"};
+constexpr pg::NamedSql kOldestApplied{"pointcard_grant_oldest_applied",
+                                      "SELECT GRANT_ID FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1"};
+
+enum class BeginResult : int64_t { kBegun = 0, kReplayed, kMismatch, kFuture, kOverlap, kStaging };
+enum class ApplyResult : int64_t { kApplied = 0, kOverlap = 4, kLeaseLost = 6, kPreviousFolding = 7 };
+
+// `work` between BEGIN `begin` and COMMIT in one round trip; a failure rolls
+// back (a broken connection is replaced by the pool). Returns the rows of
+// work's last statement.
+Result<pg::Rows> InTransaction(pg::Connection& c, const std::string& begin,
+                               std::vector<pg::Connection::Statement> work) {
+  std::vector<pg::Connection::Statement> all;
+  all.emplace_back(begin);
+  all.emplace_back("SET LOCAL statement_timeout = 0");  // admin batch work, not a request
+  size_t last = all.size() + work.size() - 1;
+  for (auto& w : work) all.push_back(std::move(w));
+  all.emplace_back("COMMIT");
+  auto rows = c.Pipeline(all);
+  if (!rows.ok()) {
+    if (Status rolled = c.Exec("ROLLBACK"); !rolled.ok()) c.MarkBroken();
+    return rows.status();
+  }
+  return std::move((*rows)[last]);
+}
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+Status LeaseLost(int64_t grant_id) {
+  return Status::Unavailable("grant " + std::to_string(grant_id) +
+                             " lost its staging lease (PostgreSQL was unreachable for too long); nothing was "
+                             "granted, retry");
+}
+
+}  // namespace
+
+PostgresPointCardStore::FoldStep PostgresPointCardStore::FoldChunk(int64_t grant_id) {
+  auto rows = pool_.Run<pg::Rows>(
+      [&](pg::Connection& c) {
+        return InTransaction(c, "BEGIN", {{kFold, {std::to_string(grant_id), std::to_string(options_.fold_chunk)}}});
+      },
+      /*unbounded=*/true);
+  if (!rows.ok()) {
+    log::Warn("grant {}: a fold chunk failed (it is retried): {}", grant_id, rows.status().ToString());
+    return FoldStep::kFailed;
+  }
+  switch (rows->Int(0, 0)) {
+    case 0:
+      failpoint::MaybeCrash("grant.fold", fold_chunks_.fetch_add(1) + 1);
+      return FoldStep::kMore;
+    case 1:
+      GrantFoldSeconds().Observe(static_cast<uint64_t>(rows->Double(0, 2) * 1e6));
+      log::Info("grant {}: folded in {:.0f} ms", grant_id, rows->Double(0, 2));
+      return FoldStep::kDone;
+    case 2:
+      return FoldStep::kBusy;
+    default:
+      return FoldStep::kDone;  // not applied: folded already by another instance
+  }
+}
+
+bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping) {
+  int failures = 0;
+  while (!stopping()) {
+    switch (FoldChunk(grant_id)) {
+      case FoldStep::kDone:
+        return true;
+      case FoldStep::kMore:
+        failures = 0;
+        break;
+      case FoldStep::kBusy:
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        break;
+      case FoldStep::kFailed:
+        RetryBackoff(++failures);
+        if (failures > 8) return false;  // the next pass (1 s) tries again
+        break;
+    }
+  }
+  return false;
+}
+
+// The folder: woken by an apply on this instance, and every second, it
+// drops expired staging grants and folds an applied grant to its end (any
+// instance's, so a fold resumes after its instance died).
+void PostgresPointCardStore::FoldLoop() {
+  std::unique_lock lock(fold_mutex_);
+  while (!folder_stopped_) {
+    fold_wake_.wait_for(lock, std::chrono::seconds(1), [this] { return folder_stopped_ || fold_kicked_; });
+    if (folder_stopped_) break;
+    fold_kicked_ = false;
+    lock.unlock();
+    auto expired = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kExpire); }, /*unbounded=*/true);
+    if (expired.ok() && expired->Int(0, 0) > 0)
+      log::Warn("dropped {} staged credit(s) of grants whose lease ran out (never applied)", expired->Int(0, 0));
+    auto applied = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kOldestApplied); }, /*unbounded=*/true);
+    if (applied.ok() && !applied->empty()) {
+      FoldToEnd(applied->Int(0, 0), [this] {
+        std::lock_guard l(fold_mutex_);
+        return folder_stopped_;
+      });
+    }
+    lock.lock();
+  }
+}
+
+void PostgresPointCardStore::KickFolder() {
+  {
+    std::lock_guard lock(fold_mutex_);
+    fold_kicked_ = true;
+  }
+  fold_wake_.notify_all();
+}
+
+Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, const std::string& fp) {
+  const std::string lease_ms = std::to_string(options_.lease.count());
+  // 1. begin
+  std::vector<pg::Param> params = {std::to_string(r.from_us),
+                                   std::to_string(r.to_us),
+                                   std::to_string(r.rate_percent),
+                                   r.idempotency_key ? pg::Param(*r.idempotency_key) : pg::Param(),
+                                   fp,
+                                   r.allow_overlap ? "true" : "false",
+                                   lease_ms};
+  auto begun = pool_.Run<pg::Rows>(
+      [&](pg::Connection& c) {
+        return InTransaction(c, "BEGIN", {{kGrantLockXact, {std::to_string(kGrantLock)}}, {kBegin, params}});
+      },
+      /*unbounded=*/true);
+  if (!begun.ok()) return begun.status();
+  switch (static_cast<BeginResult>(begun->Int(0, 0))) {
+    case BeginResult::kBegun:
+      break;
+    case BeginResult::kReplayed:
+      return GrantOutcome{.grant_id = begun->Int(0, 1),
+                          .cards = begun->Int(0, 2),
+                          .points = begun->Int(0, 3),
+                          .query_ms = begun->Double(0, 4),
+                          .update_ms = begun->Double(0, 5),
+                          .commit_ms = begun->Double(0, 6),
+                          .replayed = true};
+    case BeginResult::kMismatch:
+      return Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant",
+                    "Idempotency-Key");
+    case BeginResult::kFuture:
+      return PeriodNotEnded();
+    case BeginResult::kOverlap:
+      return PeriodAlreadyGranted(begun->Int(0, 1), begun->Int(0, 2), begun->Int(0, 3));
+    case BeginResult::kStaging:
+      return Status(ErrorCode::kGrantInProgress, "grant " + std::to_string(begun->Int(0, 1)) +
+                                                     " is being prepared (on this or another instance); retry when it "
+                                                     "has answered");
+    default:
+      return Status::Internal("hotrow_grant_begin_v1 answered outcome " + std::to_string(begun->Int(0, 0)));
+  }
+  const int64_t id = begun->Int(0, 1);
+  const std::string id_text = std::to_string(id);
+  auto abandon = [&](Status why) -> Status {
+    auto gone = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kAbandon, {id_text}); },
+                                    /*unbounded=*/true);
+    if (!gone.ok())
+      log::Warn("grant {}: cannot drop its staged credits now (its lease expiry will): {}", id,
+                gone.status().ToString());
+    return why;
+  };
+  // The lease, renewed while this grant stages and waits to apply.
+  auto heartbeat = std::make_unique<PeriodicTask>(options_.lease / 5, options_.lease / 5, [this, id_text, lease_ms] {
+    auto beat = pool_.Run<pg::Rows>(
+        [&](pg::Connection& c) {
+          return c.Query(kHeartbeat, {id_text, lease_ms});
+        },
+        /*unbounded=*/true);
+    if (!beat.ok()) log::Warn("grant {}: lease not renewed: {}", id_text, beat.status().ToString());
+  });
+  // 2. barrier
+  auto barrier = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kBarrier); }, /*unbounded=*/true);
+  if (!barrier.ok()) return abandon(barrier.status());
+  failpoint::MaybeDelay("grant.slow");
+  // 3. query and stage
+  auto staged = pool_.Run<pg::Rows>(
+      [&](pg::Connection& c) -> Result<pg::Rows> {
+        auto rows = c.Pipeline({{"BEGIN ISOLATION LEVEL REPEATABLE READ"},
+                                {"SET LOCAL statement_timeout = 0"},
+                                {kStage,
+                                 {id_text, std::to_string(r.from_us), std::to_string(r.to_us),
+                                  std::to_string(r.rate_percent), lease_ms}}});
+        if (!rows.ok() || (*rows)[2].Int(0, 0) < 0) {
+          if (Status rolled = c.Exec("ROLLBACK"); !rolled.ok()) c.MarkBroken();
+          return rows.ok() ? LeaseLost(id) : rows.status();
+        }
+        if (Status s = c.Exec("COMMIT"); !s.ok()) return s;
+        return std::move((*rows)[2]);
+      },
+      /*unbounded=*/true);
+  if (!staged.ok()) return abandon(staged.status());
+  failpoint::MaybeCrash("grant.stage");
+  GrantOutcome outcome{.grant_id = id,
+                       .cards = staged->Int(0, 0),
+                       .points = staged->Int(0, 1),
+                       .query_ms = staged->Double(0, 2),
+                       .update_ms = staged->Double(0, 3),
+                       .commit_ms = 0,
+                       .replayed = false};
+  // 4. apply, once the previous grant has folded (this thread helps).
+  const std::string lock_key = std::to_string(kGrantLock);
+  for (int attempt = 0;; ++attempt) {
+    auto start = std::chrono::steady_clock::now();
+    auto applied = pool_.Run<pg::Rows>(
+        [&](pg::Connection& c) -> Result<pg::Rows> {
+          const pg::Connection::Statement take[] = {{kGrantLockSession, {lock_key}}};
+          const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL SERIALIZABLE"},
+                                                    {kApply, {id_text, r.allow_overlap ? "true" : "false"}},
+                                                    {"COMMIT"}};
+          const pg::Connection::Statement end[] = {{"ROLLBACK"}};
+          const pg::Connection::Statement release[] = {{kGrantUnlockSession, {lock_key}}};
+          const std::span<const pg::Connection::Statement> segments[] = {take, work, end, release};
+          auto results = c.PipelineSegments(segments);
+          if (!results[0].ok()) return results[0].status();
+          if (!results[3].ok()) c.MarkBroken();  // never hand out a connection that holds the lock
+          if (!results[1].ok()) return results[1].status();
+          return std::move((*results[1])[1]);
+        },
+        /*unbounded=*/true);
+    outcome.commit_ms = MsSince(start);
+    if (!applied.ok()) {
+      if (pg::IsRetryable(applied.status()) && attempt < 20) {
+        pg::CountRetry(applied.status());
+        RetryBackoff(attempt);
+        continue;
+      }
+      // Unknown outcome on a lost connection: the grant is applied or
+      // still staging; abandon deletes it only in the second case.
+      return abandon(applied.status());
+    }
+    auto what = static_cast<ApplyResult>(applied->Int(0, 0));
+    if (what == ApplyResult::kApplied) break;
+    if (what == ApplyResult::kLeaseLost) return LeaseLost(id);
+    if (what == ApplyResult::kOverlap)
+      return abandon(PeriodAlreadyGranted(applied->Int(0, 1), applied->Int(0, 2), applied->Int(0, 3)));
+    if (what != ApplyResult::kPreviousFolding)
+      return abandon(Status::Internal("hotrow_grant_apply_v1 answered outcome " + std::to_string(applied->Int(0, 0))));
+    int64_t previous = applied->Int(0, 1);
+    if (!FoldToEnd(previous, [] { return false; })) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    attempt = 0;
+  }
+  heartbeat.reset();
+  failpoint::MaybeCrash("grant.commit");
+  KickFolder();
+  auto timed = pool_.Run<pg::Rows>([&](pg::Connection& c) {
+    return c.Query(kRecordCommitTime, {std::to_string(outcome.commit_ms), id_text});
+  });
+  if (!timed.ok()) log::Warn("grant {}: cannot record its commit time: {}", id, timed.status().ToString());
+  return outcome;
+}
+
+}  // namespace hotrow::pointcard

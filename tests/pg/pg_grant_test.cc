@@ -1,0 +1,255 @@
+// The grant's protocol on PostgreSQL (pointcard/postgres_store.h): what the
+// contract suite cannot see from outside -- snapshots taken during a grant,
+// a point use that meets unfolded credit, a staging grant whose instance
+// died, and a crash in each phase.
+#include <csignal>
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "contract/pointcard_contract.h"
+#include "contract/wait.h"
+#include "db/postgres.h"
+#include "harness/http_client.h"
+#include "harness/or_throw.h"
+#include "harness/postgres_process.h"
+#include "harness/server_process.h"
+#include "pointcard/postgres_store.h"
+#include "pointcard/service.h"
+
+namespace hotrow::testing {
+namespace {
+
+constexpr int64_t kFoldLockSpace = 72720006;  // postgres_grant.cc
+
+struct PgCardsFixture {
+  PgCardsFixture() : url(FreshDatabase()) {
+    auto conn = OrThrow(db::pg::Connection::Connect(url));
+    pointcard::SeedOptions o;
+    o.cards = kContractCards;
+    o.stores = kContractStores;
+    o.history = kContractHistory;
+    o.seed = 7;
+    OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
+    pool = OpenPool(url);
+    store =
+        OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {.fold_chunk = 3, .lease = std::chrono::seconds(1)}));
+    service = std::make_unique<pointcard::PointCardService>(*store);
+    EXPECT_TRUE(service->Load().ok());
+  }
+  ~PgCardsFixture() {
+    service->Stop();
+    service.reset();
+    store.reset();
+  }
+  int64_t Int(const std::string& sql) {
+    auto conn = OrThrow(db::pg::Connection::Connect(url));
+    auto rows = OrThrow(conn->Query(sql));
+    return rows.Int(0, 0);
+  }
+  Result<pointcard::GrantOutcome> Grant(int64_t rate, std::optional<std::string> key = std::nullopt) {
+    return Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+      service->Grant({0, pointcard::NowUs(), rate, key, true}, done);
+    });
+  }
+  Result<pointcard::Card> Card(int64_t id) {
+    return Wait<Result<pointcard::Card>>([&](auto done) { service->GetCard(id, done); });
+  }
+  void ExpectInvariants() {
+    auto conn = OrThrow(db::pg::Connection::Connect(url));
+    auto report = pointcard::CheckPostgresInvariants(*conn);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_TRUE(report->ok()) << report->examples.front();
+  }
+  bool Folded(int64_t grant_id) {
+    for (int i = 0; i < 1500; ++i) {
+      auto g = Wait<Result<pointcard::GrantInfo>>([&](auto done) { service->GetGrant(grant_id, done); });
+      if (g.ok() && g->folded()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::string url;
+  std::unique_ptr<db::pg::Pool> pool;
+  std::unique_ptr<pointcard::PostgresPointCardStore> store;
+  std::unique_ptr<pointcard::PointCardService> service;
+};
+
+// Atomicity as a reader sees it: REPEATABLE READ snapshots taken over and
+// over through a whole grant (staging, apply, fold) with charges of 1
+// point committing beside it. Each snapshot's total -- balances plus the
+// applied credit, as reads add it -- is the total before, plus the charges
+// it sees, plus all of the grant's points if it sees the grant applied.
+TEST(PostgresGrant, EveryRepeatableReadSnapshotSeesAllOfTheGrantOrNone) {
+  PgCardsFixture f;
+  auto reader = OrThrow(db::pg::Connection::Connect(f.url));
+  auto snapshot = [&]() -> std::tuple<bool, int64_t, int64_t> {
+    EXPECT_TRUE(reader->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").ok());
+    auto rows = OrThrow(
+        reader->Query("SELECT (SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'staging'), "
+                      "(SELECT SUM(BALANCE) FROM S_ACCOUNT) + (SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c "
+                      "JOIN P_GRANT g USING (GRANT_ID) WHERE g.STATE = 'applied'), "
+                      "(SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'charge' AND AMOUNT = 1)"));
+    EXPECT_TRUE(reader->Exec("COMMIT").ok());
+    return {rows.Int(0, 0) > 0, rows.Int(0, 1), rows.Int(0, 2)};
+  };
+  auto [_, before, none] = snapshot();
+  ASSERT_EQ(none, 0);
+  std::atomic<bool> stop{false};
+  std::thread payer([&] {
+    for (int64_t i = 0; !stop; ++i) {
+      auto r = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+        f.service->Pay(pointcard::Payment{1 + i % kContractCards, 1, 1, std::nullopt}, done);
+      });
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::promise<Result<pointcard::GrantOutcome>> granted;
+  f.service->Grant({0, pointcard::NowUs(), 10, std::nullopt, true},
+                   [&](Result<pointcard::GrantOutcome> r) { granted.set_value(std::move(r)); });
+  std::vector<std::tuple<bool, int64_t, int64_t>> seen;
+  auto future = granted.get_future();
+  while (future.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) seen.push_back(snapshot());
+  auto grant = future.get();
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  for (int i = 0; i < 3000 && f.Int("SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'applied'") > 0; ++i)
+    seen.push_back(snapshot());
+  stop = true;
+  payer.join();
+  seen.push_back(snapshot());
+  int64_t visible = 0;
+  for (const auto& [applied, total, charges] : seen) {
+    EXPECT_EQ(total, before + charges + (applied ? grant->points : 0))
+        << (applied ? "applied" : "not applied") << ", " << charges << " charge(s) seen";
+    visible += applied;
+  }
+  EXPECT_GT(visible, 0);
+  f.ExpectInvariants();
+}
+
+// A point use on a card whose credit is applied but not folded (the fold
+// is held off here by taking its lock) folds it itself: the grant's row,
+// then its own, each at its own time; the fold then skips that card.
+TEST(PostgresGrant, APointUseBeforeTheFoldWritesTheGrantsRowFirst) {
+  PgCardsFixture f;
+  auto holder = OrThrow(db::pg::Connection::Connect(f.url));
+  // The first grant of a fresh database is grant 1.
+  ASSERT_TRUE(holder->Query("SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  auto grant = f.Grant(10);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_EQ(grant->grant_id, 1);
+  ASSERT_GT(grant->cards, 1);
+  int64_t card = f.Int("SELECT MIN(CARD_ID) FROM P_GRANT_CREDIT");
+  int64_t credit = f.Int("SELECT POINTS FROM P_GRANT_CREDIT WHERE CARD_ID = " + std::to_string(card));
+  auto before = f.Card(card);
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->pending_points, credit);
+  auto paid = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    f.service->Pay(pointcard::Payment{card, 1, -1, std::nullopt}, done);
+  });
+  ASSERT_TRUE(paid.ok()) << paid.status().ToString();
+  ASSERT_FALSE(paid->refused);
+  EXPECT_EQ(paid->row.balance, before->balance - 1) << "the balance with the credit, less the payment";
+  auto after = f.Card(card);
+  EXPECT_EQ(after->pending_points, 0);
+  EXPECT_EQ(after->balance, before->balance - 1);
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT_CREDIT"), grant->cards - 1) << "the others still wait for the fold";
+  std::string where = " FROM H_TRANSACTION WHERE CARD_ID = " + std::to_string(card);
+  EXPECT_EQ(f.Int("SELECT AMOUNT" + where + " AND KIND = 'grant'"), credit);
+  EXPECT_EQ(f.Int("SELECT COUNT(*)" + where + " AND KIND = 'grant' AND PAYMENT_TIME < (SELECT MAX(PAYMENT_TIME)" +
+                  where + ")"),
+            1)
+      << "the grant's row comes before the payment's";
+  f.ExpectInvariants();
+  ASSERT_TRUE(holder->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(f.Folded(grant->grant_id));
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), grant->cards)
+      << "one row per credited card: none twice, none lost";
+  EXPECT_EQ(f.Int("SELECT COALESCE(SUM(AMOUNT), 0) FROM H_TRANSACTION WHERE KIND = 'grant'"), grant->points);
+  f.ExpectInvariants();
+}
+
+// A staging grant whose instance died (here: rows left as it would leave
+// them, its lease running out) blocks grants only until its lease ends; then
+// it goes with its credits, and its key is free again.
+TEST(PostgresGrant, AStagingGrantOfADeadInstanceGoesWhenItsLeaseRunsOut) {
+  PgCardsFixture f;
+  auto conn = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(conn->Exec("INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, "
+                         "UPDATE_MS, IDEMPOTENCY_KEY, FINGERPRINT, STATE, LEASE_UNTIL) VALUES (now(), now(), now(), 1, "
+                         "0, 0, 0, 0, 'dead', 'x', 'staging', (clock_timestamp() AT TIME ZONE 'UTC') + "
+                         "interval '1500 milliseconds'); "
+                         "INSERT INTO P_GRANT_CREDIT SELECT CARD_ID, 1, 5 FROM S_ACCOUNT WHERE CARD_ID <= 3")
+                  .ok());
+  auto refused = f.Grant(1);
+  EXPECT_EQ(refused.status().code(), ErrorCode::kGrantInProgress) << refused.status().ToString();
+  EXPECT_EQ(f.Card(1)->pending_points, 0) << "staged credit is not visible";
+  EXPECT_TRUE(Eventually([&] { return f.Int("SELECT COUNT(*) FROM P_GRANT") == 0; }, std::chrono::seconds(5)))
+      << "the folder drops it within a second of its lease's end";
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT_CREDIT"), 0);
+  auto granted = f.Grant(1, "dead");
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  EXPECT_FALSE(granted->replayed);
+  ASSERT_TRUE(f.Folded(granted->grant_id));
+  f.ExpectInvariants();
+}
+
+// A crash in each phase of a grant, on a server: after a restart the grant
+// is wholly absent (it had not applied: its lease runs out) or wholly
+// present (its fold resumes), and the invariants hold either way.
+void CrashInsideAPostgresGrant(const std::string& failpoint, bool expect_present) {
+  std::string url = FreshDatabase();
+  auto seeded = RunHotrow(
+      {"seed", "pointcard", "--cards", "200", "--stores", "20", "--history", "1000", "--seed", "7", "--db", url});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  int64_t balances_before = count("SELECT SUM(BALANCE) FROM S_ACCOUNT");
+  TestServer server(TestServerOptions{0, false, {"--grant-fold-chunk", "10"}, {{"HOTROW_FAILPOINT", failpoint}}, url});
+  ASSERT_TRUE(server.ok());
+  {
+    HttpClient c(server.port());
+    ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":500})").status, 201);
+    try {
+      std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
+      c.Post("/api/v1/grants",
+             R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1,"allowOverlap":true})",
+             {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
+    } catch (const std::exception&) {
+      // the server died mid-request, as arranged
+    }
+  }
+  EXPECT_EQ(server.process().Wait(std::chrono::seconds(30)), -SIGABRT) << server.process().Log();
+  ASSERT_TRUE(server.Start({}));
+  // A staging grant's lease (10 s) runs out, and the folder drops it; an
+  // applied one's fold resumes.
+  EXPECT_TRUE(Eventually([&] { return count("SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'folded'") == 0; },
+                         std::chrono::seconds(20)));
+  EXPECT_EQ(count("SELECT COUNT(*) FROM P_GRANT_CREDIT"), 0) << "every credit is folded (applied) or dropped";
+  int64_t grants = count("SELECT COUNT(*) FROM P_GRANT");
+  int64_t rows = count("SELECT COUNT(*) FROM H_TRANSACTION WHERE STORE_ID = 0");
+  int64_t balances = count("SELECT SUM(BALANCE) FROM S_ACCOUNT");
+  if (expect_present) {
+    EXPECT_EQ(grants, 1);
+    EXPECT_GT(rows, 50) << "the grant should have reached many cards";
+    EXPECT_EQ(rows, count("SELECT CARDS FROM P_GRANT"));
+    EXPECT_EQ(balances, balances_before + 500 + count("SELECT POINTS FROM P_GRANT"));
+  } else {
+    EXPECT_EQ(grants, 0);
+    EXPECT_EQ(rows, 0) << "a half-applied grant survived the crash";
+    EXPECT_EQ(balances, balances_before + 500) << "the acknowledged payment must survive, the grant must not";
+  }
+  auto check = RunHotrow({"check", "pointcard", "--db", url});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+TEST(PostgresGrant, ACrashAfterItsCreditsAreStagedLeavesNoneOfIt) { CrashInsideAPostgresGrant("grant.stage", false); }
+
+TEST(PostgresGrant, ACrashRightAfterTheApplyKeepsAllOfIt) { CrashInsideAPostgresGrant("grant.commit", true); }
+
+TEST(PostgresGrant, ACrashWhileItFoldsKeepsAllOfIt) { CrashInsideAPostgresGrant("grant.fold:5", true); }
+
+}  // namespace
+}  // namespace hotrow::testing
