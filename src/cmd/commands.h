@@ -84,6 +84,7 @@ struct SimulateFlags {
   std::string url;
   std::string admin_token;
   int db_pool = 16;
+  std::string grant_mode = "hotrow";
   std::string work_dir = "data/simulation";
   std::string out = "data/simulation/report";
   bool quick = false;

@@ -68,6 +68,12 @@ CLI::App* AddSimulate(CLI::App& app, SimulateFlags& f) {
   p->add_option("--admin-token", f.admin_token, "The server's admin token (with --url)")->envname("HOTROW_ADMIN_TOKEN");
   p->add_option("--work-dir", f.work_dir, "Where the run databases live")->capture_default_str();
   p->add_option("--out", f.out, "Where to write simulation.json, .svg and .html")->capture_default_str();
+  p->add_option("--grant-mode", f.grant_mode,
+                "PostgreSQL only: hotrow (the store's staged grant), plain (the reference's grant: one "
+                "SERIALIZABLE transaction, no lock, no retry) or read-committed (the same at READ COMMITTED; it "
+                "loses payments: run it on a throwaway database)")
+      ->check(CLI::IsMember({"hotrow", "plain", "read-committed"}))
+      ->capture_default_str();
   p->add_flag("--quick", f.quick, "Small data, short runs (2,000 cards, parallel 1,8, 3 s): for tests");
   p->callback([&f] { f.what = "pointcard"; });
   return c;
@@ -109,6 +115,9 @@ int RunSimulate(const SimulateFlags& f) {
   o.admin_token = f.admin_token;
   o.work_dir = f.work_dir;
   o.db_pool = f.db_pool;
+  o.grant_mode = f.grant_mode == "plain"            ? tools::SimulationOptions::GrantMode::kPlain
+                 : f.grant_mode == "read-committed" ? tools::SimulationOptions::GrantMode::kReadCommitted
+                                                    : tools::SimulationOptions::GrantMode::kHotrow;
   if (!f.db.empty()) {
     auto url = db::ParseStoreUrl(f.db);
     if (!url.ok()) {
@@ -119,6 +128,11 @@ int RunSimulate(const SimulateFlags& f) {
       o.postgres_url = url->postgres_url;
     else
       o.template_db = url->sqlite_path;
+  }
+  if (o.grant_mode != tools::SimulationOptions::GrantMode::kHotrow && o.postgres_url.empty()) {
+    log::Error("--grant-mode {} reproduces the reference's PostgreSQL runs: it needs --db postgresql://...",
+               f.grant_mode);
+    return 2;
   }
   // Per-grant log lines would interleave with the progress line; the
   // report has every grant.

@@ -4,8 +4,13 @@
 //
 //   HOTROW_FAILPOINT=grant.write:5000   abort() when the grant's write phase
 //                                       has updated its 5,000th card
-//   HOTROW_FAILPOINT=grant.commit       abort() right after the grant commits,
-//                                       before anyone is told
+//   HOTROW_FAILPOINT=grant.commit       abort() right after the grant commits
+//                                       (its apply), before anyone is told
+//   HOTROW_FAILPOINT=grant.stage        abort() right after a PostgreSQL
+//                                       grant's credits are staged, before
+//                                       its apply
+//   HOTROW_FAILPOINT=grant.fold:5       abort() after the 5th fold chunk
+//                                       (PostgreSQL) or folded card (SQLite)
 //   HOTROW_FAILPOINT=writer.commit:20   abort() right after the SQLite writer's
 //                                       20th group commit, before any of its
 //                                       writes is answered

@@ -33,8 +33,7 @@ constexpr std::string_view kStagedGrants = R"sql(
   CREATE TRIGGER H_TRANSACTION_KIND BEFORE INSERT ON H_TRANSACTION FOR EACH ROW WHEN (NEW.KIND IS NULL)
     EXECUTE FUNCTION hotrow_history_kind();
   ALTER TABLE P_GRANT ADD COLUMN STATE text NOT NULL DEFAULT 'folded', ADD COLUMN APPLIED_TIME timestamp,
-    ADD COLUMN FOLDED_TIME timestamp, ADD COLUMN FOLD_MS double precision, ADD COLUMN LEASE_UNTIL timestamp,
-    ADD COLUMN FOLD_CURSOR bigint NOT NULL DEFAULT -1;
+    ADD COLUMN FOLDED_TIME timestamp, ADD COLUMN FOLD_MS double precision, ADD COLUMN LEASE_UNTIL timestamp;
   UPDATE P_GRANT SET APPLIED_TIME = GRANT_TIME, FOLDED_TIME = GRANT_TIME, FOLD_MS = 0;
   CREATE INDEX P_GRANT_UNFOLDED ON P_GRANT (GRANT_ID) WHERE STATE <> 'folded';
   CREATE TABLE P_GRANT_CREDIT (
@@ -198,7 +197,7 @@ Status CreateFunctions(pg::Connection& conn) {
     -- waits for the previous fold). Outcomes as hotrow_pay_v2's.
     CREATE OR REPLACE FUNCTION hotrow_pay_v3(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
     RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql
-    SET enable_seqscan = off AS $$
+    SET enable_seqscan = off SET jit = off AS $$
     DECLARE
       k P_IDEMPOTENCY%ROWTYPE;
       b bigint;

@@ -44,11 +44,12 @@
 //      overlap rule again, then STATE 'applied' -- one row, one small
 //      commit -- and the 201. It waits (and helps) until the previous
 //      grant has folded, so at most one grant has unfolded credit.
-//   5. fold (READ COMMITTED, any instance, chunks of fold_chunk cards):
-//      locks the next cards FOR UPDATE SKIP LOCKED, deletes their credits
-//      and writes them as the grant's rows (STORE_ID 0, KIND 'grant'), then
-//      STATE 'folded' with FOLD_MS. The cursor (FOLD_CURSOR) is in P_GRANT,
-//      so another instance resumes where a dead one stopped.
+//   5. fold (READ COMMITTED, chunks of fold_chunk cards, fold_workers at
+//      once, on any instance): locks the next credits and their cards FOR
+//      UPDATE SKIP LOCKED, deletes the credits and writes them as the
+//      grant's rows (STORE_ID 0, KIND 'grant'); a pass that finds none left
+//      sets STATE 'folded' with FOLD_MS. Progress is the credits' deletion,
+//      so any instance resumes a fold a dead one left.
 // Why it is serializable and atomic:
 //   - Reads (GET card) add the applied credit in one statement, one
 //     snapshot; the apply is one commit and each fold chunk moves credit
@@ -71,6 +72,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/periodic_task.h"
@@ -85,6 +87,9 @@ struct PostgresPointCardOptions {
   // Cards per fold chunk (each one commit holding its cards' rows); tests
   // use small ones to cross chunk boundaries on small data.
   int64_t fold_chunk = 4096;
+  // Workers folding one grant at once on this instance, each over its own
+  // range of cards (docs/pointcard.md#the-grant-on-postgresql).
+  int64_t fold_workers = 4;
   // A staging grant's lease; its heartbeat renews it every lease/5.
   std::chrono::milliseconds lease{10000};
 };
@@ -111,8 +116,13 @@ class PostgresPointCardStore final : public PointCardStore {
   void Purge();
   // postgres_grant.cc: steps 1-4 on the grant's thread, and the folder.
   Result<GrantOutcome> RunGrant(const GrantRequest& request, const std::string& fingerprint);
-  enum class FoldStep { kMore, kDone, kBusy, kFailed };
-  FoldStep FoldChunk(int64_t grant_id);
+  enum class FoldStep { kMore, kRangeDone, kDone, kBusy, kFailed };
+  // One chunk of the cards in (after, before); moves `after` past it.
+  FoldStep FoldChunk(int64_t grant_id, int64_t* after, std::optional<int64_t> before);
+  // Chunks until the range is empty (kRangeDone; a full pass: kDone) or
+  // `stopping` or repeated failures (kFailed).
+  FoldStep FoldRange(int64_t grant_id, int64_t after, std::optional<int64_t> before,
+                     const std::function<bool()>& stopping);
   // Until the grant is folded (true) or `stopping` or repeated failures.
   bool FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping);
   void FoldLoop();

@@ -113,6 +113,9 @@ std::string ReportText(const SimulationResult& res) {
                   g.total_max, g.fold, g.window);
     t += buf;
   }
+  for (const auto& r : res.runs)
+    if (!r.grant_error.empty())
+      t += "  parallel " + std::to_string(r.parallel) + ", first failed grant: " + r.grant_error + "\n";
   // The stall-free grant's aim: point uses that overlapped a grant (its
   // request to its fold's end) against those that did not.
   t += "\ngrant overlap: successful point uses, ms (a grant's window runs from its request to its fold's end)\n";
@@ -182,12 +185,14 @@ std::string ReportJson(const SimulationResult& res) {
     }
     w.EndArray();
     w.Field("grantsFailed", r.grants_failed);
+    w.Field("grantError", r.grant_error);
     w.Field("grantsCutOff", r.grants_cut_off);
     w.Field("checkpoints", static_cast<int64_t>(r.checkpoints));
     w.Field("walRestarts", static_cast<int64_t>(r.wal_restarts));
     w.Field("walBytesLargest", r.wal_bytes_largest);
     w.Field("databaseBytesAtEnd", r.db_bytes_end);
     w.Key("invariantsOk"), w.Bool(r.invariants_ok);
+    w.Field("invariantsReport", r.invariants_report);
     w.EndObject();
   }
   w.EndArray();

@@ -91,7 +91,7 @@ Result<T> Wait(Call call) {
   return Await<Result<T>>(std::move(call));
 }
 
-class InProcessClient final : public SimClient {
+class InProcessClient : public SimClient {
  public:
   explicit InProcessClient(PointCardService& s) : s_(s) {}
   Result<Card> GetCard(int64_t id) override {
@@ -116,6 +116,91 @@ class InProcessClient final : public SimClient {
 
  private:
   PointCardService& s_;
+};
+
+// The reference's grant on PostgreSQL (its section 5.4), for the modes that
+// reproduce its runs: one transaction at `isolation`, no lock, no retry.
+// The query joins S_ACCOUNT for each card's balance; then, per 1,000 cards
+// (its executeBatch), one statement sets BALANCE to the balance the query
+// read plus the bonus and writes the history rows. It writes no P_GRANT row,
+// so it answers folded at once. Payments stay the store's (hotrow_pay_v3).
+class ReferenceGrantClient final : public InProcessClient {
+ public:
+  ReferenceGrantClient(PointCardService& s, std::unique_ptr<db::pg::Connection> conn, std::string isolation)
+      : InProcessClient(s), conn_(std::move(conn)), isolation_(std::move(isolation)) {}
+  Result<GrantOutcome> Grant(int64_t from, int64_t to, int64_t rate) override {
+    auto t0 = Clock::now();
+    Result<GrantOutcome> g = Run(from, to, rate, t0);
+    if (!g.ok()) log::WarnIfFailed(conn_->Exec("ROLLBACK"), "ROLLBACK of the reference's grant");
+    return g;
+  }
+  Result<GrantInfo> GetGrant(int64_t id) override {
+    GrantInfo g;
+    g.outcome.grant_id = id;
+    g.folded_at_us = NowUs();
+    return g;
+  }
+
+ private:
+  static constexpr size_t kBatch = 1000;
+  static double Ms(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  }
+  Result<GrantOutcome> Run(int64_t from, int64_t to, int64_t rate, Clock::time_point t0) {
+    if (Status s = conn_->Exec("BEGIN ISOLATION LEVEL " + isolation_ + "; SET LOCAL statement_timeout = 0"); !s.ok())
+      return s;
+    auto rows = conn_->Query(
+        "SELECT T.CARD_ID, A.BALANCE, SUM(T.AMOUNT) FROM H_TRANSACTION T JOIN S_ACCOUNT A ON T.CARD_ID = A.CARD_ID "
+        "WHERE T.PAYMENT_TIME >= hotrow_ts($1) AND T.PAYMENT_TIME < hotrow_ts($2) AND T.AMOUNT > 0 AND T.STORE_ID > 0 "
+        "GROUP BY T.CARD_ID, A.BALANCE",
+        {std::to_string(from), std::to_string(to)});
+    if (!rows.ok()) return rows.status();
+    auto t1 = Clock::now();
+    GrantOutcome g;
+    std::string ids, balances, bonuses;
+    size_t in_batch = 0;
+    auto flush = [&]() -> Status {
+      if (in_batch == 0) return Status::Ok();
+      auto done = conn_->Query(
+          "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) v(id, balance, bonus)), "
+          "u AS (UPDATE S_ACCOUNT a SET BALANCE = v.balance + v.bonus, "
+          "LAST_UPDATE = GREATEST(clock_timestamp() AT TIME ZONE 'UTC', a.LAST_UPDATE + interval '1 microsecond') "
+          "FROM v WHERE a.CARD_ID = v.id RETURNING a.CARD_ID, v.bonus, a.BALANCE, a.LAST_UPDATE) "
+          "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+          "SELECT LAST_UPDATE, CARD_ID, 0, bonus, BALANCE, 'grant' FROM u "
+          "ON CONFLICT (PAYMENT_TIME, CARD_ID, STORE_ID) DO UPDATE SET AMOUNT = excluded.AMOUNT, "
+          "BALANCE = excluded.BALANCE",
+          {"{" + ids + "}", "{" + balances + "}", "{" + bonuses + "}"});
+      ids.clear(), balances.clear(), bonuses.clear();
+      in_batch = 0;
+      return done.status();
+    };
+    for (int i = 0; i < rows->size(); ++i) {
+      int64_t bonus = rows->Int(i, 2) * rate / 100;
+      if (bonus <= 0) continue;
+      const char* sep = in_batch ? "," : "";
+      ids.append(sep).append(rows->Text(i, 0));
+      balances.append(sep).append(rows->Text(i, 1));
+      bonuses.append(sep).append(std::to_string(bonus));
+      ++g.cards;
+      g.points += bonus;
+      if (++in_batch == kBatch) {
+        if (Status s = flush(); !s.ok()) return s;
+      }
+    }
+    if (Status s = flush(); !s.ok()) return s;
+    auto t2 = Clock::now();
+    if (Status s = conn_->Exec("COMMIT"); !s.ok()) return s;
+    auto t3 = Clock::now();
+    g.grant_id = ++grants_;
+    g.query_ms = Ms(t0, t1);
+    g.update_ms = Ms(t1, t2);
+    g.commit_ms = Ms(t2, t3);
+    return g;
+  }
+  std::unique_ptr<db::pg::Connection> conn_;
+  const std::string isolation_;
+  int64_t grants_ = 0;
 };
 
 class HttpSimClient final : public SimClient {
@@ -312,12 +397,13 @@ Status MakeTemplate(const SimulationOptions& o, const std::string& path,
 // Runs one parallelism against `client_for(worker)`.
 void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<int64_t, int64_t> period,
            const std::function<std::unique_ptr<SimClient>()>& make_client, RunResult& result,
-           const std::function<void(const std::string&)>& progress_line) {
+           const std::function<void(const std::string&)>& progress_line,
+           const std::function<std::unique_ptr<SimClient>()>& make_batch_client = nullptr) {
   Shared shared;
   std::vector<std::unique_ptr<SimClient>> clients;
   clients.reserve(static_cast<size_t>(parallel));
   for (int i = 0; i < parallel; ++i) clients.push_back(make_client());
-  auto batch_client = make_client();
+  auto batch_client = make_batch_client ? make_batch_client() : make_client();
   auto start = Clock::now();
   auto end = start + o.duration;
   std::vector<std::thread> threads;
@@ -347,7 +433,7 @@ void Drive(const SimulationOptions& o, int parallel, int64_t cards, std::pair<in
       }
       shared.grant_windows.push_back({g0, g2});
       if (!g.ok()) {
-        ++result.grants_failed;
+        if (result.grants_failed++ == 0) result.grant_error = g.status().ToString();
         log::Warn("grant failed: {}", g.status().ToString());
         continue;
       }
@@ -441,7 +527,7 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       "PostgreSQL: every parallelism starts from a fresh CREATE DATABASE ... TEMPLATE copy of the generated "
       "data (" +
       std::to_string(o.data.cards) + " cards), " + std::to_string(o.db_pool) +
-      " pooled connections; grants cover the whole initial history period";
+      " pooled connections; grants cover the whole initial history period; grant mode " + GrantModeName(o.grant_mode);
   for (int p : o.parallel) {
     log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + run_db), "dropping " + run_db);
     if (Status s =
@@ -462,8 +548,20 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       if (!store.ok()) return store.status();
       PointCardService service(**store);
       if (Status s = service.Load(); !s.ok()) return s;
+      std::function<std::unique_ptr<SimClient>()> make_batch;
+      if (o.grant_mode != SimulationOptions::GrantMode::kHotrow) {
+        auto grant_conn = db::pg::Connection::Connect(url);
+        if (!grant_conn.ok()) return grant_conn.status();
+        std::string isolation =
+            o.grant_mode == SimulationOptions::GrantMode::kPlain ? "SERIALIZABLE" : "READ COMMITTED";
+        make_batch = [&, c = std::make_shared<std::unique_ptr<db::pg::Connection>>(std::move(*grant_conn)),
+                      isolation]() -> std::unique_ptr<SimClient> {
+          return std::make_unique<ReferenceGrantClient>(service, std::move(*c), isolation);
+        };
+      }
       Drive(
-          o, p, o.data.cards, period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line);
+          o, p, o.data.cards, period, [&] { return std::make_unique<InProcessClient>(service); }, r, progress_line,
+          make_batch);
     }
     auto conn = db::pg::Connection::Connect(url);
     if (conn.ok()) {
@@ -484,6 +582,17 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
 }
 
 }  // namespace
+
+const char* GrantModeName(SimulationOptions::GrantMode mode) {
+  switch (mode) {
+    case SimulationOptions::GrantMode::kPlain:
+      return "plain (the reference's grant: one SERIALIZABLE transaction, no lock, no retry)";
+    case SimulationOptions::GrantMode::kReadCommitted:
+      return "read-committed (the reference's grant at READ COMMITTED)";
+    default:
+      return "hotrow (staged, applied in one commit, folded)";
+  }
+}
 
 Result<SimulationResult> Simulate(const SimulationOptions& o,
                                   const std::function<void(const std::string&)>& progress_line) {

@@ -46,7 +46,16 @@ struct SimulationOptions {
   std::string url;          // drive a running server instead
   std::string admin_token;  // for grants over HTTP
   bool progress = true;
+  // PostgreSQL only: how grants run. kHotrow: the store's (postgres_store.h).
+  // kPlain: the reference's own grant (its section 5.4), one SERIALIZABLE
+  // transaction with no lock and no retry. kReadCommitted: the same at
+  // READ COMMITTED (its section 8.3.4). Payments are hotrow's in every mode.
+  enum class GrantMode { kHotrow, kPlain, kReadCommitted };
+  GrantMode grant_mode = GrantMode::kHotrow;
 };
+
+// "hotrow", "plain", "read-committed".
+const char* GrantModeName(SimulationOptions::GrantMode mode);
 
 // Latency summary in milliseconds, as the reference tabulates it.
 struct LatencyStats {
@@ -74,6 +83,7 @@ struct RunResult {
   double iteration_mean_ms = 0;         // one iteration without its 100 ms wait
   std::vector<GrantRun> grants;         // completed within the run
   int64_t grants_failed = 0;
+  std::string grant_error;     // the first failed grant's error
   int64_t grants_cut_off = 0;  // still running at the end: not counted
   // Storage, in-process only.
   uint64_t checkpoints = 0;

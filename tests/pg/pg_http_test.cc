@@ -356,5 +356,34 @@ TEST(PostgresServer, QuickSimulationOnPostgres) {
   EXPECT_NE(r.output.find("8.6 point grant"), std::string::npos);
 }
 
+// The reference's own grant (--grant-mode plain: one SERIALIZABLE
+// transaction, no lock, no retry) beside hotrow's payments: whether a grant
+// succeeds or fails there, SERIALIZABLE keeps every invariant, and the
+// report says which grant ran. At READ COMMITTED the same grant writes the
+// balance it read, so it may lose payments: the run completes and the
+// report carries the checker's verdict either way.
+TEST(PostgresServer, TheReferencesGrantModesRun) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  TempDir dir;
+  auto plain = RunHotrow({"simulate", "pointcard", "--quick", "--parallel", "8", "--duration", "3s", "--db",
+                          pg->CreateDatabase(), "--db-pool", "4", "--grant-mode", "plain", "--out", dir.File("plain")},
+                         std::chrono::seconds(240));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("grant mode plain (the reference's grant"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("OK: "), std::string::npos) << "SERIALIZABLE keeps the invariants\n" << plain.output;
+  auto rc =
+      RunHotrow({"simulate", "pointcard", "--quick", "--parallel", "8", "--duration", "3s", "--db",
+                 pg->CreateDatabase(), "--db-pool", "4", "--grant-mode", "read-committed", "--out", dir.File("rc")},
+                std::chrono::seconds(240));
+  // Exit 1 when the checker found what the grant broke (a lost payment).
+  ASSERT_TRUE(rc.exit_code == 0 || rc.exit_code == 1) << rc.output;
+  EXPECT_NE(rc.output.find("grant mode read-committed"), std::string::npos) << rc.output;
+  if (rc.exit_code == 1) EXPECT_NE(rc.output.find("balance"), std::string::npos) << rc.output;
+  auto refused = RunHotrow({"simulate", "pointcard", "--quick", "--grant-mode", "plain"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("needs --db postgresql://"), std::string::npos) << refused.output;
+}
+
 }  // namespace
 }  // namespace hotrow::testing
