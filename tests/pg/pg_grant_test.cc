@@ -3,7 +3,9 @@
 // a point use that meets unfolded credit, a staging grant whose instance
 // died, and a crash in each phase.
 #include <csignal>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -75,6 +77,62 @@ struct PgCardsFixture {
   std::unique_ptr<pointcard::PostgresPointCardStore> store;
   std::unique_ptr<pointcard::PointCardService> service;
 };
+
+// A database v0.5.0 made (tests/fixtures/make-pg-fixture.sh: seeded, a
+// keyed payment, a keyed grant written whole under its table lock) takes
+// point-card migration 1: its rows get their KIND, its grant reads as
+// folded, its keys still replay, the checker passes, and a new grant runs
+// the staged protocol on it.
+TEST(PostgresGrant, ADatabaseOfV050MigratesAndGrantsInSteps) {
+  std::ifstream in(std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.5.0-postgres.sql");
+  std::stringstream dump;
+  dump << in.rdbuf();
+  ASSERT_GT(dump.str().size(), 1000u);
+  std::string url = FreshDatabase();
+  std::string database = url.substr(url.rfind('/') + 1), out;
+  ASSERT_EQ(PostgresProcess::Shared()->Psql(database, dump.str(), &out), 0) << out;
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'h_transaction' "
+                  "AND column_name = 'kind'"),
+            0)
+      << "the fixture is from before the migration";
+  int64_t grant_rows = count("SELECT COUNT(*) FROM H_TRANSACTION WHERE STORE_ID = 0");
+  ASSERT_GT(grant_rows, 0);
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {.fold_chunk = 7}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), grant_rows);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND IS DISTINCT FROM CASE WHEN STORE_ID = 0 THEN "
+                  "'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END"),
+            0);
+  auto old = Wait<Result<pointcard::GrantInfo>>([&](auto done) { service.GetGrant(1, done); });
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_TRUE(old->folded());
+  EXPECT_EQ(old->outcome.cards, grant_rows);
+  auto replay = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    service.Pay(pointcard::Payment{1, 1, 700, "fixture-1"}, done);
+  });
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  auto again = Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+    service.Grant({old->from_us, old->to_us, 10, "fixture-grant", false}, done);
+  });
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->replayed) << "the key of a grant v0.5.0 made replays it";
+  auto fresh = Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+    service.Grant({0, pointcard::NowUs(), 10, std::nullopt, true}, done);
+  });
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_GT(fresh->cards, 0);
+  EXPECT_TRUE(Eventually([&] { return count("SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'folded'") == 0; },
+                         std::chrono::seconds(20)));
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  service.Stop();
+}
 
 // Atomicity as a reader sees it: REPEATABLE READ snapshots taken over and
 // over through a whole grant (staging, apply, fold) with charges of 1
