@@ -158,6 +158,7 @@ int RunSimulate(const SimulateFlags& f) {
   std::filesystem::create_directories(f.out, ec);
   std::ofstream(f.out + "/simulation.json") << tools::ReportJson(*result);
   std::ofstream(f.out + "/simulation.svg") << tools::ReportSvg(*result);
+  std::ofstream(f.out + "/simulation-median.svg") << tools::ReportMedianSvg(*result);
   std::ofstream(f.out + "/simulation.html") << tools::ReportHtml(*result);
   std::ofstream(f.out + "/simulation.txt") << text;
   log::Info("wrote {}/simulation.json, .svg, .html and .txt", f.out);

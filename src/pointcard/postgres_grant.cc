@@ -1,6 +1,7 @@
 // The grant on PostgreSQL: staged credits, one small atomic apply, a fold
 // after the answer. The protocol and why it is serializable are at the top
 // of postgres_store.h; this file holds its SQL and its driver.
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -22,15 +23,21 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
   return conn.Exec(R"sql(
     -- Staging grants whose lease ran out: their instance died or lost
     -- PostgreSQL before the apply, so they never applied. The P_GRANT row
-    -- goes first and its credits with it, in one statement: a heartbeat or
-    -- the staging's own commit that renews the lease meanwhile keeps both
-    -- (the DELETE re-checks the lease on the row's newest version).
+    -- goes first and its credits with it, in one statement: a heartbeat that
+    -- renews the lease meanwhile keeps both (the DELETE re-checks the lease
+    -- on the row's newest version). A row that is locked belongs to a
+    -- staging transaction still running, alive by definition: skipped, never
+    -- waited for.
     CREATE OR REPLACE FUNCTION hotrow_grant_expire_v1() RETURNS bigint LANGUAGE plpgsql AS $$
     DECLARE
       now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
       n bigint;
     BEGIN
-      WITH gone AS (DELETE FROM P_GRANT WHERE STATE = 'staging' AND LEASE_UNTIL < now_t RETURNING GRANT_ID)
+      WITH gone AS (
+        DELETE FROM P_GRANT WHERE GRANT_ID IN (
+          SELECT g.GRANT_ID FROM P_GRANT g WHERE g.STATE = 'staging' AND g.LEASE_UNTIL < now_t
+          FOR UPDATE SKIP LOCKED)
+        RETURNING GRANT_ID)
       DELETE FROM P_GRANT_CREDIT c USING gone WHERE c.GRANT_ID = gone.GRANT_ID;
       GET DIAGNOSTICS n = ROW_COUNT;
       RETURN n;
@@ -103,16 +110,26 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     -- end, it returns when every row stamped before that end has committed
     -- or rolled back; rows stamped later are outside the period. It blocks
     -- nobody. Returns the milliseconds it waited.
-    CREATE OR REPLACE FUNCTION hotrow_grant_barrier_v1() RETURNS double precision LANGUAGE plpgsql AS $$
+    -- Gives up after p_max_ms (a session left idle in a transaction that
+    -- touched S_ACCOUNT would hold it for ever) and returns -1; the poll
+    -- backs off from 1 to 50 ms, since each read of pg_locks takes every
+    -- lock-manager partition.
+    CREATE OR REPLACE FUNCTION hotrow_grant_barrier_v1(p_max_ms int) RETURNS double precision LANGUAGE plpgsql AS $$
     DECLARE
       inflight text[];
       t0 timestamptz := clock_timestamp();
+      pause double precision := 0.001;
     BEGIN
       inflight := ARRAY(SELECT l.virtualtransaction FROM pg_locks l
                         WHERE l.locktype = 'relation' AND l.relation = 's_account'::regclass
+                          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                           AND l.mode = 'RowExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid());
       WHILE EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY (inflight)) LOOP
-        PERFORM pg_sleep(0.001);
+        IF clock_timestamp() - t0 > p_max_ms * interval '1 millisecond' THEN
+          RETURN -1;
+        END IF;
+        PERFORM pg_sleep(pause);
+        pause := LEAST(pause * 2, 0.05);
       END LOOP;
       RETURN EXTRACT(EPOCH FROM clock_timestamp() - t0) * 1000;
     END $$;
@@ -124,8 +141,8 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     -- on SQLite. It locks its own P_GRANT row first, so no expiry can take
     -- the grant while it stages (the DELETE waits, then sees the lease this
     -- renews); the caller pauses the heartbeat meanwhile, whose UPDATE of
-    -- that row would otherwise abort this transaction. cards -1: the lease
-    -- was lost before (expired and deleted), so the caller rolls back.
+    -- that row would otherwise abort this transaction. SQLSTATE HR001: the
+    -- lease was lost before (expired and deleted).
     CREATE OR REPLACE FUNCTION hotrow_grant_stage_v1(p_id bigint, p_from bigint, p_to bigint, p_rate int,
                                                      p_lease_ms int)
     RETURNS TABLE (cards bigint, points bigint, query_ms double precision, update_ms double precision)
@@ -138,8 +155,7 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     BEGIN
       PERFORM 1 FROM P_GRANT WHERE GRANT_ID = p_id AND STATE = 'staging' FOR UPDATE;
       IF NOT FOUND THEN
-        RETURN QUERY SELECT -1::bigint, 0::bigint, 0::double precision, 0::double precision;
-        RETURN;
+        RAISE EXCEPTION 'grant % lost its staging lease', p_id USING ERRCODE = 'HR001';
       END IF;
       CREATE TEMP TABLE IF NOT EXISTS hotrow_stage (CARD_ID bigint NOT NULL, POINTS bigint NOT NULL)
         ON COMMIT DELETE ROWS;
@@ -198,14 +214,16 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     END $$;
 
     -- Step 5, one chunk of the fold (READ COMMITTED). Any number of
-    -- workers, on any instance, fold one grant at once: each chunk takes
-    -- the next p_chunk credits after p_after (and before p_before, when
-    -- set) FOR UPDATE SKIP LOCKED, then their cards' rows FOR UPDATE SKIP
-    -- LOCKED (a card a point use holds is skipped: that use folds it, or a
-    -- later pass does), deletes those credits and writes them as the
-    -- grant's rows, each card's row at its own time after its newest. It
-    -- never waits for a lock, so it cannot deadlock with a point use (which
-    -- locks the card, then its credit). outcome: 0 folded `cards` up to
+    -- workers, on any instance, fold one grant at once: each chunk reads
+    -- the next p_chunk credited cards after p_after (and before p_before,
+    -- when set), locks their cards' rows FOR UPDATE SKIP LOCKED (a card a
+    -- point use or another worker holds is skipped: that one folds it, or a
+    -- later pass does), deletes those cards' credits and writes them as the
+    -- grant's rows, each card's row at its own time after its newest. A
+    -- credit is deleted only by whoever holds its card's row, so it is
+    -- consumed once; the chunk locks no credit and never waits for a lock,
+    -- so a point use never waits for it unless it holds that very card (and
+    -- then retries on 40001). outcome: 0 folded `cards` up to
     -- last_card, 4 nothing left in the range, 1 done (a full pass, p_after
     -- < 0 and no p_before, found no credit left: the grant is folded now,
     -- fold_ms), 2 busy (the credits left are held by other workers, or
@@ -236,7 +254,7 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
       END IF;
       picked := ARRAY(SELECT c.CARD_ID FROM P_GRANT_CREDIT c
                       WHERE c.GRANT_ID = p_id AND c.CARD_ID > p_after AND (p_before IS NULL OR c.CARD_ID < p_before)
-                      ORDER BY c.CARD_ID LIMIT p_chunk FOR UPDATE SKIP LOCKED);
+                      ORDER BY c.CARD_ID LIMIT p_chunk);
       IF cardinality(picked) = 0 THEN
         IF p_after >= 0 OR p_before IS NOT NULL THEN
           RETURN QUERY SELECT 4::smallint, 0::bigint, NULL::bigint, NULL::double precision;
@@ -274,6 +292,7 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
 
     -- A grant that failed before its apply: gone with its credits (also when
     -- an expiry took its row first: credits it committed after that go here).
+    -- -1: it had applied (the apply's answer was lost), so it is kept.
     CREATE OR REPLACE FUNCTION hotrow_grant_abandon_v1(p_id bigint) RETURNS bigint LANGUAGE plpgsql AS $$
     DECLARE
       st text;
@@ -281,7 +300,7 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     BEGIN
       SELECT STATE INTO st FROM P_GRANT WHERE GRANT_ID = p_id FOR UPDATE;
       IF FOUND AND st <> 'staging' THEN
-        RETURN 0;  -- it applied after all (an apply whose answer was lost): keep it
+        RETURN -1;  -- it applied after all (an apply whose answer was lost): kept
       END IF;
       DELETE FROM P_GRANT WHERE GRANT_ID = p_id;
       DELETE FROM P_GRANT_CREDIT WHERE GRANT_ID = p_id;
@@ -299,7 +318,9 @@ constexpr pg::NamedSql kGrantUnlockSession{"pointcard_grant_unlock", "SELECT pg_
 constexpr pg::NamedSql kBegin{"pointcard_grant_begin",
                               "SELECT outcome, grant_id, cards, points, query_ms, update_ms, commit_ms "
                               "FROM hotrow_grant_begin_v1($1, $2, $3, $4, $5, $6, $7)"};
-constexpr pg::NamedSql kBarrier{"pointcard_grant_barrier", "SELECT hotrow_grant_barrier_v1()"};
+constexpr pg::NamedSql kBarrier{"pointcard_grant_barrier", "SELECT hotrow_grant_barrier_v1($1)"};
+constexpr pg::NamedSql kGrantRow{"pointcard_grant_row",
+                                 "SELECT CARDS, POINTS, QUERY_MS, UPDATE_MS FROM P_GRANT WHERE GRANT_ID = $1"};
 constexpr pg::NamedSql kStage{
     "pointcard_grant_stage",
     "SELECT cards, points, query_ms, update_ms FROM hotrow_grant_stage_v1($1, $2, $3, $4, $5)"};
@@ -344,9 +365,13 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// How long a grant waits for the barrier and for the previous fold, as on
+// SQLite (then 503, nothing granted).
+constexpr int64_t kWaitMaxMs = 60000;
+
 Status LeaseLost(int64_t grant_id) {
   return Status::Unavailable("grant " + std::to_string(grant_id) +
-                             " lost its staging lease (PostgreSQL was unreachable for too long); nothing was "
+                             " lost its staging lease (its heartbeat could not renew it in time); nothing was "
                              "granted, retry");
 }
 
@@ -415,7 +440,8 @@ PostgresPointCardStore::FoldStep PostgresPointCardStore::FoldRange(int64_t grant
 // start take what the workers skipped, until one finds nothing left.
 bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping) {
   auto top = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
-  const int64_t workers = std::max<int64_t>(1, options_.fold_workers);
+  // At most half the pool: requests keep the rest.
+  const int64_t workers = std::clamp<int64_t>(pool_.size() / 2, 1, std::max<int64_t>(1, options_.fold_workers));
   if (top.ok() && workers > 1) {
     const int64_t span = top->Int(0, 0) / workers + 1;
     std::vector<std::thread> threads;
@@ -510,13 +536,33 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   }
   const int64_t id = begun->Int(0, 1);
   const std::string id_text = std::to_string(id);
-  auto abandon = [&](Status why) -> Status {
+  // Drops the grant unless it applied after all (an apply whose answer was
+  // lost): then it answers that grant, applied, as if the answer had come.
+  auto abandon = [&](Status why) -> Result<GrantOutcome> {
     auto gone = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kAbandon, {id_text}); },
                                     /*unbounded=*/true);
-    if (!gone.ok())
+    if (!gone.ok()) {
       log::Warn("grant {}: cannot drop its staged credits now (its lease expiry will): {}", id,
                 gone.status().ToString());
-    return why;
+      return why;
+    }
+    if (gone->Int(0, 0) >= 0) return why;
+    auto row = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kGrantRow, {id_text}); },
+                                   /*unbounded=*/true);
+    if (!row.ok() || row->empty()) return why;
+    log::Warn("grant {}: its apply committed though its answer was lost ({})", id, why.ToString());
+    KickFolder();
+    return GrantOutcome{.grant_id = id,
+                        .cards = row->Int(0, 0),
+                        .points = row->Int(0, 1),
+                        .query_ms = row->Double(0, 2),
+                        .update_ms = row->Double(0, 3),
+                        .commit_ms = 0,
+                        .replayed = false};
+  };
+  auto stopping = [this] {
+    std::lock_guard lock(grant_mutex_);
+    return grants_stopped_;
   };
   // The lease, renewed while this grant waits to stage and to apply (while
   // it stages, its transaction holds the row).
@@ -532,29 +578,32 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
         if (!beat.ok()) log::Warn("grant {}: lease not renewed: {}", id_text, beat.status().ToString());
       });
   // 2. barrier
-  auto barrier = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kBarrier); }, /*unbounded=*/true);
+  auto barrier = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kBarrier, {std::to_string(kWaitMaxMs)}); },
+                                     /*unbounded=*/true);
   if (!barrier.ok()) return abandon(barrier.status());
+  if (barrier->Double(0, 0) < 0)
+    return abandon(Status::Unavailable("the grant waited " + std::to_string(kWaitMaxMs / 1000) +
+                                       " s for a transaction on S_ACCOUNT to end (a session idle in a transaction?); "
+                                       "nothing was granted, retry"));
   failpoint::MaybeDelay("grant.slow");
   // 3. query and stage (again if a heartbeat in flight made it fail)
   paused->store(true);
   Result<pg::Rows> staged = Status::Internal("unset");
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (attempt > 0) RetryBackoff(attempt);
+    // COMMIT in the same round trip, and a bound on idling inside it: a
+    // transaction left open here would hold the grant's row and its
+    // snapshot.
     staged = pool_.Run<pg::Rows>(
-        [&](pg::Connection& c) -> Result<pg::Rows> {
-          auto rows = c.Pipeline({{"BEGIN ISOLATION LEVEL REPEATABLE READ"},
-                                  {"SET LOCAL statement_timeout = 0"},
-                                  {kStage,
-                                   {id_text, std::to_string(r.from_us), std::to_string(r.to_us),
-                                    std::to_string(r.rate_percent), lease_ms}}});
-          if (!rows.ok() || (*rows)[2].Int(0, 0) < 0) {
-            if (Status rolled = c.Exec("ROLLBACK"); !rolled.ok()) c.MarkBroken();
-            return rows.ok() ? LeaseLost(id) : rows.status();
-          }
-          if (Status s = c.Exec("COMMIT"); !s.ok()) return s;
-          return std::move((*rows)[2]);
+        [&](pg::Connection& c) {
+          return InTransaction(c, "BEGIN ISOLATION LEVEL REPEATABLE READ",
+                               {{"SET LOCAL idle_in_transaction_session_timeout = '60s'"},
+                                {kStage,
+                                 {id_text, std::to_string(r.from_us), std::to_string(r.to_us),
+                                  std::to_string(r.rate_percent), lease_ms}}});
         },
         /*unbounded=*/true);
+    if (!staged.ok() && staged.status().sqlstate() == "HR001") staged = LeaseLost(id);
     if (staged.ok() || !pg::IsRetryable(staged.status())) break;
     pg::CountRetry(staged.status());
   }
@@ -568,14 +617,21 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
                        .update_ms = staged->Double(0, 3),
                        .commit_ms = 0,
                        .replayed = false};
-  // 4. apply, once the previous grant has folded (this thread helps).
+  // 4. apply, once the previous grant has folded (the folders fold it).
   const std::string lock_key = std::to_string(kGrantLock);
+  const auto wait_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);
   for (int attempt = 0;; ++attempt) {
     auto start = std::chrono::steady_clock::now();
     auto applied = pool_.Run<pg::Rows>(
         [&](pg::Connection& c) -> Result<pg::Rows> {
           const pg::Connection::Statement take[] = {{kGrantLockSession, {lock_key}}};
+          // SHARE waits for the point uses in flight (milliseconds) and
+          // holds new ones for this one small commit: none straddles the
+          // apply, so commit order is the serial order a READ COMMITTED
+          // reader sees. It also waits for autovacuum: lock_timeout, retry.
           const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL SERIALIZABLE"},
+                                                    {"SET LOCAL lock_timeout = '500ms'"},
+                                                    {"LOCK TABLE S_ACCOUNT IN SHARE MODE"},
                                                     {kApply, {id_text, r.allow_overlap ? "true" : "false"}},
                                                     {"COMMIT"}};
           const pg::Connection::Statement end[] = {{"ROLLBACK"}};
@@ -585,12 +641,13 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
           if (!results[0].ok()) return results[0].status();
           if (!results[3].ok()) c.MarkBroken();  // never hand out a connection that holds the lock
           if (!results[1].ok()) return results[1].status();
-          return std::move((*results[1])[1]);
+          return std::move((*results[1])[3]);
         },
         /*unbounded=*/true);
     outcome.commit_ms = MsSince(start);
     if (!applied.ok()) {
-      if (pg::IsRetryable(applied.status()) && attempt < 20) {
+      bool lock_timeout = applied.status().sqlstate() == "55P03";
+      if ((pg::IsRetryable(applied.status()) || lock_timeout) && attempt < 20 && !stopping()) {
         pg::CountRetry(applied.status());
         RetryBackoff(attempt);
         continue;
@@ -606,8 +663,12 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
       return abandon(PeriodAlreadyGranted(applied->Int(0, 1), applied->Int(0, 2), applied->Int(0, 3)));
     if (what != ApplyResult::kPreviousFolding)
       return abandon(Status::Internal("hotrow_grant_apply_v1 answered outcome " + std::to_string(applied->Int(0, 0))));
-    int64_t previous = applied->Int(0, 1);
-    if (!FoldToEnd(previous, [] { return false; })) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stopping() || std::chrono::steady_clock::now() > wait_until)
+      return abandon(Status::Unavailable("grant " + std::to_string(applied->Int(0, 1)) +
+                                         " is still folding (or the server is shutting down); nothing was granted, "
+                                         "retry"));
+    KickFolder();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     attempt = 0;
   }
   heartbeat.reset();

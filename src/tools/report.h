@@ -12,6 +12,8 @@ namespace hotrow::tools {
 std::string ReportText(const SimulationResult& result);
 std::string ReportJson(const SimulationResult& result);
 std::string ReportSvg(const SimulationResult& result);
+// The reference's chart 8.2.2: the median of successes under 1 s.
+std::string ReportMedianSvg(const SimulationResult& result);
 std::string ReportHtml(const SimulationResult& result);
 
 }  // namespace hotrow::tools
