@@ -40,10 +40,12 @@
 //      alone at `to` would read. One statement, not chunks: PostgreSQL has
 //      no single writer to hold, and chunks would need an exported
 //      snapshot across transactions for nothing.
-//   4. apply (SERIALIZABLE, behind a session lock on kGrantLock): the
-//      overlap rule again, then STATE 'applied' -- one row, one small
-//      commit -- and the 201. It waits (and helps) until the previous
-//      grant has folded, so at most one grant has unfolded credit.
+//   4. apply (SERIALIZABLE, behind a session lock on kGrantLock): waits
+//      (up to 60 s) until the previous grant has folded, so at most one
+//      grant has unfolded credit; the overlap rule again; then, under
+//      S_ACCOUNT SHARE (which waits out the point uses in flight and holds
+//      new ones for this commit), STATE 'applied' -- one row, one small
+//      commit -- and the 201.
 //   5. fold (READ COMMITTED, chunks of fold_chunk cards, fold_workers at
 //      once, on any instance): locks the next credits and their cards FOR
 //      UPDATE SKIP LOCKED, deletes the credits and writes them as the
@@ -60,10 +62,9 @@
 //     folds its card's applied credit itself -- the grant's row, then its
 //     own, each at its own time -- so no balance is written with credit
 //     still staged, and the row lock makes the credit consumed once.
-//   - A point use reads the grant's STATE; the apply writes it; both are
-//     SERIALIZABLE, so SSI orders a point use that did not see the apply
-//     before it (a rw-dependency, no cycle with the grant's read-only
-//     period, which nothing writes after the barrier).
+//   - No point use straddles the apply (its SHARE lock): each one commits
+//     before it, and saw the grant staging, or starts after it and sees it
+//     applied. Commit order is the serial order, for every reader.
 //   - The grant's period is closed and its rows final after the barrier, so
 //     its query is equivalent to running alone at `to`.
 #pragma once
