@@ -129,9 +129,11 @@ int RunSimulate(const SimulateFlags& f) {
     else
       o.template_db = url->sqlite_path;
   }
-  if (o.grant_mode != tools::SimulationOptions::GrantMode::kHotrow && o.postgres_url.empty()) {
-    log::Error("--grant-mode {} reproduces the reference's PostgreSQL runs: it needs --db postgresql://...",
-               f.grant_mode);
+  if (o.grant_mode != tools::SimulationOptions::GrantMode::kHotrow && (o.postgres_url.empty() || !o.url.empty())) {
+    log::Error(
+        "--grant-mode {} reproduces the reference's PostgreSQL runs in-process: it needs --db "
+        "postgresql://... and no --url",
+        f.grant_mode);
     return 2;
   }
   // Per-grant log lines would interleave with the progress line; the
