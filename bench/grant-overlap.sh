@@ -9,7 +9,10 @@
 # simulator's point uses the same way. Writes docs/benchmarks.md (section
 # "grant-overlap") unless --no-docs.
 #
-#   bench/grant-overlap.sh [--duration 60s] [--parallel 64] [--like-rate 0] [--no-docs]
+#   bench/grant-overlap.sh [--duration 60s] [--parallel 64] [--like-rate 0] [--postgres] [--no-docs]
+#
+# --postgres serves a throwaway PostgreSQL 15 cluster instead of the embedded
+# store (`--db-pool 16`), and writes the section "grant-overlap-postgres".
 #
 # --like-rate 0 (the default) measures the like capacity first (closed loop,
 # 5 s) and uses half of it. About 2 minutes plus the seed (~30 s).
@@ -17,13 +20,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-DURATION=60s PARALLEL=64 LIKE_RATE=0 WRITE_DOCS=1 CARDS=1000000
+DURATION=60s PARALLEL=64 LIKE_RATE=0 WRITE_DOCS=1 CARDS=1000000 POSTGRES=0
 while (($#)); do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
     --parallel) PARALLEL=$2; shift 2 ;;
     --like-rate) LIKE_RATE=$2; shift 2 ;;
     --cards) CARDS=$2; shift 2 ;;
+    --postgres) POSTGRES=1; shift ;;
     --no-docs) WRITE_DOCS=0; shift ;;
     -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -33,11 +37,17 @@ done
 bench_init
 OUT=bench/results/grant-overlap
 mkdir -p "$OUT"
-DB="sqlite:$WORK/g.db"
+DB="sqlite:$WORK/g.db" SECTION=grant-overlap SERVE_ARGS=()
+if ((POSTGRES)); then
+  pg_start max_connections=300 shared_buffers=1GB
+  trap 'bench_stop_pids; pg_stop; bench_cleanup' EXIT  # the server before its database
+  "$PGBIN/psql" "postgresql://hotrow@127.0.0.1:$PGPORT/postgres" -XAtqc "CREATE DATABASE g"
+  DB="postgresql://hotrow@127.0.0.1:$PGPORT/g" SECTION=grant-overlap-postgres SERVE_ARGS=(--db-pool 16)
+fi
 "$HOTROW" seed dateplans --count 10000 --db "$DB" >/dev/null 2>&1
 "$HOTROW" seed pointcard --cards "$CARDS" --stores 10000 --history "$CARDS" --db "$DB" >/dev/null 2>&1
 PORT=$(free_port)
-start_hotrow "$PORT" --db "$DB" --admin-token bench --max-connections 4096
+start_hotrow "$PORT" --db "$DB" --admin-token bench --max-connections 4096 "${SERVE_ARGS[@]}"
 URL=http://127.0.0.1:$PORT
 
 CONC=50
@@ -117,12 +127,12 @@ if ((WRITE_DOCS)); then
   section="$WORK/section.md"
   {
     echo "Measured $(machine_line) by \`bench/grant-overlap.sh --duration $DURATION --parallel $PARALLEL\`"
-    echo "(one \`hotrow serve\` on $CARDS cards; \`simulate pointcard --url\` at parallel $PARALLEL with a grant every 10 s; likes beside, open loop)."
+    echo "(one \`hotrow serve\` on $CARDS cards, ${DB%%:*}; \`simulate pointcard --url\` at parallel $PARALLEL with a grant every 10 s; likes beside, open loop)."
     echo
     echo '```'
     cat "$OUT/overlap.txt"
     echo '```'
   } >"$section"
-  replace_section docs/benchmarks.md grant-overlap "$section"
-  echo "wrote docs/benchmarks.md (section grant-overlap)"
+  replace_section docs/benchmarks.md "$SECTION" "$section"
+  echo "wrote docs/benchmarks.md (section $SECTION)"
 fi
