@@ -224,10 +224,12 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     -- card's row, so it is consumed once. The chunk never waits for a lock,
     -- so it cannot deadlock with a point use (which locks the card, then
     -- its credit); a point use whose card the chunk skipped waits for the
-    -- chunk's commit on its credit's DELETE. (Locking the cards alone, with
-    -- the credits read unlocked, was tried: beside 192 payment workers its
-    -- chunks ran for 30 s and more, holding their cards, and every payment
-    -- queued behind them; not understood yet.) outcome: 0 folded `cards` up to
+    -- chunk's commit on its credit's DELETE. The range's upper bound must
+    -- stay an index condition in a generic plan: written as `p_before IS
+    -- NULL OR ...` it was a filter, and a range's last chunks read every
+    -- credit after the range while holding the ones they had picked (30 s
+    -- and more beside 192 payment workers: the payments on those cards took
+    -- the whole pool). outcome: 0 folded `cards` up to
     -- last_card, 4 nothing left in the range, 1 done (a full pass, p_after
     -- < 0 and no p_before, found no credit left: the grant is folded now,
     -- fold_ms), 2 busy (the credits left are held by other workers, or
@@ -257,7 +259,10 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
         RETURN;
       END IF;
       picked := ARRAY(SELECT c.CARD_ID FROM P_GRANT_CREDIT c
-                      WHERE c.GRANT_ID = p_id AND c.CARD_ID > p_after AND (p_before IS NULL OR c.CARD_ID < p_before)
+                      -- Both bounds index conditions, in a generic plan too
+                      -- (tests/pg: AFoldChunkReadsOnlyItsCardRange).
+                      WHERE c.GRANT_ID = p_id AND c.CARD_ID > p_after
+                        AND c.CARD_ID < COALESCE(p_before, 9223372036854775807)
                       ORDER BY c.CARD_ID LIMIT p_chunk FOR UPDATE SKIP LOCKED);
       IF cardinality(picked) = 0 THEN
         IF p_after >= 0 OR p_before IS NOT NULL THEN
