@@ -214,27 +214,28 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     END $$;
 
     -- Step 5, one chunk of the fold (READ COMMITTED). Any number of
-    -- workers, on any instance, fold one grant at once: each chunk takes
+    -- workers, on any instance, fold one grant at once: each chunk reads
     -- the next p_chunk credits after p_after (and before p_before, when
-    -- set) FOR UPDATE SKIP LOCKED, then their cards' rows FOR UPDATE SKIP
-    -- LOCKED (a card a point use holds is skipped: that use folds it, or a
-    -- later pass does), deletes the credits of the cards it holds and
-    -- writes them as the grant's rows, each card's row at its own time
-    -- after its newest. A credit is deleted only by whoever holds its
-    -- card's row, so it is consumed once. The chunk never waits for a lock,
-    -- so it cannot deadlock with a point use (which locks the card, then
-    -- its credit); a point use whose card the chunk skipped waits for the
-    -- chunk's commit on its credit's DELETE. The range's upper bound must
-    -- stay an index condition in a generic plan: written as `p_before IS
-    -- NULL OR ...` it was a filter, and a range's last chunks read every
-    -- credit after the range while holding the ones they had picked (30 s
-    -- and more beside 192 payment workers: the payments on those cards took
-    -- the whole pool). outcome: 0 folded `cards` up to
+    -- set), unlocked, then takes their cards' rows FOR UPDATE SKIP LOCKED
+    -- (a card a point use holds is skipped: that use folds it, or a later
+    -- pass does), deletes the credits of the cards it holds and writes them
+    -- as the grant's rows, each card's row at its own time after its
+    -- newest. A credit is deleted only by whoever holds its card's row, so
+    -- it is consumed once, and the DELETE (a statement after the card
+    -- locks) finds only the credits no point use consumed first. The chunk
+    -- never waits for a row lock, and holds nothing while it reads the
+    -- credits: a read that is slow (dead rows a long snapshot keeps, on a
+    -- saturated server) delays no point use. It used to take the credits
+    -- FOR UPDATE SKIP LOCKED as it read them; beside 192 payment workers a
+    -- final pass's read took 30 s, and the point uses whose credits it held
+    -- waited that long. The range's upper bound must stay an index
+    -- condition in a generic plan: written as `p_before IS NULL OR ...` it
+    -- was a filter, and a range's last chunks read every credit after the
+    -- range. outcome: 0 folded `cards` up to
     -- last_card, 4 nothing left in the range, 1 done (a full pass, p_after
     -- < 0 and no p_before, found no credit left: the grant is folded now,
-    -- fold_ms), 2 busy (the credits left are held by other workers, or
-    -- folds are paused: an exclusive hold on the advisory lock (72720006,
-    -- grant) pauses them), 3 not applied (folded already, or unknown).
+    -- fold_ms), 2 busy (folds are paused: an exclusive hold on the
+    -- advisory lock (72720006, grant) pauses them), 3 not applied (folded already, or unknown).
     -- Index scans only, and no JIT: with sequential scans disabled the
     -- plans' costs pass jit_above_cost, and compiling them took 135-240 ms
     -- per statement (a fold of 632k cards ran at 1,500 cards/s).
@@ -263,14 +264,10 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
                       -- (tests/pg: AFoldChunkReadsOnlyItsCardRange).
                       WHERE c.GRANT_ID = p_id AND c.CARD_ID > p_after
                         AND c.CARD_ID < COALESCE(p_before, 9223372036854775807)
-                      ORDER BY c.CARD_ID LIMIT p_chunk FOR UPDATE SKIP LOCKED);
+                      ORDER BY c.CARD_ID LIMIT p_chunk);
       IF cardinality(picked) = 0 THEN
         IF p_after >= 0 OR p_before IS NOT NULL THEN
           RETURN QUERY SELECT 4::smallint, 0::bigint, NULL::bigint, NULL::double precision;
-          RETURN;
-        END IF;
-        IF EXISTS (SELECT 1 FROM P_GRANT_CREDIT c WHERE c.GRANT_ID = p_id) THEN
-          RETURN QUERY SELECT 2::smallint, 0::bigint, NULL::bigint, NULL::double precision;
           RETURN;
         END IF;
         UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = now_t,
@@ -462,7 +459,10 @@ bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<boo
     }
     for (auto& t : threads) t.join();
   }
-  while (!stopping()) {
+  for (int pass = 0; !stopping(); ++pass) {
+    // What the passes after the first find is what point uses held: a
+    // pause for them to end, not a loop over the credits' index.
+    if (pass > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     FoldStep step = FoldRange(grant_id, -1, std::nullopt, stopping);
     if (step == FoldStep::kDone) return true;
     if (step == FoldStep::kFailed) return false;

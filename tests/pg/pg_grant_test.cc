@@ -263,6 +263,36 @@ TEST(PostgresGrant, AFoldChunkReadsOnlyItsCardRange) {
   f.ExpectInvariants();
 }
 
+// A fold chunk that skips a card a point use holds holds nothing of that
+// card: the point use then consumes the card's credit without waiting for
+// the chunk's commit. (Chunks used to take the credits FOR UPDATE as they
+// read them, and a slow read kept point uses waiting on those rows.)
+TEST(PostgresGrant, APointUseNeverWaitsForTheCreditOfACardAFoldChunkSkipped) {
+  PgCardsFixture f;
+  auto chunk = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(chunk->Query("SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  auto grant = f.Grant(10);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_EQ(grant->grant_id, 1);
+  const std::string card = std::to_string(f.Int("SELECT MIN(CARD_ID) FROM P_GRANT_CREDIT"));
+  auto payment = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(payment->Exec("BEGIN").ok());
+  ASSERT_TRUE(payment->Query("SELECT 1 FROM S_ACCOUNT WHERE CARD_ID = " + card + " FOR UPDATE").ok());
+  ASSERT_TRUE(chunk->Exec("BEGIN").ok());
+  auto folded = OrThrow(chunk->Query("SELECT outcome, cards FROM hotrow_grant_fold_v1(1, -1, NULL, 4096)"));
+  ASSERT_EQ(folded.Int(0, 0), 0);
+  EXPECT_EQ(folded.Int(0, 1), grant->cards - 1) << "every card but the one the point use holds";
+  // The chunk is still open. The point use's own credit is free to take.
+  ASSERT_TRUE(payment->Exec("SET LOCAL lock_timeout = '500ms'").ok());
+  auto consumed = payment->Query("DELETE FROM P_GRANT_CREDIT WHERE GRANT_ID = 1 AND CARD_ID = " + card);
+  EXPECT_TRUE(consumed.ok()) << consumed.status().ToString();
+  ASSERT_TRUE(payment->Exec("ROLLBACK").ok());
+  ASSERT_TRUE(chunk->Exec("COMMIT").ok());
+  ASSERT_TRUE(chunk->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(f.Folded(grant->grant_id));
+  f.ExpectInvariants();
+}
+
 // A staging grant whose instance died (here: rows left as it would leave
 // them, its lease running out) blocks grants only until its lease ends; then
 // it goes with its credits, and its key is free again.
