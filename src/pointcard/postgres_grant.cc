@@ -181,16 +181,27 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     -- Step 4, apply, SERIALIZABLE, behind the caller's session lock on
     -- kGrantLock: one small commit makes the whole grant visible.
     -- outcome: 0 applied, 4 overlap (other_id, its bounds), 6 the grant is
-    -- no longer staging (its lease was lost), 7 the previous grant has not
-    -- folded yet (nothing was written: fold, then call again).
+    -- gone (its lease was lost), 7 the previous grant has not folded yet
+    -- (nothing was written: fold, then call again), 8 applied already (an
+    -- earlier call committed and its answer was lost), 9 the caller does not
+    -- hold the session lock (its pipelined take failed; nothing written).
     CREATE OR REPLACE FUNCTION hotrow_grant_apply_v1(p_id bigint, p_allow_overlap boolean)
     RETURNS TABLE (outcome smallint, other_id bigint, from_us bigint, to_us bigint) LANGUAGE plpgsql AS $$
     DECLARE
       g P_GRANT%ROWTYPE;
       o P_GRANT%ROWTYPE;
     BEGIN
+      IF NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()
+                       AND l.classid = 0 AND l.objid = 72720005 AND l.objsubid = 1 AND l.granted) THEN
+        RETURN QUERY SELECT 9::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
       SELECT * INTO g FROM P_GRANT WHERE GRANT_ID = p_id;
-      IF NOT FOUND OR g.STATE <> 'staging' THEN
+      IF FOUND AND g.STATE <> 'staging' THEN
+        RETURN QUERY SELECT 8::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      IF NOT FOUND THEN
         RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;
       END IF;
@@ -346,7 +357,14 @@ constexpr pg::NamedSql kOldestApplied{"pointcard_grant_oldest_applied",
                                       "SELECT GRANT_ID FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1"};
 
 enum class BeginResult : int64_t { kBegun = 0, kReplayed, kMismatch, kFuture, kOverlap, kStaging };
-enum class ApplyResult : int64_t { kApplied = 0, kOverlap = 4, kLeaseLost = 6, kPreviousFolding = 7 };
+enum class ApplyResult : int64_t {
+  kApplied = 0,
+  kOverlap = 4,
+  kLeaseLost = 6,
+  kPreviousFolding = 7,
+  kAppliedBefore = 8,
+  kNotLocked = 9
+};
 
 // `work` between BEGIN `begin` and COMMIT in one round trip; a failure rolls
 // back (a broken connection is replaced by the pool). Returns the rows of
@@ -547,12 +565,23 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   const std::string id_text = std::to_string(id);
   // Drops the grant unless it applied after all (an apply whose answer was
   // lost): then it answers that grant, applied, as if the answer had come.
-  auto abandon = [&](Status why) -> Result<GrantOutcome> {
-    auto gone = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kAbandon, {id_text}); },
-                                    /*unbounded=*/true);
+  // `maybe_applied`: an apply was sent whose outcome is unknown; if the
+  // drop fails too, the answer must not say that nothing was granted.
+  auto abandon = [&](Status why, bool maybe_applied = false) -> Result<GrantOutcome> {
+    Result<pg::Rows> gone = Status::Internal("unset");
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) RetryBackoff(attempt);
+      gone = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kAbandon, {id_text}); },
+                                 /*unbounded=*/true);
+      if (gone.ok()) break;
+    }
     if (!gone.ok()) {
-      log::Warn("grant {}: cannot drop its staged credits now (its lease expiry will): {}", id,
+      log::Warn("grant {}: cannot drop its staged credits now (its lease expiry will, unless it applied): {}", id,
                 gone.status().ToString());
+      if (maybe_applied)
+        return Status::Unavailable("grant " + id_text + ": the database was lost while it applied (" + why.message() +
+                                   "), so whether it applied is unknown; retry with the same Idempotency-Key, "
+                                   "which answers it if it did");
       return why;
     }
     if (gone->Int(0, 0) >= 0) return why;
@@ -630,6 +659,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   const std::string lock_key = std::to_string(kGrantLock);
   const auto wait_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);
   for (int attempt = 0;; ++attempt) {
+    if (stopping()) return abandon(Status::Unavailable("the server is shutting down; nothing was granted, retry"));
     // The previous fold first, without the lock: a SHARE request that
     // waited for fold chunks would hold every payment queued behind it.
     auto folding = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kOldestApplied); }, /*unbounded=*/true);
@@ -675,10 +705,14 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
       }
       // Unknown outcome on a lost connection: the grant is applied or
       // still staging; abandon deletes it only in the second case.
-      return abandon(applied.status());
+      return abandon(applied.status(), /*maybe_applied=*/true);
     }
     auto what = static_cast<ApplyResult>(applied->Int(0, 0));
-    if (what == ApplyResult::kApplied) break;
+    if (what == ApplyResult::kApplied || what == ApplyResult::kAppliedBefore) break;
+    if (what == ApplyResult::kNotLocked && attempt < 20) {
+      RetryBackoff(attempt);
+      continue;
+    }
     if (what == ApplyResult::kLeaseLost) return LeaseLost(id);
     if (what == ApplyResult::kOverlap)
       return abandon(PeriodAlreadyGranted(applied->Int(0, 1), applied->Int(0, 2), applied->Int(0, 3)));

@@ -26,7 +26,8 @@ namespace {
 constexpr int64_t kFoldLockSpace = 72720006;  // postgres_grant.cc
 
 struct PgCardsFixture {
-  PgCardsFixture() : url(FreshDatabase()) {
+  // `setup`: SQL run on the seeded database before the pool connects.
+  explicit PgCardsFixture(const std::string& setup = "") : url(FreshDatabase()) {
     auto conn = OrThrow(db::pg::Connection::Connect(url));
     pointcard::SeedOptions o;
     o.cards = kContractCards;
@@ -34,6 +35,9 @@ struct PgCardsFixture {
     o.history = kContractHistory;
     o.seed = 7;
     OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
+    if (!setup.empty()) {
+      EXPECT_TRUE(conn->Exec(setup).ok()) << setup;
+    }
     pool = OpenPool(url);
     store =
         OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {.fold_chunk = 3, .lease = std::chrono::seconds(1)}));
@@ -290,6 +294,43 @@ TEST(PostgresGrant, APointUseNeverWaitsForTheCreditOfACardAFoldChunkSkipped) {
   ASSERT_TRUE(chunk->Exec("COMMIT").ok());
   ASSERT_TRUE(chunk->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
   ASSERT_TRUE(f.Folded(grant->grant_id));
+  f.ExpectInvariants();
+}
+
+// The apply's session lock and its transaction go in one pipeline, whose
+// later segments run even when the lock's fails. With a lock_timeout set
+// for the database, a take that timed out behind another holder used to
+// let the apply commit unlocked; the retry then found the grant applied
+// and answered 503 "lost its staging lease", for a grant that had applied.
+TEST(PostgresGrant, AnApplyWhoseLockTimesOutWaitsForItAndAnswersTheGrant) {
+  PgCardsFixture f(
+      "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET lock_timeout = ''200ms''', "
+      "current_database()); END $$");
+  auto holder = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(holder->Query("SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  auto first = f.Grant(10);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->grant_id, 1);
+  // The second grant stages, then waits for the first one's fold.
+  std::promise<Result<pointcard::GrantOutcome>> granted;
+  f.service->Grant({0, pointcard::NowUs(), 10, std::nullopt, true},
+                   [&](Result<pointcard::GrantOutcome> r) { granted.set_value(std::move(r)); });
+  for (int i = 0; i < 500 && f.Int("SELECT COUNT(*) FROM P_GRANT WHERE GRANT_ID = 2 AND CARDS > 0") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT WHERE GRANT_ID = 2 AND STATE = 'staging' AND CARDS > 0"), 1);
+  // Its apply now meets the grant lock held elsewhere: takes time out.
+  ASSERT_TRUE(holder->Query("SELECT pg_advisory_lock(72720005)").ok());
+  ASSERT_TRUE(holder->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(f.Folded(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT WHERE GRANT_ID = 2 AND STATE = 'staging'"), 1)
+      << "nothing applies while another session holds the grant lock";
+  ASSERT_TRUE(holder->Query("SELECT pg_advisory_unlock(72720005)").ok());
+  auto second = granted.get_future().get();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->grant_id, 2);
+  ASSERT_TRUE(f.Folded(2));
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), first->cards + second->cards);
   f.ExpectInvariants();
 }
 
