@@ -353,6 +353,13 @@ constexpr pg::NamedSql kHeartbeat{"pointcard_grant_heartbeat",
                                   "$2 * interval '1 millisecond' WHERE GRANT_ID = $1 AND STATE = 'staging'"};
 constexpr pg::NamedSql kRecordCommitTime{"pointcard_grant_commit_ms",
                                          "UPDATE P_GRANT SET COMMIT_MS = $1 WHERE GRANT_ID = $2"};
+// A (auto)vacuum or analyze of S_ACCOUNT: the apply's SHARE request would
+// queue behind it, and every payment behind that request.
+constexpr pg::NamedSql kAccountsVacuuming{
+    "pointcard_accounts_vacuuming",
+    "SELECT COUNT(*) FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = 's_account'::regclass "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted"};
 constexpr pg::NamedSql kOldestApplied{"pointcard_grant_oldest_applied",
                                       "SELECT GRANT_ID FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1"};
 
@@ -658,6 +665,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   // 4. apply, once the previous grant has folded (the folders fold it).
   const std::string lock_key = std::to_string(kGrantLock);
   const auto wait_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);
+  std::chrono::steady_clock::time_point vacuum_wait_until{};  // set once the previous fold has ended
   for (int attempt = 0;; ++attempt) {
     if (stopping()) return abandon(Status::Unavailable("the server is shutting down; nothing was granted, retry"));
     // The previous fold first, without the lock: a SHARE request that
@@ -671,6 +679,20 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
       KickFolder();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
+    }
+    if (vacuum_wait_until == std::chrono::steady_clock::time_point{})
+      vacuum_wait_until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    // Then a vacuum of S_ACCOUNT (a fold updates most of it, so autovacuum
+    // often starts right then): waited out without queueing, up to 10 s,
+    // since PostgreSQL cancels it only after deadlock_timeout (1 s), longer
+    // than the lock_timeout below.
+    if (std::chrono::steady_clock::now() < vacuum_wait_until) {
+      auto vacuuming =
+          pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kAccountsVacuuming); }, /*unbounded=*/true);
+      if (vacuuming.ok() && vacuuming->Int(0, 0) > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
     }
     auto start = std::chrono::steady_clock::now();
     auto applied = pool_.Run<pg::Rows>(

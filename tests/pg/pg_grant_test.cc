@@ -334,6 +334,40 @@ TEST(PostgresGrant, AnApplyWhoseLockTimesOutWaitsForItAndAnswersTheGrant) {
   f.ExpectInvariants();
 }
 
+// A vacuum of S_ACCOUNT (here a session holding the lock a vacuum takes,
+// SHARE UPDATE EXCLUSIVE) is waited out before the apply's SHARE request:
+// queued behind it, that request would hold every payment behind it for
+// each lock_timeout (500 ms), and PostgreSQL cancels an autovacuum only
+// after deadlock_timeout (1 s).
+TEST(PostgresGrant, AnApplyWaitsOutAVacuumWithoutQueueingPayments) {
+  PgCardsFixture f;
+  auto vacuum = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(vacuum->Exec("BEGIN").ok());
+  ASSERT_TRUE(vacuum->Exec("LOCK TABLE S_ACCOUNT IN SHARE UPDATE EXCLUSIVE MODE").ok());
+  std::promise<Result<pointcard::GrantOutcome>> granted;
+  f.service->Grant({0, pointcard::NowUs(), 10, std::nullopt, true},
+                   [&](Result<pointcard::GrantOutcome> r) { granted.set_value(std::move(r)); });
+  for (int i = 0; i < 500 && f.Int("SELECT COUNT(*) FROM P_GRANT WHERE GRANT_ID = 1 AND CARDS > 0") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  int queued = 0;
+  for (int i = 0; i < 30; ++i) {
+    queued += f.Int(
+        "SELECT COUNT(*) FROM pg_locks WHERE relation = 's_account'::regclass AND mode = 'ShareLock' AND NOT granted");
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  }
+  EXPECT_EQ(queued, 0) << "samples with the apply's SHARE request queued behind the vacuum";
+  auto paid = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    f.service->Pay(pointcard::Payment{1, 1, 1, std::nullopt}, done);
+  });
+  EXPECT_TRUE(paid.ok()) << paid.status().ToString();
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'staging'"), 1) << "it has not applied meanwhile";
+  ASSERT_TRUE(vacuum->Exec("COMMIT").ok());
+  auto grant = granted.get_future().get();
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_TRUE(f.Folded(grant->grant_id));
+  f.ExpectInvariants();
+}
+
 // A staging grant whose instance died (here: rows left as it would leave
 // them, its lease running out) blocks grants only until its lease ends; then
 // it goes with its credits, and its key is free again.
