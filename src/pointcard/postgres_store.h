@@ -33,13 +33,13 @@
 //      CREATE INDEX CONCURRENTLY waits; it blocks nobody. Afterwards every
 //      row stamped before `to` has committed, and no later one can be.
 //   3. query and stage (REPEATABLE READ, one snapshot): the period's
-//      KIND = 'charge' rows summed per card into P_GRANT_CREDIT. Not
-//      SERIALIZABLE, so SSI does not track it; it writes only its own
-//      credit rows, which nobody reads while the grant is staging, and its
-//      snapshot has the whole closed period: exactly what a grant run
-//      alone at `to` would read. One statement, not chunks: PostgreSQL has
-//      no single writer to hold, and chunks would need an exported
-//      snapshot across transactions for nothing.
+//      KIND = 'charge' rows summed per card into P_GRANT_CREDIT, by
+//      stage_workers backends over card ranges, each importing the
+//      snapshot a leader transaction exported while it holds the grant's
+//      row. Not SERIALIZABLE, so SSI does not track it; it writes only its
+//      own credit rows, which nobody reads while the grant is staging, and
+//      its snapshot has the whole closed period: exactly what a grant run
+//      alone at `to` would read.
 //   4. apply (SERIALIZABLE, behind a session lock on kGrantLock): waits
 //      (up to 60 s) until the previous grant has folded, so at most one
 //      grant has unfolded credit; the overlap rule again; then, under
@@ -91,6 +91,9 @@ struct PostgresPointCardOptions {
   // Workers folding one grant at once on this instance, each over its own
   // range of cards (docs/pointcard.md#the-grant-on-postgresql).
   int64_t fold_workers = 4;
+  // Backends staging one grant at once, each over its own range of cards
+  // on one exported snapshot; 0: a quarter of the pool, 1 to 4.
+  int64_t stage_workers = 0;
   // A staging grant's lease; its heartbeat renews it every lease/5.
   std::chrono::milliseconds lease{10000};
 };
@@ -117,6 +120,16 @@ class PostgresPointCardStore final : public PointCardStore {
   void Purge();
   // postgres_grant.cc: steps 1-4 on the grant's thread, and the folder.
   Result<GrantOutcome> RunGrant(const GrantRequest& request, const std::string& fingerprint);
+  struct StageTotals {
+    int64_t cards = 0;
+    int64_t points = 0;
+    double query_ms = 0;   // the slowest range's
+    double update_ms = 0;  // the slowest range's
+  };
+  // Step 3 over StageWorkers() card ranges on one snapshot; `clear_first`
+  // drops what an earlier attempt committed.
+  Result<StageTotals> Stage(int64_t id, const GrantRequest& request, const std::string& lease_ms, bool clear_first);
+  int64_t StageWorkers() const;
   enum class FoldStep { kMore, kRangeDone, kDone, kBusy, kFailed };
   // One chunk of the cards in (after, before); moves `after` past it.
   FoldStep FoldChunk(int64_t grant_id, int64_t* after, std::optional<int64_t> before);

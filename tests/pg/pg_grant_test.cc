@@ -39,8 +39,8 @@ struct PgCardsFixture {
       EXPECT_TRUE(conn->Exec(setup).ok()) << setup;
     }
     pool = OpenPool(url);
-    store =
-        OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {.fold_chunk = 3, .lease = std::chrono::seconds(1)}));
+    store = OrThrow(pointcard::PostgresPointCardStore::Open(
+        *pool, {.fold_chunk = 3, .stage_workers = 3, .lease = std::chrono::seconds(1)}));
     service = std::make_unique<pointcard::PointCardService>(*store);
     EXPECT_TRUE(service->Load().ok());
   }
