@@ -262,7 +262,7 @@ Status CreateFunctions(pg::Connection& conn) {
       FROM hotrow_pay_v2(p_card, p_store, p_amount, p_key, p_fp) v $$;
 
     -- The grant of v0.2.0-v0.5.0 under LOCK TABLE (this release grants in
-    -- steps: postgres_grant.cc), kept for instances of those releases
+    -- steps: postgres_grant_sql.cc), kept for instances of those releases
     -- during an upgrade. Set-based: sum the period's charges per card, then
     -- one UPDATE ... FROM and one INSERT ... SELECT. outcome is a small integer,
     -- the contract with GrantResult in postgres_store.cc: 0 ok, 1 replayed,

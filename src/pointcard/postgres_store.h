@@ -20,7 +20,8 @@
 // S_ACCOUNT IN EXCLUSIVE MODE, so every point use that met a grant waited
 // for all of it (6-7 s on 1M cards). Now a grant runs in five steps, and no
 // step holds a lock a point use needs for longer than one small commit
-// (postgres_grant.cc has the SQL; docs/pointcard.md the measurements):
+// (postgres_grant_sql.cc has the SQL, postgres_grant.cc its driver;
+// docs/pointcard.md the measurements):
 //   1. begin (READ COMMITTED, pg_advisory_xact_lock(kGrantLock)): the key
 //      and overlap checks, `to` <= the database's clock, and a P_GRANT row
 //      with STATE 'staging' and a lease (LEASE_UNTIL), renewed every
@@ -158,7 +159,7 @@ class PostgresPointCardStore final : public PointCardStore {
   std::unique_ptr<PeriodicTask> purger_;  // last: stopped first
 };
 
-// postgres_grant.cc: the grant's functions, (re)created at every start by
+// postgres_grant_sql.cc: the grant's functions, (re)created at every start by
 // CreatePostgresPointCardSchema.
 Status CreatePostgresGrantFunctions(db::pg::Connection& conn);
 // Payments' and grants' retry wait: 1-10 ms jittered, doubling.

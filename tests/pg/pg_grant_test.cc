@@ -23,7 +23,7 @@
 namespace hotrow::testing {
 namespace {
 
-constexpr int64_t kFoldLockSpace = 72720006;  // postgres_grant.cc
+constexpr int64_t kFoldLockSpace = 72720006;  // postgres_grant_sql.cc
 
 struct PgCardsFixture {
   // `setup`: SQL run on the seeded database before the pool connects.
