@@ -118,7 +118,7 @@ class SqlitePointCardStore final : public PointCardStore {
   // op's transaction): its new balance.
   Result<int64_t> FoldCard(db::sqlite::Connection& c, int64_t card_id, int64_t balance);
   void FoldLoop();
-  struct FoldRun;  // one grant's fold in progress (sqlite_store.cc)
+  struct FoldRun;  // one grant's fold in progress (sqlite_grant.cc)
   struct FoldChunk {
     int64_t last_card = 0;
     int64_t cards = 0;

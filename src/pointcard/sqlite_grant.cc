@@ -1,0 +1,565 @@
+// The point grant on SQLite: begin, query, stage, apply and the fold (the
+// protocol and why it is serializable are in sqlite_store.h); cards,
+// history and payments are in sqlite_store.cc.
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <memory>
+
+#include "base/await.h"
+#include "ops/failpoint.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+#include "pointcard/sqlite_store.h"
+
+namespace hotrow::pointcard {
+
+namespace sqlite = db::sqlite;
+
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The point grant (see the protocol in sqlite_store.h).
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct Bonus {
+  int64_t card_id;
+  int64_t points;
+};
+
+// Runs `apply` on the writer and waits for its commit.
+template <typename T, typename Apply>
+Result<T> OnWriter(db::sqlite::GroupWriter& writer, Apply apply) {
+  return Await<Result<T>>([&](auto done) { db::sqlite::SubmitCall<T>(writer, std::move(apply), done); });
+}
+
+// An earlier grant with this key, answered again (or idempotency_mismatch).
+Result<std::optional<GrantOutcome>> FindGrantKey(sqlite::Connection& c, const std::string& key,
+                                                 const std::string& fingerprint) {
+  auto q = c.Prepare(
+      "SELECT GRANT_ID, CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, FINGERPRINT FROM P_GRANT "
+      "WHERE IDEMPOTENCY_KEY = ?1 AND STATE <> 'staging'");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, key).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<GrantOutcome>();
+  if (q->Text(6) != fingerprint)
+    return Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key was used for a different grant", "Idempotency-Key");
+  GrantOutcome out{q->Int(0), q->Int(1), q->Int(2), q->Double(3), q->Double(4), q->Double(5), true};
+  if (Status s = q->Run(); !s.ok()) return s;
+  return std::optional<GrantOutcome>(out);
+}
+
+// period_already_granted when an applied or folded grant overlaps.
+Status CheckOverlap(sqlite::Connection& c, const GrantRequest& r) {
+  if (r.allow_overlap) return Status::Ok();
+  auto q = c.Prepare(
+      "SELECT GRANT_ID, FROM_TIME, TO_TIME FROM P_GRANT WHERE FROM_TIME < ?1 AND TO_TIME > ?2 "
+      "AND STATE <> 'staging' ORDER BY GRANT_ID LIMIT 1");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, r.to_us).Bind(2, r.from_us).Step();
+  if (!row.ok()) return row.status();
+  if (*row) return PeriodAlreadyGranted(q->Int(0), q->Int(1), q->Int(2));
+  return q->Run();
+}
+
+// Writes a grant's credit into a card: its balance and LAST_UPDATE, and
+// the history row (STORE_ID 0, KIND 'grant'), both at `now`.
+class GrantRowWriter {
+ public:
+  static Result<GrantRowWriter> Prepare(sqlite::Connection& c) {
+    auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
+    if (!update.ok()) return update.status();
+    auto insert = c.Prepare(
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+        "VALUES (?1, ?2, 0, ?3, ?4, 'grant')");
+    if (!insert.ok()) return insert.status();
+    return GrantRowWriter(std::move(update).value(), std::move(insert).value());
+  }
+  Status Write(int64_t card_id, int64_t points, int64_t balance_after, int64_t now) {
+    update_.Reset();
+    insert_.Reset();
+    if (Status s = update_.Bind(1, balance_after).Bind(2, now).Bind(3, card_id).Run(); !s.ok()) return s;
+    return insert_.Bind(1, now).Bind(2, card_id).Bind(3, points).Bind(4, balance_after).Run();
+  }
+
+ private:
+  GrantRowWriter(sqlite::Query update, sqlite::Query insert) : update_(std::move(update)), insert_(std::move(insert)) {}
+  sqlite::Query update_, insert_;
+};
+
+struct Begun {
+  int64_t grant_id = 0;
+  std::optional<GrantOutcome> replay;  // a twin with this key answered before
+};
+
+struct Applied {
+  GrantOutcome outcome;
+  bool wait_for_fold = false;  // the previous grant is still folding: nothing was written
+};
+
+// Step 4 as an op of its own: its commit time is the grant's commit_ms.
+class ApplyOp final : public db::sqlite::WriteOp {
+ public:
+  ApplyOp(std::function<Result<Applied>(sqlite::Connection&)> apply, std::function<void(Result<Applied>)> done)
+      : apply_(std::move(apply)), done_(std::move(done)) {}
+  Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
+    result_ = apply_(c);
+    return result_.status();
+  }
+  void Finish(const Status& status) override {
+    if (!status.ok()) return done_(status);
+    if (!result_->wait_for_fold) {
+      failpoint::MaybeCrash("grant.commit");
+      result_->outcome.commit_ms = static_cast<double>(commit_duration().count()) / 1000.0;
+    }
+    done_(std::move(result_));
+  }
+
+ private:
+  std::function<Result<Applied>(sqlite::Connection&)> apply_;
+  std::function<void(Result<Applied>)> done_;
+  Result<Applied> result_ = Status::Internal("not applied");
+};
+
+}  // namespace
+
+void SqlitePointCardStore::Grant(GrantRequest request, std::string fingerprint,
+                                 std::function<void(Result<GrantOutcome>)> done) {
+  // One at a time: the service's gate (service.h) admits a grant only when
+  // the previous one has answered.
+  std::lock_guard lock(grant_mutex_);
+  if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));
+  if (grant_thread_.joinable()) grant_thread_.join();  // the previous one, finished
+  // The query phase takes a while: it runs on its own thread, never on an
+  // event loop.
+  grant_thread_ = std::thread([this, r = std::move(request), fp = std::move(fingerprint),
+                               done = std::move(done)]() mutable { RunGrant(std::move(r), std::move(fp), done); });
+}
+
+void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprint,
+                                    const std::function<void(Result<GrantOutcome>)>& done) {
+  auto start = std::chrono::steady_clock::now();
+  // 1. Begin: after it, no row with PAYMENT_TIME < to can still appear.
+  auto begun = OnWriter<Begun>(db_.writer(), [&](sqlite::Connection& c) -> Result<Begun> {
+    int64_t now = NextTime();
+    // The writer's clock stamps every payment: a period it has not passed
+    // has not ended.
+    if (now < request.to_us) return PeriodNotEnded();
+    if (request.idempotency_key) {
+      auto twin = FindGrantKey(c, *request.idempotency_key, fingerprint);
+      if (!twin.ok()) return twin.status();
+      if (*twin) return Begun{0, **twin};
+    }
+    if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // early; decided again at the apply
+    auto q = c.Prepare(
+        "INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, UPDATE_MS, "
+        "STATE) VALUES (?1, ?2, ?3, ?4, 0, 0, 0, 0, 'staging')");
+    if (!q.ok()) return q.status();
+    q->Bind(1, now).Bind(2, request.from_us).Bind(3, request.to_us).Bind(4, request.rate_percent);
+    if (Status s = q->Run(); !s.ok()) return s;
+    return Begun{c.LastInsertRowid(), std::nullopt};
+  });
+  if (!begun.ok()) return done(begun.status());
+  if (begun->replay) return done(*begun->replay);
+  const int64_t grant_id = begun->grant_id;
+  auto fail = [&](Status s) {
+    Discard(grant_id);
+    done(std::move(s));
+  };
+
+  failpoint::MaybeDelay("grant.slow");
+  // 2. Query on a snapshot taken after the begin.
+  std::vector<Bonus> sums, bonuses;
+  {
+    auto conn = db_.Reader();
+    if (!conn.ok()) return fail(conn.status());
+    if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return fail(s);
+    auto q = (*conn)->Prepare(
+        "SELECT CARD_ID, AMOUNT FROM H_TRANSACTION "
+        "WHERE PAYMENT_TIME >= ?1 AND PAYMENT_TIME < ?2 AND KIND = 'charge' AND AMOUNT > 0");
+    if (!q.ok()) return fail(q.status());
+    q->Bind(1, request.from_us).Bind(2, request.to_us);
+    while (true) {
+      auto row = q->Step();
+      if (!row.ok()) return fail(row.status());
+      if (!*row) break;
+      sums.push_back({q->Int(0), q->Int(1)});
+    }
+    // Sum per card in card order (the order of P_GRANT_CREDIT's and
+    // S_ACCOUNT's B-trees: sequential pages, not random ones).
+    std::sort(sums.begin(), sums.end(), [](const Bonus& a, const Bonus& b) { return a.card_id < b.card_id; });
+    for (size_t i = 0; i < sums.size();) {
+      int64_t card = sums[i].card_id, total = 0;
+      for (; i < sums.size() && sums[i].card_id == card; ++i) total += sums[i].points;
+      int64_t bonus = total * request.rate_percent / 100;  // floor: amounts and rate are positive
+      if (bonus > 0) bonuses.push_back({card, bonus});
+    }
+    sums = {};
+    // Cards are never deleted; a history row without its card (which
+    // `hotrow check` reports) gets nothing and is not counted. Checked here,
+    // on the snapshot, by one merge with S_ACCOUNT's ids: off the writer.
+    if (!bonuses.empty()) {
+      auto ids = (*conn)->Prepare("SELECT CARD_ID FROM S_ACCOUNT WHERE CARD_ID >= ?1 ORDER BY CARD_ID");
+      if (!ids.ok()) return fail(ids.status());
+      ids->Bind(1, bonuses.front().card_id);
+      size_t kept = 0;
+      auto row = ids->Step();
+      for (const Bonus& b : bonuses) {
+        while (row.ok() && *row && ids->Int(0) < b.card_id) row = ids->Step();
+        if (!row.ok()) return fail(row.status());
+        if (*row && ids->Int(0) == b.card_id) bonuses[kept++] = b;
+      }
+      bonuses.resize(kept);
+    }
+  }
+  int64_t points = 0;
+  for (const Bonus& b : bonuses) points += b.points;
+  const auto cards = static_cast<int64_t>(bonuses.size());
+  double query_ms = MsSince(start);
+
+  // 3. Stage the credits, a chunk per op: point uses run between chunks.
+  // Two chunks in flight, so that the next is queued while one commits (a
+  // batch may carry both: 8,192 cards, a few ms), without a round trip
+  // between them.
+  auto stage_start = std::chrono::steady_clock::now();
+  std::deque<std::future<Result<db::sqlite::Unit>>> in_flight;
+  Status staging;
+  auto collect = [&] {
+    auto r = in_flight.front().get();
+    in_flight.pop_front();
+    if (!r.ok() && staging.ok()) staging = r.status();
+  };
+  for (size_t at = 0; at < bonuses.size() && staging.ok(); at += static_cast<size_t>(options_.stage_chunk)) {
+    size_t end = std::min(bonuses.size(), at + static_cast<size_t>(options_.stage_chunk));
+    auto promise = std::make_shared<std::promise<Result<db::sqlite::Unit>>>();
+    in_flight.push_back(promise->get_future());
+    db::sqlite::SubmitCall<db::sqlite::Unit>(
+        db_.writer(),
+        [&bonuses, at, end, grant_id](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
+          auto q = c.Prepare("INSERT INTO P_GRANT_CREDIT (CARD_ID, GRANT_ID, POINTS) VALUES (?1, ?2, ?3)");
+          if (!q.ok()) return q.status();
+          for (size_t i = at; i < end; ++i) {
+            q->Reset();
+            if (Status s = q->Bind(1, bonuses[i].card_id).Bind(2, grant_id).Bind(3, bonuses[i].points).Run(); !s.ok())
+              return s;
+            failpoint::MaybeCrash("grant.write", static_cast<int64_t>(i + 1));
+          }
+          return db::sqlite::Unit{};
+        },
+        [promise](Result<db::sqlite::Unit> r) { promise->set_value(std::move(r)); });
+    if (in_flight.size() >= kStageInFlight) collect();
+  }
+  while (!in_flight.empty()) collect();
+  if (!staging.ok()) return fail(staging);
+  double update_ms = MsSince(stage_start);
+  bonuses = {};
+
+  // 4. Apply: one small commit makes all of it visible.
+  Result<Applied> applied = Status::Internal("not applied");
+  while (true) {
+    if (Status s = WaitForFold(); !s.ok()) return fail(s);
+    applied = Await<Result<Applied>>([&](auto answer) {
+      db_.writer().Submit(db::sqlite::MakeOp<ApplyOp>(
+          [&](sqlite::Connection& c) -> Result<Applied> {
+            auto folding = sqlite::QueryInt(c, "SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'applied'");
+            if (!folding.ok()) return folding.status();
+            if (*folding > 0) return Applied{{}, true};
+            if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // decided here, on the writer
+            int64_t now = NextTime();
+            auto q = c.Prepare(
+                "UPDATE P_GRANT SET STATE = 'applied', APPLIED_TIME = ?1, CARDS = ?2, POINTS = ?3, QUERY_MS = ?4, "
+                "UPDATE_MS = ?5, IDEMPOTENCY_KEY = ?6, FINGERPRINT = ?7 WHERE GRANT_ID = ?8 AND STATE = 'staging'");
+            if (!q.ok()) return q.status();
+            q->Bind(1, now).Bind(2, cards).Bind(3, points).BindDouble(4, query_ms).BindDouble(5, update_ms);
+            if (request.idempotency_key)
+              q->Bind(6, *request.idempotency_key).Bind(7, fingerprint);
+            else
+              q->BindNull(6).BindNull(7);
+            if (Status s = q->Bind(8, grant_id).Run(); !s.ok()) return s;
+            if (c.Changes() != 1) return Status::Internal("grant " + std::to_string(grant_id) + " is not staging");
+            credit_possible_ = true;  // from this op on, point uses fold first
+            ++credit_epoch_;
+            return Applied{{grant_id, cards, points, query_ms, update_ms, 0, false}, false};
+          },
+          answer));
+    });
+    if (!applied.ok() || !applied->wait_for_fold) break;
+    WakeFolder();  // the writer says a grant is still applied: make sure the fold sees it
+  }
+  if (!applied.ok()) return fail(applied.status());
+  GrantOutcome outcome = applied->outcome;
+  WakeFolder();
+  // Keep the commit time with the grant, so a replay answers the same.
+  db::sqlite::SubmitCall<db::sqlite::Unit>(
+      db_.writer(),
+      [id = grant_id, commit_ms = outcome.commit_ms](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
+        auto q = c.Prepare("UPDATE P_GRANT SET COMMIT_MS = ?1 WHERE GRANT_ID = ?2");
+        if (!q.ok()) return q.status();
+        q->BindDouble(1, commit_ms).Bind(2, id);
+        if (Status s = q->Run(); !s.ok()) return s;
+        return db::sqlite::Unit{};
+      },
+      [id = grant_id](const Result<db::sqlite::Unit>& r) {
+        // The grant has committed: only its recorded commit time is lost.
+        if (!r.ok()) log::Warn("grant {}: cannot record its commit time: {}", id, r.status().ToString());
+      });
+  log::Info("grant {}: {} card(s), {} point(s); query {:.0f} ms, staging {:.0f} ms, apply commit {:.0f} ms",
+            outcome.grant_id, outcome.cards, outcome.points, outcome.query_ms, outcome.update_ms, outcome.commit_ms);
+  done(outcome);
+}
+
+void SqlitePointCardStore::Discard(int64_t grant_id) {
+  // In chunks along the key, like the fold: point uses run between them.
+  // If the writer fails now, Open deletes what is left at the next start;
+  // until then every reader ignores a grant that is not applied.
+  struct Gone {
+    int64_t cards = 0, last_card = 0;
+  };
+  int64_t after = INT64_MIN;
+  while (true) {
+    auto gone = OnWriter<Gone>(db_.writer(), [this, grant_id, after](sqlite::Connection& c) -> Result<Gone> {
+      auto q = c.Prepare(
+          "SELECT CARD_ID FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 ORDER BY CARD_ID LIMIT ?3");
+      if (!q.ok()) return q.status();
+      q->Bind(1, after).Bind(2, grant_id).Bind(3, options_.stage_chunk);
+      Gone out{0, after};
+      while (true) {
+        auto row = q->Step();
+        if (!row.ok()) return row.status();
+        if (!*row) break;
+        ++out.cards;
+        out.last_card = q->Int(0);
+      }
+      if (out.cards > 0) {
+        auto del = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
+        if (!del.ok()) return del.status();
+        if (Status s = del->Bind(1, after).Bind(2, out.last_card).Bind(3, grant_id).Run(); !s.ok()) return s;
+      }
+      if (out.cards < options_.stage_chunk) {
+        auto row = c.Prepare("DELETE FROM P_GRANT WHERE GRANT_ID = ?1 AND STATE = 'staging'");
+        if (!row.ok()) return row.status();
+        if (Status s = row->Bind(1, grant_id).Run(); !s.ok()) return s;
+      }
+      return out;
+    });
+    if (!gone.ok()) {
+      log::Warn("grant {}: cannot delete its staged credits now (the next start does): {}", grant_id,
+                gone.status().ToString());
+      return;
+    }
+    if (gone->cards < options_.stage_chunk) return;
+    after = gone->last_card;
+  }
+}
+
+Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t card_id, int64_t balance) {
+  auto q = c.Prepare(
+      "SELECT c.GRANT_ID, c.POINTS FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "WHERE c.CARD_ID = ?1 AND g.STATE = 'applied' ORDER BY c.GRANT_ID");
+  if (!q.ok()) return q.status();
+  q->Bind(1, card_id);
+  struct Credit {
+    int64_t grant_id, points;
+  };
+  std::vector<Credit> credits;  // one, almost always
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    credits.push_back({q->Int(0), q->Int(1)});
+  }
+  auto writer = GrantRowWriter::Prepare(c);
+  if (!writer.ok()) return writer.status();
+  auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = ?1 AND GRANT_ID = ?2");
+  if (!consume.ok()) return consume.status();
+  for (const Credit& credit : credits) {
+    balance += credit.points;
+    if (Status s = writer->Write(card_id, credit.points, balance, NextTime()); !s.ok()) return s;
+    consume->Reset();
+    if (Status s = consume->Bind(1, card_id).Bind(2, credit.grant_id).Run(); !s.ok()) return s;
+  }
+  return balance;
+}
+
+void SqlitePointCardStore::WakeFolder() {
+  {
+    std::lock_guard lock(fold_mutex_);
+    ++fold_requests_;
+  }
+  fold_cv_.notify_all();
+}
+
+Status SqlitePointCardStore::WaitForFold() {
+  std::unique_lock lock(fold_mutex_);
+  if (!fold_cv_.wait_for(lock, kFoldWaitMax, [this] { return fold_stopped_ || fold_served_ == fold_requests_; }))
+    return Status::Unavailable("the previous grant is still writing its history rows; retry later");
+  if (fold_served_ == fold_requests_) return Status::Ok();  // nothing to wait for, stopping or not
+  return Status::Unavailable("the server is shutting down");
+}
+
+// Step 5. One op per chunk of cards; the chunk that finds fewer than a full
+// chunk left marks the grant folded in the same commit. One grant's fold in progress: its chunks chain on the writer
+// (each submits the next from its Finish, so consecutive batches carry one each with no thread's round trip between
+// them); the folder waits for `done`.
+struct SqlitePointCardStore::FoldRun {
+  int64_t grant_id = 0;
+  int64_t applied_at = 0;
+  int64_t after_card = INT64_MIN;  // the cursor: every credit up to it is folded
+  int64_t folded_cards = 0;
+};
+
+Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sqlite::Connection& c, FoldRun& run) {
+  const int64_t grant_id = run.grant_id, after_card = run.after_card, folded_cards = run.folded_cards,
+                applied_at = run.applied_at;
+  auto q = c.Prepare(
+      "SELECT CARD_ID, POINTS FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 ORDER BY CARD_ID LIMIT ?3");
+  if (!q.ok()) return q.status();
+  q->Bind(1, after_card).Bind(2, grant_id).Bind(3, options_.fold_chunk);
+  std::vector<Bonus> credits;
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    credits.push_back({q->Int(0), q->Int(1)});
+  }
+  int64_t now = NextTime();
+  auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
+  if (!read.ok()) return read.status();
+  auto writer = GrantRowWriter::Prepare(c);
+  if (!writer.ok()) return writer.status();
+  for (const Bonus& b : credits) {
+    read->Reset();
+    auto row = read->Bind(1, b.card_id).Step();
+    if (!row.ok()) return row.status();
+    if (*row) {  // cards are never deleted; a missing one gets nothing
+      if (Status s = writer->Write(b.card_id, b.points, read->Int(0) + b.points, now); !s.ok()) return s;
+    }
+    failpoint::MaybeCrash("grant.fold", folded_cards + 1 + (&b - credits.data()));
+  }
+  if (!credits.empty()) {  // consumed: one range of the key, not a delete per card
+    auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
+    if (!consume.ok()) return consume.status();
+    if (Status s = consume->Bind(1, after_card).Bind(2, credits.back().card_id).Bind(3, grant_id).Run(); !s.ok())
+      return s;
+  }
+  FoldChunk out{credits.empty() ? after_card : credits.back().card_id, static_cast<int64_t>(credits.size()),
+                static_cast<int64_t>(credits.size()) < options_.fold_chunk, credit_epoch_};
+  if (out.finished) {
+    auto done = c.Prepare("UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = ?1, FOLD_MS = ?2 WHERE GRANT_ID = ?3");
+    if (!done.ok()) return done.status();
+    // From the apply to now, wall clock: a fold a restart interrupted
+    // counts whole, downtime included.
+    done->Bind(1, now).BindDouble(2, static_cast<double>(now - applied_at) / 1000.0).Bind(3, grant_id);
+    if (Status s = done->Run(); !s.ok()) return s;
+  }
+  return out;
+}
+
+void SqlitePointCardStore::SubmitFoldChunk(const std::shared_ptr<FoldRun>& run, const FoldDone& done) {
+  db::sqlite::SubmitCall<FoldChunk>(
+      db_.writer(), [this, run](sqlite::Connection& c) { return ApplyFoldChunk(c, *run); },
+      [this, run, done](Result<FoldChunk> r) {
+        // On the writer thread, after the commit (or on the submitting
+        // thread, if the writer refused the op).
+        if (!r.ok()) return done->set_value(r.status());
+        run->after_card = r->last_card;
+        run->folded_cards += r->cards;
+        if (r->finished) {
+          // No credit is left once the applied grant has folded (grants
+          // apply one at a time), unless another applied after the chunk
+          // ran, in its batch.
+          if (credit_epoch_ == r->epoch) credit_possible_ = false;
+          return done->set_value(true);
+        }
+        bool stopping;
+        {
+          std::lock_guard lock(fold_mutex_);
+          stopping = fold_stopped_;
+        }
+        if (stopping) return done->set_value(false);  // between chunks; the next start resumes
+        SubmitFoldChunk(run, done);
+      });
+}
+
+// The folder: finds the applied grant and runs its chunks.
+void SqlitePointCardStore::FoldLoop() {
+  auto pause = [this] {
+    std::unique_lock lock(fold_mutex_);
+    fold_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return fold_stopped_; });
+  };
+  std::shared_ptr<FoldRun> run;  // the grant being folded, kept across a paused attempt
+  uint64_t seen = 0;             // fold_requests_ when this pass began looking
+  auto started = std::chrono::steady_clock::now();
+  while (true) {
+    {
+      std::unique_lock lock(fold_mutex_);
+      if (!run) fold_cv_.wait(lock, [this] { return fold_stopped_ || fold_served_ != fold_requests_; });
+      if (fold_stopped_) return;
+      if (!run) seen = fold_requests_;
+    }
+    if (!run) {
+      if (!db_.writer().started()) {  // Open runs before the writer starts
+        pause();
+        continue;
+      }
+      struct Next {
+        int64_t grant_id = 0, applied_at = 0;
+      };
+      auto next = OnWriter<Next>(db_.writer(), [](sqlite::Connection& c) -> Result<Next> {
+        auto q =
+            c.Prepare("SELECT GRANT_ID, APPLIED_TIME FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1");
+        if (!q.ok()) return q.status();
+        auto row = q->Step();
+        if (!row.ok()) return row.status();
+        Next out;
+        if (*row) out = {q->Int(0), q->Int(1)};
+        if (Status s = q->Run(); !s.ok()) return s;
+        return out;
+      });
+      if (!next.ok()) {  // the writer fails: try again
+        pause();
+        continue;
+      }
+      if (next->grant_id == 0) {  // nothing to fold for the requests seen so far
+        {
+          std::lock_guard lock(fold_mutex_);
+          fold_served_ = seen;
+        }
+        fold_cv_.notify_all();
+        continue;
+      }
+      run = std::make_shared<FoldRun>();
+      run->grant_id = next->grant_id;
+      run->applied_at = next->applied_at;
+      started = std::chrono::steady_clock::now();
+    }
+    // One promise per attempt, held by its chain: a paused attempt's last
+    // callback may still be returning from it.
+    auto done = std::make_shared<std::promise<Result<bool>>>();
+    auto future = done->get_future();
+    SubmitFoldChunk(run, done);
+    auto folded = future.get();
+    if (!folded.ok()) {
+      log::Warn("grant {}: folding paused (it resumes): {}", run->grant_id, folded.status().ToString());
+      pause();
+      continue;
+    }
+    if (!*folded) return;  // stopping
+    double ms = MsSince(started);
+    GrantFoldSeconds().Observe(static_cast<uint64_t>(ms * 1e6));
+    log::Info("grant {}: {} history row(s) written (folded) in {:.0f} ms", run->grant_id, run->folded_cards, ms);
+    run.reset();  // look again: the requests seen are served only when none is left
+  }
+}
+
+}  // namespace hotrow::pointcard
