@@ -255,14 +255,17 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
         auto held = leader.Pipeline({{"BEGIN ISOLATION LEVEL REPEATABLE READ"},
                                      {"SET LOCAL statement_timeout = 0"},
                                      {"SET LOCAL idle_in_transaction_session_timeout = '120s'"},
+                                     // A backend whose instance died stops within a second
+                                     // (and lets go of the grant's row) instead of staging on.
+                                     {"SET LOCAL client_connection_check_interval = '1s'"},
                                      {kStageHold, {id_text}}});
         auto rollback = [&](Status why) -> Result<StageTotals> {
           if (Status rolled = leader.Exec("ROLLBACK"); !rolled.ok()) leader.MarkBroken();
           return why;
         };
         if (!held.ok()) return rollback(held.status());
-        if ((*held)[3].empty()) return rollback(LeaseLost(id));
-        const std::string snapshot((*held)[3].Text(0, 0));
+        if (held->back().empty()) return rollback(LeaseLost(id));
+        const std::string snapshot(held->back().Text(0, 0));
         auto range = [&](int64_t w) {
           return std::vector<pg::Param>{id_text,
                                         std::to_string(r.from_us),
@@ -282,7 +285,9 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
               ranges[w] = pool_.Run<pg::Rows>(
                   [&](pg::Connection& c) {
                     return InTransaction(c, "BEGIN ISOLATION LEVEL REPEATABLE READ",
-                                         {{"SET TRANSACTION SNAPSHOT '" + snapshot + "'"}, {kStageRange, range(w)}});
+                                         {{"SET TRANSACTION SNAPSHOT '" + snapshot + "'"},
+                                          {"SET LOCAL client_connection_check_interval = '1s'"},
+                                          {kStageRange, range(w)}});
                   },
                   /*unbounded=*/true);
             });
@@ -381,7 +386,14 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
                                    "which answers it if it did");
       return why;
     }
-    if (gone->Int(0, 0) >= 0) return why;
+    if (gone->Int(0, 0) >= 0) {
+      // Dropped: whatever `why` says of an unknown outcome, nothing was granted.
+      if (why.code() == ErrorCode::kUnavailable && why.message().find("unknown") != std::string::npos)
+        return Status::Unavailable("grant " + id_text +
+                                   " lost its database connection before its apply and was dropped; nothing was "
+                                   "granted, retry");
+      return why;
+    }
     auto row = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kGrantRow, {id_text}); },
                                    /*unbounded=*/true);
     if (!row.ok() || row->empty()) return why;
@@ -412,14 +424,21 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
             /*unbounded=*/true);
         if (!beat.ok()) log::Warn("grant {}: lease not renewed: {}", id_text, beat.status().ToString());
       });
-  // 2. barrier
-  auto barrier = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kBarrier, {std::to_string(kWaitMaxMs)}); },
-                                     /*unbounded=*/true);
-  if (!barrier.ok()) return abandon(barrier.status());
-  if (barrier->Double(0, 0) < 0)
-    return abandon(Status::Unavailable("the grant waited " + std::to_string(kWaitMaxMs / 1000) +
-                                       " s for a transaction on S_ACCOUNT to end (a session idle in a transaction?); "
-                                       "nothing was granted, retry"));
+  // 2. barrier, in one-second calls so that a shutdown is seen between
+  // them (each call waits for the transactions in flight at its own start,
+  // a set that holds every earlier one still running)
+  const auto barrier_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);
+  for (;;) {
+    auto barrier = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kBarrier, {"1000"}); },
+                                       /*unbounded=*/true);
+    if (!barrier.ok()) return abandon(barrier.status());
+    if (barrier->Double(0, 0) >= 0) break;
+    if (stopping()) return abandon(Status::Unavailable("the server is shutting down; nothing was granted, retry"));
+    if (std::chrono::steady_clock::now() > barrier_until)
+      return abandon(Status::Unavailable("the grant waited " + std::to_string(kWaitMaxMs / 1000) +
+                                         " s for a transaction on S_ACCOUNT to end (a session idle in a "
+                                         "transaction?); nothing was granted, retry"));
+  }
   failpoint::MaybeDelay("grant.slow");
   // 3. query and stage (again if a heartbeat in flight made it fail)
   paused->store(true);

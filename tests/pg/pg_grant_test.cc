@@ -442,6 +442,45 @@ void CrashInsideAPostgresGrant(const std::string& failpoint, bool expect_present
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// A server killed while its grant stages leaves backends running its
+// staging statements. They used to run on (here: blocked behind a lock on
+// H_TRANSACTION), holding the grant's row, so its lease could not expire
+// and every later grant got 409 grant_in_progress until they ended; now
+// client_connection_check_interval ends them within about a second.
+TEST(PostgresGrant, TheStagingOfAKilledServerStopsWithIt) {
+  std::string url = FreshDatabase();
+  auto seeded = RunHotrow(
+      {"seed", "pointcard", "--cards", "200", "--stores", "20", "--history", "1000", "--seed", "7", "--db", url});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto staging = [&] {
+    return OrThrow(conn->Query("SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE '%stage_range_v1%' "
+                               "AND pid <> pg_backend_pid()"))
+        .Int(0, 0);
+  };
+  TestServer server(TestServerOptions{0, false, {}, {}, url});
+  ASSERT_TRUE(server.ok());
+  auto locker = OrThrow(db::pg::Connection::Connect(url));
+  ASSERT_TRUE(locker->Exec("BEGIN").ok());
+  ASSERT_TRUE(locker->Exec("LOCK TABLE H_TRANSACTION IN ACCESS EXCLUSIVE MODE").ok());
+  std::thread client([port = server.port()] {
+    try {
+      HttpClient c(port);
+      std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
+      c.Post("/api/v1/grants", R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1})",
+             {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
+    } catch (const std::exception&) {
+      // the server dies mid-request, as arranged
+    }
+  });
+  EXPECT_TRUE(Eventually([&] { return staging() > 0; }, std::chrono::seconds(20))) << "the grant never staged";
+  server.Kill();
+  client.join();
+  EXPECT_TRUE(Eventually([&] { return staging() == 0; }, std::chrono::seconds(5)))
+      << "a dead server's staging backend still runs";
+  ASSERT_TRUE(locker->Exec("ROLLBACK").ok());
+}
+
 TEST(PostgresGrant, ACrashAfterItsCreditsAreStagedLeavesNoneOfIt) { CrashInsideAPostgresGrant("grant.stage", false); }
 
 TEST(PostgresGrant, ACrashRightAfterTheApplyKeepsAllOfIt) { CrashInsideAPostgresGrant("grant.commit", true); }
