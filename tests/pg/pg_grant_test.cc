@@ -24,6 +24,13 @@ namespace hotrow::testing {
 namespace {
 
 constexpr int64_t kFoldLockSpace = 72720006;  // postgres_grant_sql.cc
+// A session that runs these holds a grant's fold off, then lets it go.
+std::string PauseFold(int64_t grant_id) {
+  return "SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", " + std::to_string(grant_id) + ")";
+}
+std::string ResumeFold(int64_t grant_id) {
+  return "SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", " + std::to_string(grant_id) + ")";
+}
 
 struct PgCardsFixture {
   // `setup`: SQL run on the seeded database before the pool connects.
@@ -198,7 +205,7 @@ TEST(PostgresGrant, APointUseBeforeTheFoldWritesTheGrantsRowFirst) {
   PgCardsFixture f;
   auto holder = OrThrow(db::pg::Connection::Connect(f.url));
   // The first grant of a fresh database is grant 1.
-  ASSERT_TRUE(holder->Query("SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(holder->Query(PauseFold(1)).ok());
   auto grant = f.Grant(10);
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
   ASSERT_EQ(grant->grant_id, 1);
@@ -225,7 +232,7 @@ TEST(PostgresGrant, APointUseBeforeTheFoldWritesTheGrantsRowFirst) {
             1)
       << "the grant's row comes before the payment's";
   f.ExpectInvariants();
-  ASSERT_TRUE(holder->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(holder->Query(ResumeFold(1)).ok());
   ASSERT_TRUE(f.Folded(grant->grant_id));
   EXPECT_EQ(f.Int("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), grant->cards)
       << "one row per credited card: none twice, none lost";
@@ -243,7 +250,7 @@ TEST(PostgresGrant, APointUseBeforeTheFoldWritesTheGrantsRowFirst) {
 TEST(PostgresGrant, AFoldChunkReadsOnlyItsCardRange) {
   PgCardsFixture f;
   auto holder = OrThrow(db::pg::Connection::Connect(f.url));
-  ASSERT_TRUE(holder->Query("SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(holder->Query(PauseFold(1)).ok());
   auto grant = f.Grant(10);
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
   ASSERT_EQ(grant->grant_id, 1);
@@ -262,7 +269,7 @@ TEST(PostgresGrant, AFoldChunkReadsOnlyItsCardRange) {
           .Int(0, 0);
   EXPECT_LE(fetched, 2 * in_range + 2) << "rows read by index in P_GRANT_CREDIT; " << beyond << " lie after the range";
   ASSERT_TRUE(holder->Exec("COMMIT").ok());
-  ASSERT_TRUE(holder->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(holder->Query(ResumeFold(1)).ok());
   ASSERT_TRUE(f.Folded(grant->grant_id));
   f.ExpectInvariants();
 }
@@ -274,7 +281,7 @@ TEST(PostgresGrant, AFoldChunkReadsOnlyItsCardRange) {
 TEST(PostgresGrant, APointUseNeverWaitsForTheCreditOfACardAFoldChunkSkipped) {
   PgCardsFixture f;
   auto chunk = OrThrow(db::pg::Connection::Connect(f.url));
-  ASSERT_TRUE(chunk->Query("SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(chunk->Query(PauseFold(1)).ok());
   auto grant = f.Grant(10);
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
   ASSERT_EQ(grant->grant_id, 1);
@@ -292,7 +299,7 @@ TEST(PostgresGrant, APointUseNeverWaitsForTheCreditOfACardAFoldChunkSkipped) {
   EXPECT_TRUE(consumed.ok()) << consumed.status().ToString();
   ASSERT_TRUE(payment->Exec("ROLLBACK").ok());
   ASSERT_TRUE(chunk->Exec("COMMIT").ok());
-  ASSERT_TRUE(chunk->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(chunk->Query(ResumeFold(1)).ok());
   ASSERT_TRUE(f.Folded(grant->grant_id));
   f.ExpectInvariants();
 }
@@ -307,7 +314,7 @@ TEST(PostgresGrant, AnApplyWhoseLockTimesOutWaitsForItAndAnswersTheGrant) {
       "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET lock_timeout = ''200ms''', "
       "current_database()); END $$");
   auto holder = OrThrow(db::pg::Connection::Connect(f.url));
-  ASSERT_TRUE(holder->Query("SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(holder->Query(PauseFold(1)).ok());
   auto first = f.Grant(10);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_EQ(first->grant_id, 1);
@@ -320,7 +327,7 @@ TEST(PostgresGrant, AnApplyWhoseLockTimesOutWaitsForItAndAnswersTheGrant) {
   ASSERT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT WHERE GRANT_ID = 2 AND STATE = 'staging' AND CARDS > 0"), 1);
   // Its apply now meets the grant lock held elsewhere: takes time out.
   ASSERT_TRUE(holder->Query("SELECT pg_advisory_lock(72720005)").ok());
-  ASSERT_TRUE(holder->Query("SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", 1)").ok());
+  ASSERT_TRUE(holder->Query(ResumeFold(1)).ok());
   ASSERT_TRUE(f.Folded(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT WHERE GRANT_ID = 2 AND STATE = 'staging'"), 1)
