@@ -28,7 +28,8 @@ constexpr pg::NamedSql kGrantUnlockSession{"pointcard_grant_unlock", "SELECT pg_
 constexpr pg::NamedSql kBegin{"pointcard_grant_begin",
                               "SELECT outcome, grant_id, cards, points, query_ms, update_ms, commit_ms "
                               "FROM hotrow_grant_begin_v1($1, $2, $3, $4, $5, $6, $7)"};
-constexpr pg::NamedSql kBarrier{"pointcard_grant_barrier", "SELECT hotrow_grant_barrier_v1($1)"};
+constexpr pg::NamedSql kBarrier{"pointcard_grant_barrier",
+                                "SELECT r, cardinality(r) FROM hotrow_grant_barrier_v2($1::text[], $2) r"};
 constexpr pg::NamedSql kGrantRow{"pointcard_grant_row",
                                  "SELECT CARDS, POINTS, QUERY_MS, UPDATE_MS FROM P_GRANT WHERE GRANT_ID = $1"};
 constexpr pg::NamedSql kStageRange{
@@ -315,11 +316,12 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
 }
 
 int64_t PostgresPointCardStore::StageWorkers() const {
-  if (options_.stage_workers > 0) return options_.stage_workers;
   // The leader stages one range itself; with the fold workers (up to half
   // the pool, while the previous grant folds) at most three quarters of
-  // the pool is taken, so requests keep the rest.
-  return std::clamp<int64_t>(pool_.size() / 4, 1, 4);
+  // the pool is taken, so requests keep the rest. Never the whole pool:
+  // the leader holds a connection while the other ranges wait for theirs.
+  int64_t workers = options_.stage_workers > 0 ? options_.stage_workers : std::clamp<int64_t>(pool_.size() / 4, 1, 4);
+  return std::max<int64_t>(1, std::min<int64_t>(workers, pool_.size() - 1));
 }
 
 Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, const std::string& fp) {
@@ -425,14 +427,18 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
         if (!beat.ok()) log::Warn("grant {}: lease not renewed: {}", id_text, beat.status().ToString());
       });
   // 2. barrier, in one-second calls so that a shutdown is seen between
-  // them (each call waits for the transactions in flight at its own start,
-  // a set that holds every earlier one still running)
+  // them; each call gets what is left of the set the first one took.
   const auto barrier_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);
+  pg::Param inflight;  // NULL: the first call takes the set in flight
   for (;;) {
-    auto barrier = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kBarrier, {"1000"}); },
-                                       /*unbounded=*/true);
+    auto barrier = pool_.Run<pg::Rows>(
+        [&](pg::Connection& c) {
+          return c.Query(kBarrier, {inflight, "1000"});
+        },
+        /*unbounded=*/true);
     if (!barrier.ok()) return abandon(barrier.status());
-    if (barrier->Double(0, 0) >= 0) break;
+    if (barrier->Int(0, 1) == 0) break;
+    inflight = pg::Param(std::string(barrier->Text(0, 0)));
     if (stopping()) return abandon(Status::Unavailable("the server is shutting down; nothing was granted, retry"));
     if (std::chrono::steady_clock::now() > barrier_until)
       return abandon(Status::Unavailable("the grant waited " + std::to_string(kWaitMaxMs / 1000) +
@@ -464,7 +470,10 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   const std::string lock_key = std::to_string(kGrantLock);
   const auto wait_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);
   std::chrono::steady_clock::time_point vacuum_wait_until{};  // set once the previous fold has ended
-  for (int attempt = 0;; ++attempt) {
+  // Counts failed applies only: the waits above them (the previous fold,
+  // a vacuum) spend no retry.
+  int attempt = 0;
+  for (;;) {
     if (stopping()) return abandon(Status::Unavailable("the server is shutting down; nothing was granted, retry"));
     // The previous fold first, without the lock: a SHARE request that
     // waited for fold chunks would hold every payment queued behind it.
@@ -520,7 +529,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
       bool lock_timeout = applied.status().sqlstate() == "55P03";
       if ((pg::IsRetryable(applied.status()) || lock_timeout) && attempt < 20 && !stopping()) {
         pg::CountRetry(applied.status());
-        RetryBackoff(attempt);
+        RetryBackoff(++attempt);
         continue;
       }
       // Unknown outcome on a lost connection: the grant is applied or
@@ -530,7 +539,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
     auto what = static_cast<ApplyResult>(applied->Int(0, 0));
     if (what == ApplyResult::kApplied || what == ApplyResult::kAppliedBefore) break;
     if (what == ApplyResult::kNotLocked && attempt < 20) {
-      RetryBackoff(attempt);
+      RetryBackoff(++attempt);
       continue;
     }
     if (what == ApplyResult::kLeaseLost) return LeaseLost(id);

@@ -124,6 +124,34 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
       RETURN EXTRACT(EPOCH FROM clock_timestamp() - t0) * 1000;
     END $$;
 
+    -- The same barrier in slices, so that the caller can stop between
+    -- them: p_inflight NULL takes the set in flight now; each call waits up
+    -- to p_max_ms for the set it was given and returns what of it is still
+    -- running (empty: the barrier is passed). The set is taken once, so a
+    -- stream of new transactions cannot hold the barrier off.
+    CREATE OR REPLACE FUNCTION hotrow_grant_barrier_v2(p_inflight text[], p_max_ms int) RETURNS text[]
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      inflight text[] := p_inflight;
+      t0 timestamptz := clock_timestamp();
+      pause double precision := 0.001;
+    BEGIN
+      IF inflight IS NULL THEN
+        inflight := ARRAY(SELECT l.virtualtransaction FROM pg_locks l
+                          WHERE l.locktype = 'relation' AND l.relation = 's_account'::regclass
+                            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                            AND l.mode = 'RowExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid());
+      END IF;
+      LOOP
+        inflight := ARRAY(SELECT DISTINCT l.virtualxid FROM pg_locks l
+                          WHERE l.locktype = 'virtualxid' AND l.virtualxid = ANY (inflight));
+        EXIT WHEN cardinality(inflight) = 0 OR clock_timestamp() - t0 > p_max_ms * interval '1 millisecond';
+        PERFORM pg_sleep(pause);
+        pause := LEAST(pause * 2, 0.05);
+      END LOOP;
+      RETURN inflight;
+    END $$;
+
     -- Step 3, query and stage, one card range [p_lo, p_hi) of it, in the
     -- caller's REPEATABLE READ transaction on the snapshot the grant's
     -- leader exported (one snapshot for all ranges, taken after the
