@@ -48,9 +48,10 @@
 //      new ones for this commit), STATE 'applied' -- one row, one small
 //      commit -- and the 201.
 //   5. fold (READ COMMITTED, chunks of fold_chunk cards, fold_workers at
-//      once, on any instance): locks the next credits and their cards' rows
-//      FOR UPDATE SKIP LOCKED, deletes the credits of the cards it holds and
-//      writes them as the grant's rows (STORE_ID 0, KIND 'grant'); a pass that finds none left
+//      once, on any instance): reads the next credits unlocked, locks their
+//      cards' rows FOR UPDATE SKIP LOCKED, deletes the credits of the cards
+//      it holds and writes them as the grant's rows (STORE_ID 0, KIND
+//      'grant'); a pass that finds none left
 //      sets STATE 'folded' with FOLD_MS. Progress is the credits' deletion,
 //      so any instance resumes a fold a dead one left.
 // Why it is serializable and atomic:
