@@ -166,7 +166,10 @@ Status CreatePostgresGrantFunctions(db::pg::Connection& conn);
 // Payments' and grants' retry wait: 1-10 ms jittered, doubling.
 void RetryBackoff(int attempt);
 
+// postgres_schema.cc: tables, migrations and functions, under the schema
+// lock (on one connection, or on one of the pool's at start-up).
 Status CreatePostgresPointCardSchema(db::pg::Connection& conn);
+Status CreatePostgresPointCardSchema(db::pg::Pool& pool);
 
 // Fills empty point-card tables with the generator's data (seed.h) through
 // COPY; conflict when S_ACCOUNT has rows.

@@ -1,0 +1,366 @@
+// The point card's schema on PostgreSQL: the tables as v0.1.0 made them,
+// their migrations, and the functions of payments (hotrow_pay_v3, and the
+// versions instances of earlier releases still call). The grant's own
+// functions are in postgres_grant_sql.cc.
+#include "pointcard/postgres_store.h"
+
+namespace hotrow::pointcard {
+
+namespace pg = db::pg;
+
+namespace {
+constexpr int64_t kSchemaLock = 72720003;  // advisory lock key (pg::WithSchemaLock)
+
+// Point-card migration 1 (v0.6.0): stall-free grants (postgres_store.h).
+//   - H_TRANSACTION.KIND, backfilled from the sign and the store; a trigger
+//     fills it for rows an older instance inserts without one during a
+//     rolling upgrade (its WHEN keeps it off this release's inserts).
+//   - P_GRANT's state: 'staging' (credits being written, under a lease),
+//     'applied' (visible; its fold runs), 'folded'. Earlier grants wrote
+//     their rows in their own transaction: folded at their GRANT_TIME.
+//   - P_GRANT_CREDIT: the staged credits, one row per card and grant.
+constexpr std::string_view kStagedGrants = R"sql(
+  ALTER TABLE H_TRANSACTION ADD COLUMN KIND text;
+  UPDATE H_TRANSACTION SET KIND = CASE WHEN STORE_ID = 0 THEN 'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END;
+  ALTER TABLE H_TRANSACTION ALTER COLUMN KIND SET NOT NULL;
+  CREATE FUNCTION hotrow_history_kind() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    NEW.KIND := CASE WHEN NEW.STORE_ID = 0 THEN 'grant' WHEN NEW.AMOUNT > 0 THEN 'charge' ELSE 'payment' END;
+    RETURN NEW;
+  END $$;
+  CREATE TRIGGER H_TRANSACTION_KIND BEFORE INSERT ON H_TRANSACTION FOR EACH ROW WHEN (NEW.KIND IS NULL)
+    EXECUTE FUNCTION hotrow_history_kind();
+  ALTER TABLE P_GRANT ADD COLUMN STATE text NOT NULL DEFAULT 'folded', ADD COLUMN APPLIED_TIME timestamp,
+    ADD COLUMN FOLDED_TIME timestamp, ADD COLUMN FOLD_MS double precision, ADD COLUMN LEASE_UNTIL timestamp;
+  UPDATE P_GRANT SET APPLIED_TIME = GRANT_TIME, FOLDED_TIME = GRANT_TIME, FOLD_MS = 0;
+  CREATE INDEX P_GRANT_UNFOLDED ON P_GRANT (GRANT_ID) WHERE STATE <> 'folded';
+  CREATE TABLE P_GRANT_CREDIT (
+    CARD_ID  bigint NOT NULL,
+    GRANT_ID bigint NOT NULL,
+    POINTS   bigint NOT NULL,
+    PRIMARY KEY (CARD_ID, GRANT_ID)
+  );
+)sql";
+
+Status CreateFunctions(pg::Connection& conn);
+
+// Created as v0.1.0 made them, then migrated (pg::Migrate); the functions
+// are (re)created after the steps, which add the columns they use.
+Status CreateSchema(pg::Connection& conn) {
+  if (Status s = conn.Exec(R"sql(
+    CREATE TABLE IF NOT EXISTS M_REGION (
+      REGION_ID   int PRIMARY KEY,
+      REGION_NAME varchar(256) NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS M_STORE (
+      STORE_ID      int PRIMARY KEY,
+      STORE_ZIPCODE varchar(7),
+      STORE_ADDRESS varchar(256),
+      STORE_NAME    varchar(256),
+      REGION_ID     int NOT NULL,
+      S_LATITUDE    double precision,
+      S_LONGITUDE   double precision
+    );
+    -- The stores of one region.
+    CREATE INDEX IF NOT EXISTS M_STORE_REGION ON M_STORE (REGION_ID);
+    -- Times are UTC (timestamp without time zone), microseconds.
+    -- fillfactor 50 leaves room on each page, so a point use's UPDATE is HOT
+    -- (no new index entry). That matters under SERIALIZABLE: an index entry
+    -- written into a B-tree page that another transaction has read (SSI
+    -- locks B-tree pages, not keys) is a read/write conflict, and with many
+    -- cards per page most of those are false ones that abort point uses on
+    -- other cards.
+    CREATE TABLE IF NOT EXISTS S_ACCOUNT (
+      CARD_ID     bigint PRIMARY KEY,
+      BALANCE     bigint NOT NULL,
+      REGION_ID   int    NOT NULL,
+      LAST_UPDATE timestamp NOT NULL
+    ) WITH (fillfactor = 50);
+    -- Append-only; the primary key orders by time for the grant's period scan.
+    CREATE TABLE IF NOT EXISTS H_TRANSACTION (
+      PAYMENT_TIME timestamp NOT NULL,
+      CARD_ID      bigint NOT NULL,
+      STORE_ID     int    NOT NULL,
+      AMOUNT       bigint NOT NULL,
+      BALANCE      bigint NOT NULL,
+      PRIMARY KEY (PAYMENT_TIME, CARD_ID, STORE_ID)
+    );
+    -- A card's history newest first, and the checker's per-card scan.
+    CREATE INDEX IF NOT EXISTS H_TRANSACTION_CARD_TIME ON H_TRANSACTION (CARD_ID, PAYMENT_TIME);
+    CREATE TABLE IF NOT EXISTS P_IDEMPOTENCY (
+      CARD_ID      bigint  NOT NULL,
+      KEY          text    NOT NULL,
+      FINGERPRINT  text    NOT NULL,
+      CREATED      timestamp NOT NULL,
+      REFUSED      boolean NOT NULL,
+      PAYMENT_TIME timestamp,
+      STORE_ID     int     NOT NULL,
+      AMOUNT       bigint  NOT NULL,
+      BALANCE      bigint  NOT NULL,
+      PRIMARY KEY (CARD_ID, KEY)
+    );
+    -- The purge of keys older than the retention.
+    CREATE INDEX IF NOT EXISTS P_IDEMPOTENCY_CREATED ON P_IDEMPOTENCY (CREATED);
+    CREATE TABLE IF NOT EXISTS P_GRANT (
+      GRANT_ID        bigserial PRIMARY KEY,
+      GRANT_TIME      timestamp NOT NULL,
+      FROM_TIME       timestamp NOT NULL,
+      TO_TIME         timestamp NOT NULL,
+      RATE_PERCENT    int    NOT NULL,
+      CARDS           bigint NOT NULL,
+      POINTS          bigint NOT NULL,
+      QUERY_MS        double precision NOT NULL,
+      UPDATE_MS       double precision NOT NULL,
+      COMMIT_MS       double precision NOT NULL DEFAULT 0,
+      IDEMPOTENCY_KEY text UNIQUE,
+      FINGERPRINT     text
+    );
+
+  )sql");
+      !s.ok())
+    return s;
+  if (Status s = pg::Migrate(conn, "pointcard", {{.sql = kStagedGrants}}); !s.ok()) return s;
+  return CreateFunctions(conn);
+}
+
+Status CreateFunctions(pg::Connection& conn) {
+  if (Status s = conn.Exec(R"sql(
+    CREATE OR REPLACE FUNCTION hotrow_us(t timestamp) RETURNS bigint
+      LANGUAGE sql IMMUTABLE AS $$ SELECT (EXTRACT(EPOCH FROM t) * 1000000)::bigint $$;
+    CREATE OR REPLACE FUNCTION hotrow_ts(us bigint) RETURNS timestamp
+      LANGUAGE sql IMMUTABLE AS $$ SELECT 'epoch'::timestamp + us * interval '1 microsecond' $$;
+
+    -- The online point use of v0.2.0-v0.5.0, kept for instances of those
+    -- releases still running beside this one during an upgrade (they never
+    -- fold staged credit, which leaves it to the fold: still exact). With
+    -- the row's time and balance. outcome is a small integer, the contract
+    -- with PayResult in postgres_store.cc:
+    -- 0 ok, 1 refused, 2 no card, 3 key mismatch, 4 replayed, 5 replayed
+    -- refusal.
+    -- enable_seqscan = off: SSI locks what a scan reads at the scan's
+    -- granularity, and a sequential scan (the planner's choice on a small
+    -- table) locks the whole relation, so every other point use's write
+    -- becomes a read/write conflict. Index lookups lock the tuple and its
+    -- B-tree page. Measured with pgbench, 4 clients on 200 cards: 72% of
+    -- point uses failed with 40001 before, 1% after.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v2(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql
+    SET enable_seqscan = off AS $$
+    DECLARE
+      k P_IDEMPOTENCY%ROWTYPE;
+      b bigint;
+      v_last timestamp;
+      t timestamp;
+    BEGIN
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
+        IF FOUND THEN
+          IF k.FINGERPRINT <> p_fp THEN
+            RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint;
+          ELSE
+            RETURN QUERY SELECT CASE WHEN k.REFUSED THEN 5::smallint ELSE 4::smallint END,
+                                hotrow_us(k.PAYMENT_TIME), k.BALANCE;
+          END IF;
+          RETURN;
+        END IF;
+      END IF;
+      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;
+      IF NOT FOUND THEN
+        RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      IF b + p_amount < 0 THEN
+        IF p_key IS NOT NULL THEN
+          INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
+                                            p_store, p_amount, b);
+        END IF;
+        RETURN QUERY SELECT 1::smallint, NULL::bigint, b;
+        RETURN;
+      END IF;
+      -- Strictly increasing per card, whatever the clock does.
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
+      UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
+      INSERT INTO H_TRANSACTION VALUES (t, p_card, p_store, p_amount, b + p_amount);
+      IF p_key IS NOT NULL THEN
+        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
+                                          p_store, p_amount, b + p_amount);
+      END IF;
+      RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
+    END $$;
+    -- v0.6.0's point use: the card's row locked first (every writer of a
+    -- card does, the fold too), then an applied grant's credit not folded
+    -- yet is folded here -- the grant's row, then this one, each at its own
+    -- time -- so no balance is ever written with credit still staged.
+    -- At most one grant is applied and not folded at a time (the apply
+    -- waits for the previous fold). Outcomes as hotrow_pay_v2's.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v3(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql
+    SET enable_seqscan = off SET jit = off AS $$
+    DECLARE
+      k P_IDEMPOTENCY%ROWTYPE;
+      b bigint;
+      v_last timestamp;
+      t timestamp;
+      credit bigint;
+      credit_grant bigint;
+    BEGIN
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
+        IF FOUND THEN
+          IF k.FINGERPRINT <> p_fp THEN
+            RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint;
+          ELSE
+            RETURN QUERY SELECT CASE WHEN k.REFUSED THEN 5::smallint ELSE 4::smallint END,
+                                hotrow_us(k.PAYMENT_TIME), k.BALANCE;
+          END IF;
+          RETURN;
+        END IF;
+      END IF;
+      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
+      IF NOT FOUND THEN
+        RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      SELECT c.GRANT_ID, c.POINTS INTO credit_grant, credit FROM P_GRANT_CREDIT c
+        JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = p_card AND g.STATE = 'applied'
+        ORDER BY c.GRANT_ID LIMIT 1;
+      credit := COALESCE(credit, 0);
+      IF b + credit + p_amount < 0 THEN
+        IF p_key IS NOT NULL THEN
+          INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
+                                            p_store, p_amount, b + credit);
+        END IF;
+        RETURN QUERY SELECT 1::smallint, NULL::bigint, b + credit;
+        RETURN;
+      END IF;
+      -- Strictly increasing per card, whatever the clock does.
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
+      IF credit > 0 THEN
+        DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = p_card AND GRANT_ID = credit_grant;
+        b := b + credit;
+        INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
+          VALUES (t, p_card, 0, credit, b, 'grant');
+        t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', t + interval '1 microsecond');
+      END IF;
+      UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
+      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
+        VALUES (t, p_card, p_store, p_amount, b + p_amount, CASE WHEN p_amount > 0 THEN 'charge' ELSE 'payment' END);
+      IF p_key IS NOT NULL THEN
+        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
+                                          p_store, p_amount, b + p_amount);
+      END IF;
+      RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
+    END $$;
+    -- v0.1.0's function, its outcome as text, kept for instances of that
+    -- release still running beside this one during an upgrade.
+    CREATE OR REPLACE FUNCTION hotrow_pay(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome text, time_us bigint, new_balance bigint) LANGUAGE sql AS $$
+      SELECT (ARRAY['ok', 'refused', 'no-card', 'mismatch', 'replayed', 'replayed-refused'])[v.outcome + 1],
+             v.time_us, v.new_balance
+      FROM hotrow_pay_v2(p_card, p_store, p_amount, p_key, p_fp) v $$;
+
+    -- The grant of v0.2.0-v0.5.0 under LOCK TABLE (this release grants in
+    -- steps: postgres_grant_sql.cc), kept for instances of those releases
+    -- during an upgrade. Set-based: sum the period's charges per card, then
+    -- one UPDATE ... FROM and one INSERT ... SELECT. outcome is a small integer,
+    -- the contract with GrantResult in postgres_store.cc: 0 ok, 1 replayed,
+    -- 2 key mismatch, 3 the period has not ended by the database's clock,
+    -- 4 overlap (grant_id names the earlier grant, cards and points carry
+    -- its period's bounds in microseconds).
+    CREATE OR REPLACE FUNCTION hotrow_grant_v2(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
+                                               p_allow_overlap boolean)
+    RETURNS TABLE (outcome smallint, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+                   update_ms double precision, commit_ms double precision) LANGUAGE plpgsql AS $$
+    DECLARE
+      g P_GRANT%ROWTYPE;
+      t0 timestamptz;
+      t1 timestamptz;
+      t2 timestamptz;
+      now_t timestamp;
+      n_cards bigint;
+      n_points bigint;
+      new_id bigint;
+    BEGIN
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO g FROM P_GRANT WHERE IDEMPOTENCY_KEY = p_key;
+        IF FOUND THEN
+          IF g.FINGERPRINT <> p_fp THEN
+            RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+                                NULL::double precision, NULL::double precision;
+          ELSE
+            RETURN QUERY SELECT 1::smallint, g.GRANT_ID, g.CARDS, g.POINTS, g.QUERY_MS, g.UPDATE_MS, g.COMMIT_MS;
+          END IF;
+          RETURN;
+        END IF;
+      END IF;
+      -- After LOCK TABLE S_ACCOUNT (the caller's): no other grant runs now.
+      IF hotrow_ts(p_to) > clock_timestamp() AT TIME ZONE 'UTC' THEN
+        RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+                            NULL::double precision, NULL::double precision;
+        RETURN;
+      END IF;
+      IF NOT p_allow_overlap THEN
+        SELECT * INTO g FROM P_GRANT WHERE FROM_TIME < hotrow_ts(p_to) AND TO_TIME > hotrow_ts(p_from)
+          ORDER BY GRANT_ID LIMIT 1;
+        IF FOUND THEN
+          RETURN QUERY SELECT 4::smallint, g.GRANT_ID, hotrow_us(g.FROM_TIME), hotrow_us(g.TO_TIME),
+                              NULL::double precision, NULL::double precision, NULL::double precision;
+          RETURN;
+        END IF;
+      END IF;
+      t0 := clock_timestamp();
+      CREATE TEMP TABLE IF NOT EXISTS hotrow_bonus (CARD_ID bigint PRIMARY KEY, BONUS bigint NOT NULL)
+        ON COMMIT DELETE ROWS;
+      INSERT INTO hotrow_bonus
+        SELECT CARD_ID, SUM(AMOUNT) * p_rate / 100 FROM H_TRANSACTION
+        WHERE PAYMENT_TIME >= hotrow_ts(p_from) AND PAYMENT_TIME < hotrow_ts(p_to) AND AMOUNT > 0 AND STORE_ID > 0
+        GROUP BY CARD_ID HAVING SUM(AMOUNT) * p_rate / 100 > 0;
+      t1 := clock_timestamp();
+      now_t := clock_timestamp() AT TIME ZONE 'UTC';
+      WITH upd AS (
+        UPDATE S_ACCOUNT a SET BALANCE = a.BALANCE + b.BONUS,
+                               LAST_UPDATE = GREATEST(now_t, a.LAST_UPDATE + interval '1 microsecond')
+        FROM hotrow_bonus b WHERE a.CARD_ID = b.CARD_ID
+        RETURNING a.CARD_ID, b.BONUS, a.BALANCE, a.LAST_UPDATE)
+      INSERT INTO H_TRANSACTION SELECT LAST_UPDATE, CARD_ID, 0, BONUS, BALANCE FROM upd;
+      GET DIAGNOSTICS n_cards = ROW_COUNT;
+      SELECT COALESCE(SUM(b.BONUS), 0) INTO n_points FROM hotrow_bonus b
+        WHERE EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = b.CARD_ID);
+      t2 := clock_timestamp();
+      INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, UPDATE_MS,
+                           IDEMPOTENCY_KEY, FINGERPRINT)
+        VALUES (now_t, hotrow_ts(p_from), hotrow_ts(p_to), p_rate, n_cards, n_points,
+                EXTRACT(EPOCH FROM t1 - t0) * 1000, EXTRACT(EPOCH FROM t2 - t1) * 1000, p_key,
+                CASE WHEN p_key IS NULL THEN NULL ELSE p_fp END)
+        RETURNING P_GRANT.GRANT_ID INTO new_id;
+      RETURN QUERY SELECT 0::smallint, new_id, n_cards, n_points, EXTRACT(EPOCH FROM t1 - t0)::double precision * 1000,
+                          EXTRACT(EPOCH FROM t2 - t1)::double precision * 1000, 0::double precision;
+    END $$;
+    -- The text outcomes of earlier builds, kept for instances still running
+    -- beside this one during an upgrade: v0.1.0's signature (it granted
+    -- overlapping periods) and the one with p_allow_overlap.
+    CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
+                                            p_allow_overlap boolean)
+    RETURNS TABLE (outcome text, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+                   update_ms double precision, commit_ms double precision) LANGUAGE sql AS $$
+      SELECT (ARRAY['ok', 'replayed', 'mismatch', 'future', 'overlap'])[v.outcome + 1], v.grant_id, v.cards, v.points,
+             v.query_ms, v.update_ms, v.commit_ms
+      FROM hotrow_grant_v2(p_from, p_to, p_rate, p_key, p_fp, p_allow_overlap) v $$;
+    CREATE OR REPLACE FUNCTION hotrow_grant(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text)
+    RETURNS TABLE (outcome text, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+                   update_ms double precision, commit_ms double precision) LANGUAGE sql AS $$
+      SELECT * FROM hotrow_grant(p_from, p_to, p_rate, p_key, p_fp, true) $$;
+  )sql");
+      !s.ok())
+    return s;
+  return CreatePostgresGrantFunctions(conn);
+}
+}  // namespace
+
+Status CreatePostgresPointCardSchema(pg::Connection& conn) {
+  return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema);
+}
+
+Status CreatePostgresPointCardSchema(pg::Pool& pool) { return pg::CreateSchemaLocked(pool, kSchemaLock, CreateSchema); }
+
+}  // namespace hotrow::pointcard
