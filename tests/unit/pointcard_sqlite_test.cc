@@ -2,6 +2,7 @@
 // each kind of corruption.
 #include <atomic>
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -30,7 +31,12 @@ Status SeedSmall(db::sqlite::Connection& conn) {
 
 class SqliteCards : public PointCardBackendInstance {
  public:
-  SqliteCards() { Open(true); }
+  // Small chunks by default: a grant over 200 cards crosses many staging
+  // and fold ops, with payments between them.
+  explicit SqliteCards(pointcard::SqlitePointCardOptions options = {.stage_chunk = 7, .fold_chunk = 5})
+      : options_(options) {
+    Open(true);
+  }
   pointcard::PointCardStore& store() override { return *store_; }
   void Restart() override {
     store_.reset();
@@ -47,18 +53,25 @@ class SqliteCards : public PointCardBackendInstance {
   void Open(bool seed) {
     db_ = OrThrow(db::sqlite::Database::Open(dir_.File("cards.db")));
     if (seed) OrThrow(SeedSmall(db_->writer().connection()));
-    // Small chunks: a grant over 200 cards crosses many staging and fold
-    // ops, with payments between them.
-    store_ = OrThrow(pointcard::SqlitePointCardStore::Open(*db_, {.stage_chunk = 7, .fold_chunk = 5}));
+    store_ = OrThrow(pointcard::SqlitePointCardStore::Open(*db_, options_));
     db_->writer().Start();
   }
+  pointcard::SqlitePointCardOptions options_;
   TempDir dir_;
   std::unique_ptr<db::sqlite::Database> db_;
   std::unique_ptr<pointcard::SqlitePointCardStore> store_;
 };
 
+// "sqlite_wide": staging chunks of 150 cards, so that a chunk is staged by
+// INSERTs of 64 rows and then of one (the server's chunks are 4,096).
 INSTANTIATE_TEST_SUITE_P(Sqlite, PointCardContract,
-                         ::testing::Values(PointCardBackend{"sqlite", [] { return std::make_unique<SqliteCards>(); }}),
+                         ::testing::Values(PointCardBackend{"sqlite", [] { return std::make_unique<SqliteCards>(); }},
+                                           PointCardBackend{"sqlite_wide",
+                                                            [] {
+                                                              return std::make_unique<SqliteCards>(
+                                                                  pointcard::SqlitePointCardOptions{.stage_chunk = 150,
+                                                                                                    .fold_chunk = 40});
+                                                            }}),
                          [](const auto& info) { return info.param.name; });
 
 // The checker must find each kind of corruption one can introduce by hand.
@@ -269,6 +282,86 @@ TEST(StallFreeGrant, EveryReadSnapshotSeesAllOfTheGrantOrNone) {
   EXPECT_TRUE(report->ok()) << report->examples.front();
   EXPECT_EQ(report->pending_points, 0) << "folded";
   service.Stop();
+}
+
+// The query's two ways to keep only the cards that exist: when the card ids
+// are every integer between the smallest and the largest, a range check;
+// otherwise a merge with S_ACCOUNT's ids. Either way a charge whose card
+// is missing (history `hotrow check` reports as orphan) earns nothing and
+// is not counted, and every card that exists gets its bonus.
+class GrantQuery : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = OrThrow(db::sqlite::Database::Open(dir_.File("cards.db")));
+    ASSERT_TRUE(SeedSmall(db_->writer().connection()).ok());
+  }
+  // One charge of `amount` at time 1 (inside the period [0, 2)).
+  void Charge(int64_t card, int64_t amount) {
+    ASSERT_TRUE(db_->writer()
+                    .connection()
+                    .Exec("INSERT INTO H_TRANSACTION VALUES (1, " + std::to_string(card) + ", 1, " +
+                          std::to_string(amount) + ", " + std::to_string(amount) + ", 'charge')")
+                    .ok());
+  }
+  void AddCard(int64_t card) {
+    ASSERT_TRUE(
+        db_->writer().connection().Exec("INSERT INTO S_ACCOUNT VALUES (" + std::to_string(card) + ", 0, 1, 0)").ok());
+  }
+  // The grant of [0, 2) at 10%, and what it added to each of `cards`
+  // (-1: no such card).
+  std::pair<pointcard::GrantOutcome, std::map<int64_t, int64_t>> GrantPeriod(const std::vector<int64_t>& cards) {
+    std::map<int64_t, int64_t> before;
+    for (int64_t card : cards)
+      before[card] = db::sqlite::QueryInt(db_->writer().connection(),
+                                          "SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + std::to_string(card))
+                         .value();
+    auto store = OrThrow(pointcard::SqlitePointCardStore::Open(*db_, {}));
+    db_->writer().Start();
+    pointcard::PointCardService service(*store);
+    EXPECT_TRUE(service.Load().ok());
+    auto grant = Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+      service.Grant({0, 2, 10, std::nullopt, true}, done);
+    });
+    EXPECT_TRUE(grant.ok()) << grant.status().ToString();
+    std::map<int64_t, int64_t> added;
+    for (int64_t card : cards) {
+      auto c = Wait<Result<pointcard::Card>>([&](auto done) { service.GetCard(card, done); });
+      added[card] = c.ok() ? c->balance - before[card] : -1;
+    }
+    service.Stop();
+    return {grant.ok() ? *grant : pointcard::GrantOutcome{}, added};
+  }
+  TempDir dir_;
+  std::unique_ptr<db::sqlite::Database> db_;
+};
+
+TEST_F(GrantQuery, DenseIdsKeepOnlyTheCardsInTheirRange) {
+  Charge(1, 1000);                   // the first card
+  Charge(kContractCards, 2000);      // the last
+  Charge(kContractCards + 1, 5000);  // no such card
+  auto [grant, added] = GrantPeriod({1, kContractCards, kContractCards + 1});
+  EXPECT_EQ(grant.cards, 2);
+  EXPECT_EQ(grant.points, 300);
+  EXPECT_EQ(added[1], 100);
+  EXPECT_EQ(added[kContractCards], 200);
+  EXPECT_EQ(added[kContractCards + 1], -1) << "not found";
+}
+
+TEST_F(GrantQuery, SparseIdsAreMergedWithTheCards) {
+  const int64_t far = int64_t{1} << 40;
+  AddCard(far);  // ids 1..200 and 2^40: not every integer between
+  AddCard(-far);
+  Charge(-far, 4000);
+  Charge(7, 1000);
+  Charge(kContractCards + 1, 5000);  // in the gap: no such card
+  Charge(far, 3000);
+  Charge(far + 1, 6000);  // past the last: no such card
+  auto [grant, added] = GrantPeriod({-far, 7, far});
+  EXPECT_EQ(grant.cards, 3);
+  EXPECT_EQ(grant.points, 800);
+  EXPECT_EQ(added[-far], 400);
+  EXPECT_EQ(added[7], 100);
+  EXPECT_EQ(added[far], 300);
 }
 
 }  // namespace
