@@ -2,8 +2,10 @@
 // to prove that a crash there loses nothing acknowledged and leaves nothing
 // half-applied.
 //
-//   HOTROW_FAILPOINT=grant.write:5000   abort() when the grant's write phase
-//                                       has updated its 5,000th card
+//   HOTROW_FAILPOINT=grant.write:5000   abort() when a SQLite grant has
+//                                       staged its 5,000th card (after the
+//                                       INSERT of up to 64 that holds it,
+//                                       inside its uncommitted chunk)
 //   HOTROW_FAILPOINT=grant.commit       abort() right after the grant commits
 //                                       (its apply), before anyone is told
 //   HOTROW_FAILPOINT=grant.stage        abort() right after a PostgreSQL

@@ -272,7 +272,8 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     -- per statement (a fold of 632k cards ran at 1,500 cards/s).
     CREATE OR REPLACE FUNCTION hotrow_grant_fold_v1(p_id bigint, p_after bigint, p_before bigint, p_chunk int)
     RETURNS TABLE (outcome smallint, cards bigint, last_card bigint, fold_ms double precision) LANGUAGE plpgsql
-    SET enable_seqscan = off SET enable_bitmapscan = off SET jit = off AS $$
+    SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+    SET jit = off AS $$
     DECLARE
       st text;
       picked bigint[];
@@ -319,7 +320,11 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
       u AS (
         UPDATE S_ACCOUNT a SET BALANCE = a.BALANCE + d.POINTS,
                                LAST_UPDATE = GREATEST(now_t, a.LAST_UPDATE + interval '1 microsecond')
-        FROM d WHERE a.CARD_ID = d.CARD_ID AND a.CARD_ID = ANY (locked)  -- an index condition, not a join plan
+        -- A nested loop, one index probe per credit (the only join left
+        -- enabled): a merge join read all of S_ACCOUNT's index, and an
+        -- inner `CARD_ID = ANY (locked)` read every locked card once per
+        -- credit when P_GRANT_CREDIT's statistics said it was empty.
+        FROM d WHERE a.CARD_ID = d.CARD_ID
         RETURNING a.CARD_ID, d.POINTS, a.BALANCE, a.LAST_UPDATE)
       INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
         SELECT u.LAST_UPDATE, u.CARD_ID, 0, u.POINTS, u.BALANCE, 'grant' FROM u;

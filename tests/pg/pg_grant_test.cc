@@ -274,6 +274,42 @@ TEST(PostgresGrant, AFoldChunkReadsOnlyItsCardRange) {
   f.ExpectInvariants();
 }
 
+// A fold chunk updates each of its cards by one index probe, whatever the
+// statistics say. Autovacuum analyzes P_GRANT_CREDIT when the previous
+// grant's credits are all folded and the next one's are not committed yet:
+// the table reads as empty. The chunk's UPDATE then planned a nested loop
+// whose inner side was the index scan on `CARD_ID = ANY (locked)`, run once
+// per credit: 4,096 x 4,096 probes, 38 s, holding 4,096 cards (and every
+// point use that met one) at p192.
+TEST(PostgresGrant, AFoldChunkProbesEachCardOnceEvenWhenCreditsLookEmpty) {
+  PgCardsFixture f;
+  auto holder = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(holder->Exec("ALTER TABLE P_GRANT_CREDIT SET (autovacuum_enabled = false)").ok());
+  ASSERT_TRUE(holder->Exec("ANALYZE P_GRANT_CREDIT").ok());  // empty, as between two grants
+  ASSERT_TRUE(holder->Query(PauseFold(1)).ok());
+  auto grant = f.Grant(10);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_EQ(grant->grant_id, 1);
+  constexpr int64_t kChunk = 150;
+  ASSERT_GT(grant->cards, kChunk);
+  ASSERT_TRUE(holder->Exec("BEGIN").ok());
+  // The plan PL/pgSQL settles on after five calls.
+  ASSERT_TRUE(holder->Exec("SET LOCAL plan_cache_mode = force_generic_plan").ok());
+  auto folded = OrThrow(
+      holder->Query("SELECT outcome, cards FROM hotrow_grant_fold_v1(1, -1, NULL, " + std::to_string(kChunk) + ")"));
+  EXPECT_EQ(folded.Int(0, 0), 0);
+  EXPECT_EQ(folded.Int(0, 1), kChunk);
+  const int64_t fetched =
+      OrThrow(holder->Query("SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 's_account'"))
+          .Int(0, 0);
+  // Locking the cards, then updating them: two probes a card.
+  EXPECT_LE(fetched, 3 * kChunk) << "rows of S_ACCOUNT read by index for " << kChunk << " cards";
+  ASSERT_TRUE(holder->Exec("COMMIT").ok());
+  ASSERT_TRUE(holder->Query(ResumeFold(1)).ok());
+  ASSERT_TRUE(f.Folded(grant->grant_id));
+  f.ExpectInvariants();
+}
+
 // A fold chunk that skips a card a point use holds holds nothing of that
 // card: the point use then consumes the card's credit without waiting for
 // the chunk's commit. (Chunks used to take the credits FOR UPDATE as they
