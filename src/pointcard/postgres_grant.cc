@@ -512,15 +512,16 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
           const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL SERIALIZABLE"},
                                                     {"SET LOCAL lock_timeout = '500ms'"},
                                                     {"LOCK TABLE S_ACCOUNT IN SHARE MODE"},
-                                                    {kApply, {id_text, r.allow_overlap ? "true" : "false"}},
-                                                    {"COMMIT"}};
-          const pg::Connection::Statement end[] = {{"ROLLBACK"}};
+                                                    {kApply, {id_text, r.allow_overlap ? "true" : "false"}}};
+          // Commits, or ends a block a failure aborted (as RunSerializable's).
+          const pg::Connection::Statement end[] = {{"COMMIT"}};
           const pg::Connection::Statement release[] = {{kGrantUnlockSession, {lock_key}}};
           const std::span<const pg::Connection::Statement> segments[] = {take, work, end, release};
           auto results = c.PipelineSegments(segments);
           if (!results[0].ok()) return results[0].status();
           if (!results[3].ok()) c.MarkBroken();  // never hand out a connection that holds the lock
           if (!results[1].ok()) return results[1].status();
+          if (!results[2].ok()) return results[2].status();
           return std::move((*results[1])[3]);
         },
         /*unbounded=*/true);

@@ -239,19 +239,22 @@ Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::N
   // Card ids past int4 fold onto others: harmless, they only queue together.
   const std::vector<pg::Param> key = {std::to_string(kCardLockSpace), std::to_string(card_id % 2147483647)};
   const pg::Connection::Statement take[] = {{kLockCard, key}};
-  const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL SERIALIZABLE"},
-                                            {"LOCK TABLE S_ACCOUNT IN ROW EXCLUSIVE MODE"},
-                                            {call, params},
-                                            {"COMMIT"}};
-  // A failed statement leaves BEGIN's block aborted past its Sync: end it
-  // first, or the release would fail inside it and the lock stay taken.
-  const pg::Connection::Statement end[] = {{"ROLLBACK"}};
+  const pg::Connection::Statement work[] = {
+      {"BEGIN ISOLATION LEVEL SERIALIZABLE"}, {"LOCK TABLE S_ACCOUNT IN ROW EXCLUSIVE MODE"}, {call, params}};
+  // The COMMIT in a segment of its own: it commits the work, or ends the
+  // block a failed statement left aborted past its Sync (as a ROLLBACK,
+  // silently), before the release, which would fail inside that block and
+  // leave the lock taken. (A ROLLBACK there instead, after every
+  // successful COMMIT, put "there is no transaction in progress" into the
+  // server's log once per payment.)
+  const pg::Connection::Statement end[] = {{"COMMIT"}};
   const pg::Connection::Statement release[] = {{kUnlockCard, key}};
   const std::span<const pg::Connection::Statement> segments[] = {take, work, end, release};
   auto results = c.PipelineSegments(segments);
   if (!results[0].ok()) log::Debug("card lock not taken: {}", results[0].status().ToString());
   if (!results[3].ok()) log::Warn("card lock not released: {}", results[3].status().ToString());
   if (!results[1].ok()) return results[1].status();
+  if (!results[2].ok()) return results[2].status();  // the commit failed (a serialization failure, say)
   return std::move((*results[1])[2]);
 }
 

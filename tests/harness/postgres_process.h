@@ -32,6 +32,8 @@ class PostgresProcess {
   std::string CreateDatabase();
   // Runs SQL in `database` with psql; returns its exit status.
   int Psql(const std::string& database, const std::string& sql, std::string* output = nullptr) const;
+  // The server's log (its stderr).
+  std::string LogPath() const { return dir_.File("postgres.log"); }
 
   void Kill();
   bool Restart();

@@ -94,6 +94,34 @@ struct PgCardsFixture {
 // point-card migration 1: its rows get their KIND, its grant reads as
 // folded, its keys still replay, the checker passes, and a new grant runs
 // the staged protocol on it.
+// A payment's pipeline ends its transaction with one COMMIT and no stray
+// ROLLBACK: a ROLLBACK after every committed payment wrote "there is no
+// transaction in progress" into the server's log once per payment (1,000
+// lines a second beside 192 workers), and a refused payment must end its
+// aborted block just as quietly.
+TEST(PostgresPointCard, PaymentsLeaveNothingInTheServersLog) {
+  PgCardsFixture f;
+  auto stray = [] {
+    std::ifstream in(PostgresProcess::Shared()->LogPath());
+    std::string line;
+    int64_t n = 0;
+    while (std::getline(in, line)) n += line.find("there is no transaction in progress") != std::string::npos;
+    return n;
+  };
+  const int64_t before = stray();
+  for (int64_t i = 0; i < 20; ++i) {
+    // A charge, then a payment larger than any balance (refused, 409).
+    for (int64_t amount : {int64_t{1}, int64_t{-1000000}}) {
+      auto r = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+        f.service->Pay(pointcard::Payment{1 + i, 1, amount, std::nullopt}, done);
+      });
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+  EXPECT_EQ(stray() - before, 0) << "lines in " << PostgresProcess::Shared()->LogPath();
+  f.ExpectInvariants();
+}
+
 TEST(PostgresGrant, ADatabaseOfV050MigratesAndGrantsInSteps) {
   std::ifstream in(std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.5.0-postgres.sql");
   std::stringstream dump;
