@@ -171,7 +171,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, Op
     return s;
   }
   std::unique_ptr<Connection> conn(new Connection(db, path));
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   sqlite3_extended_result_codes(db, 1);
   Status s = conn->Exec(mode == OpenMode::kReadWrite
                             ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"

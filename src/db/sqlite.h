@@ -62,6 +62,9 @@ class Query {
 
 enum class OpenMode { kReadWrite, kReadOnly };
 
+// Every connection's busy timeout: how long a statement waits for a lock.
+inline constexpr int kBusyTimeoutMs = 5000;
+
 class Connection {
  public:
   // Opens (creating when kReadWrite) the database at `path` with WAL,

@@ -19,8 +19,9 @@
 // hundreds of thousands of rows) would stall every queued write behind it.
 // A background thread runs PASSIVE checkpoints -- which neither block nor
 // wait for the writer -- whenever the WAL file passes checkpoint_wal_bytes,
-// and, when the file has grown large, a RESTART that lets the WAL start over
-// (see CheckpointLoop), and reports what it did.
+// and, when the file has grown large, has the writer run a RESTART between
+// two batches, which lets the WAL start over (see CheckpointLoop), and
+// reports what it did.
 #pragma once
 
 #include <atomic>
@@ -43,9 +44,19 @@ struct DatabaseOptions {
   size_t readers_max = 64;
   int64_t writer_cache_bytes = 256ll << 20;
   int64_t mmap_bytes = 4ll << 30;
+  // Thresholds on the log in use (frames since the WAL last started over),
+  // as the writer's WAL hook reports it after each commit.
   int64_t checkpoint_wal_bytes = 64ll << 20;
   int64_t restart_wal_bytes = 256ll << 20;
-  std::chrono::milliseconds restart_wait{100};
+  // journal_size_limit: after a restart the writer truncates the WAL file
+  // to this only if it grew past it. Truncating on every restart freed
+  // ~200 MB of blocks in the commit after it, which stalled that commit
+  // (and the other file's) by 60 ms; a WAL file kept at its size is
+  // overwritten in place.
+  int64_t wal_file_keep_bytes = 1ll << 30;
+  // How long a RESTART, which holds the writer, waits for readers to leave
+  // the WAL before it is put off to the next pass.
+  std::chrono::milliseconds restart_wait{10};
   bool checkpointer = true;
   // false: the caller already holds the lock that covers this file (the
   // point card's file beside a database it opened: one flock for both).
@@ -54,7 +65,8 @@ struct DatabaseOptions {
 
 struct CheckpointStats {
   uint64_t checkpoints = 0;
-  uint64_t restarts = 0;  // times the WAL was started over
+  uint64_t restarts = 0;          // times the WAL was started over
+  uint64_t restarts_put_off = 0;  // RESTARTs that gave up: a reader stayed past restart_wait
   uint64_t frames_checkpointed = 0;
   int64_t wal_bytes_largest = 0;
   int64_t wal_bytes_now = 0;
@@ -93,11 +105,15 @@ class Database {
   Database() = default;
   Status Lock();  // flock(2) on PATH.lock, or unavailable naming the holder
   void CheckpointLoop();
+  static int OnWalCommit(void* db, sqlite3* conn, const char* schema, int frames);
+  int RunRestart();  // on the writer; SQLite's result code
 
   std::string path_;
   DatabaseOptions options_;
   int lock_fd_ = -1;
   std::unique_ptr<GroupWriter> writer_;
+  std::atomic<int64_t> wal_frames_{0};  // in the log, after the last commit
+  int64_t frame_bytes_ = 4096 + 24;     // a page and its frame header
 
   std::mutex readers_mutex_;
   std::condition_variable reader_returned_;

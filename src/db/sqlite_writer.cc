@@ -1,6 +1,7 @@
 #include "db/sqlite_writer.h"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "ops/failpoint.h"
@@ -107,9 +108,26 @@ void GroupWriter::Loop() {
   batch.reserve(options_.batch_ops_max);
   while (queue_.PopBatch(batch, options_.batch_ops_max)) {
     FailExpired(batch);
+    // Upkeep ops (rare, so the common batch allocates nothing) go after the
+    // batch's transaction.
+    std::vector<OpPtr> upkeep;
+    if (std::any_of(batch.begin(), batch.end(), [](const OpPtr& op) { return op->outside_transaction(); })) {
+      auto first =
+          std::stable_partition(batch.begin(), batch.end(), [](const OpPtr& op) { return !op->outside_transaction(); });
+      upkeep.assign(std::make_move_iterator(first), std::make_move_iterator(batch.end()));
+      batch.erase(first, batch.end());
+    }
     if (!batch.empty()) RunBatch(batch);
+    for (auto& op : upkeep) RunOutsideTransaction(*op);
     batch.clear();
   }
+}
+
+void GroupWriter::RunOutsideTransaction(WriteOp& op) {
+  WriteOp* self = &op;
+  Status s = conn_->InTransaction() ? Status::Internal("a transaction is open on the write connection")
+                                    : op.Apply(*conn_, std::span<WriteOp* const>(&self, 1));
+  op.FinishOnce(s);
 }
 
 namespace {

@@ -80,6 +80,11 @@ class WriteOp {
   virtual ~WriteOp() = default;
   virtual CoalesceKey coalesce_key() const { return {}; }
 
+  // True for upkeep of the file itself (the WAL RESTART): Apply runs on the
+  // write connection with no transaction open, alone, after the ops of the
+  // batch it was taken with have committed and finished.
+  virtual bool outside_transaction() const { return false; }
+
   // Applies `group` (this op first, then the ops coalesced with it; just
   // this op when it has no key) inside the batch's transaction. Runs on the
   // writer thread. An error rolls the group's savepoint back and becomes the
@@ -170,6 +175,7 @@ class GroupWriter {
   // Finishes (unavailable, unrun) the ops that waited past op_wait_max.
   void FailExpired(std::vector<OpPtr>& batch);
   void RunBatch(std::vector<OpPtr>& batch);
+  void RunOutsideTransaction(WriteOp& op);
 
   std::unique_ptr<sqlite::Connection> conn_;
   const GroupWriterOptions options_;

@@ -2,6 +2,7 @@
 
 #include <future>
 #include <latch>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -87,6 +88,25 @@ class GateOp : public WriteOp {
  private:
   std::latch* entered_;
   std::latch* release_;
+};
+
+// Upkeep: records whether a transaction was open and what was committed.
+class UpkeepOp : public WriteOp {
+ public:
+  UpkeepOp(bool* in_transaction, int64_t* rows, std::promise<Status>* done)
+      : in_transaction_(in_transaction), rows_(rows), done_(done) {}
+  bool outside_transaction() const override { return true; }
+  Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
+    *in_transaction_ = c.InTransaction();
+    *rows_ = sqlite::QueryInt(c, "SELECT COUNT(*) FROM t").value();
+    return Status::Ok();
+  }
+  void Finish(const Status& s) override { done_->set_value(s); }
+
+ private:
+  bool* in_transaction_;
+  int64_t* rows_;
+  std::promise<Status>* done_;
 };
 
 class WriterTest : public ::testing::Test {
@@ -252,6 +272,71 @@ TEST_F(WriterTest, StopAppliesEverythingQueuedThenRefuses) {
 // A full disk (SQLITE_FULL: here max_page_count, in production the file
 // system) is 503 naming the cause and saying nothing was written, not a 500
 // that reads as a bug. Seen failing before the fix: internal "SQLite error".
+TEST_F(WriterTest, AnUpkeepOpRunsOutsideTheTransactionAfterTheOpsTakenWithIt) {
+  Open();
+  std::latch entered(1), release(1);
+  database->writer().Submit(MakeOp<GateOp>(&entered, &release));
+  entered.wait();  // the three below queue up and make one batch
+  std::promise<Status> first, upkeep, last;
+  bool finished_first = false;
+  bool in_transaction = true;
+  int64_t rows = -1;
+  database->writer().Submit(MakeOp<InsertOp>(1, &first, [&] { finished_first = true; }));
+  database->writer().Submit(MakeOp<UpkeepOp>(&in_transaction, &rows, &upkeep));
+  database->writer().Submit(MakeOp<InsertOp>(2, &last));
+  release.count_down();
+  EXPECT_TRUE(upkeep.get_future().get().ok());
+  EXPECT_FALSE(in_transaction);
+  EXPECT_EQ(rows, 2);  // both inserts committed first, the one queued after it too
+  EXPECT_TRUE(finished_first);
+  EXPECT_TRUE(first.get_future().get().ok());
+  EXPECT_TRUE(last.get_future().get().ok());
+  EXPECT_EQ(database->writer().stats().batches, 2u);  // the gate's, then the inserts'
+}
+
+// The WAL in use passes restart_wal_bytes over and over under steady writes
+// and short reads: it is started over each time, and the file is not
+// truncated after it (it stays under wal_file_keep_bytes). Truncating freed
+// the file's blocks in the commit after each restart, which stalled it.
+TEST(Database, TheWalStartsOverUnderLoadAndKeepsItsFile) {
+  TempDir dir;
+  DatabaseOptions options;
+  options.checkpoint_wal_bytes = 64 << 10;
+  options.restart_wal_bytes = 512 << 10;
+  options.wal_file_keep_bytes = 64 << 20;
+  auto db = Database::Open(dir.File("r.db"), options);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_TRUE((*db)->writer().connection().Exec("CREATE TABLE b(x BLOB)").ok());
+  (*db)->writer().Start();
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {  // short read transactions, back to back
+    while (!stop) {
+      auto r = (*db)->Reader();
+      ASSERT_TRUE(r.ok());
+      ASSERT_TRUE(sqlite::QueryInt(**r, "SELECT COUNT(*) FROM b").ok());
+    }
+  });
+  // The file's size after every commit once the WAL has started over: a
+  // truncation shows in the commit right after the restart.
+  int64_t smallest_after_restart = INT64_MAX, writes = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while ((*db)->checkpoint_stats().restarts < 3 && std::chrono::steady_clock::now() < deadline) {
+    bool restarted = (*db)->checkpoint_stats().restarts > 0;
+    std::promise<Status> done;
+    (*db)->writer().Submit(MakeOp<BlobOp>(16 << 10, &done));
+    ASSERT_TRUE(done.get_future().get().ok());
+    ++writes;
+    if (restarted) smallest_after_restart = std::min(smallest_after_restart, (*db)->checkpoint_stats().wal_bytes_now);
+  }
+  stop = true;
+  reader.join();
+  auto stats = (*db)->checkpoint_stats();
+  ASSERT_GE(stats.restarts, 3u) << "the WAL never started over";
+  EXPECT_GE(smallest_after_restart, static_cast<int64_t>(options.restart_wal_bytes));
+  EXPECT_LT(stats.wal_bytes_largest, static_cast<int64_t>(options.wal_file_keep_bytes));
+  EXPECT_EQ(sqlite::QueryInt(**(*db)->OpenReader(), "SELECT COUNT(*) FROM b").value(), writes);  // nothing lost
+}
+
 TEST(SqliteErrors, AFullDiskIsUnavailableAndNamed) {
   TempDir dir;
   auto conn = Connection::Open(dir.File("full.db"), OpenMode::kReadWrite);
