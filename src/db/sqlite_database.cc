@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
 #include <sqlite3.h>
 
 #include "ops/log.h"
@@ -141,20 +142,37 @@ class RestartOp final : public WriteOp {
   struct Outcome {
     std::mutex mutex;
     std::condition_variable done;
-    std::optional<int> rc;  // set when the op finished
+    std::optional<int> rc;      // set when the op finished
+    double writer_seconds = 0;  // how long it held the writer
+    int log_frames = 0;         // the log it found
   };
   RestartOp(std::shared_ptr<Outcome> outcome, std::chrono::milliseconds reader_wait)
       : outcome_(std::move(outcome)), reader_wait_(reader_wait) {}
   bool outside_transaction() const override { return true; }
   Status Apply(sqlite::Connection& conn, std::span<WriteOp* const>) override {
-    sqlite3_busy_timeout(conn.raw(), static_cast<int>(reader_wait_.count()));
-    rc_ = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
+    auto start = std::chrono::steady_clock::now();
+    // One deadline for the whole RESTART: SQLite waits for each reader slot
+    // in turn, and a busy timeout, which each wait may spend afresh, held
+    // the writer for 100 ms with 10 ms set.
+    auto deadline = start + reader_wait_;
+    sqlite3_busy_handler(
+        conn.raw(),
+        [](void* p, int) {
+          if (std::chrono::steady_clock::now() >= *static_cast<std::chrono::steady_clock::time_point*>(p)) return 0;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return 1;
+        },
+        &deadline);
+    rc_ = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_RESTART, &log_frames_, nullptr);
     sqlite3_busy_timeout(conn.raw(), sqlite::kBusyTimeoutMs);
+    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return Status::Ok();
   }
   void Finish(const Status&) override {
     std::lock_guard lock(outcome_->mutex);
     outcome_->rc = rc_;
+    outcome_->writer_seconds = seconds_;
+    outcome_->log_frames = log_frames_;
     outcome_->done.notify_all();
   }
 
@@ -162,20 +180,22 @@ class RestartOp final : public WriteOp {
   std::shared_ptr<Outcome> outcome_;
   std::chrono::milliseconds reader_wait_;
   int rc_ = SQLITE_MISUSE;  // not run: the writer stopped first
+  double seconds_ = 0;
+  int log_frames_ = 0;
 };
 }  // namespace
 
 // Few enough frames for a RESTART to copy with the writer held.
 constexpr int kRestartLeftoverFrames = 256;
 
-int Database::RunRestart() {
+Database::Restart Database::RunRestart() {
   auto outcome = std::make_shared<RestartOp::Outcome>();
   writer_->Submit(MakeOp<RestartOp>(outcome, options_.restart_wait));
   std::unique_lock lock(outcome->mutex);
   // Stop() applies what is queued, so the op always finishes; the bound is
   // against a writer that is wedged in a commit.
   outcome->done.wait_for(lock, std::chrono::seconds(30), [&] { return outcome->rc.has_value(); });
-  return outcome->rc.value_or(SQLITE_BUSY);
+  return {outcome->rc.value_or(SQLITE_BUSY), outcome->writer_seconds, outcome->log_frames};
 }
 
 void Database::CheckpointLoop() {
@@ -184,12 +204,15 @@ void Database::CheckpointLoop() {
   std::unique_ptr<sqlite::Connection> conn;
   if (auto c = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadWrite); c.ok()) conn = std::move(c).value();
   std::string wal = path_ + "-wal";
+  int64_t bytes_last_pass = 0;  // the log in use a pass ago
   std::unique_lock lock(checkpoint_mutex_);
   while (!stopping_) {
     checkpoint_wake_.wait_for(lock, std::chrono::milliseconds(200));
     if (stopping_) break;
     checkpoint_stats_.wal_bytes_largest = std::max(checkpoint_stats_.wal_bytes_largest, FileBytes(wal));
     int64_t bytes = wal_frames_.load(std::memory_order_relaxed) * frame_bytes_;  // the log in use
+    const bool lull = bytes - bytes_last_pass < options_.restart_lull_bytes;
+    bytes_last_pass = bytes;
     if (bytes < options_.checkpoint_wal_bytes) continue;
     lock.unlock();
     if (!conn) {
@@ -197,7 +220,7 @@ void Database::CheckpointLoop() {
       if (c.ok()) conn = std::move(c).value();
     }
     int log_frames = 0, done_frames = 0;
-    const char* restarted = "";
+    std::string restarted;
     auto start = std::chrono::steady_clock::now();
     int rc = conn
                  ? sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &done_frames)
@@ -216,7 +239,10 @@ void Database::CheckpointLoop() {
     // fold. On the writer it has only the frames of the batches queued
     // since the PASSIVE pass, and it gives up after restart_wait if
     // readers stay, to try again on the next pass.
-    if (rc == SQLITE_OK && done_frames == log_frames && bytes >= options_.restart_wal_bytes && writer_->started()) {
+    // A lull first: during a grant's fold (~90 MB/s of log) a RESTART held
+    // the writer for up to 100 ms; between folds, for a few.
+    if (rc == SQLITE_OK && done_frames == log_frames && bytes >= options_.restart_wal_bytes &&
+        (lull || bytes >= options_.restart_wal_bytes_max) && writer_->started()) {
       // What the RESTART copies it copies and syncs with the writer held:
       // a few more PASSIVE passes first leave it only what was written
       // during the last, shorter one.
@@ -227,16 +253,18 @@ void Database::CheckpointLoop() {
             log_frames - before < kRestartLeftoverFrames)
           break;
       }
-      auto restart = RunRestart();
+      auto [restart, writer_seconds, restart_log_frames] = RunRestart();
       // Until the next commit reports the new log's size, the old one's
       // would ask for another RESTART on every pass (an undercount until
       // then is harmless).
-      if (restart == SQLITE_OK) wal_frames_.store(0, std::memory_order_relaxed);
+      if (restart == SQLITE_OK) wal_frames_.store(0, std::memory_order_relaxed), bytes_last_pass = 0;
       lock.lock();
       if (restart == SQLITE_OK) ++checkpoint_stats_.restarts;
       if (restart == SQLITE_BUSY) ++checkpoint_stats_.restarts_put_off;
       lock.unlock();
-      restarted = restart == SQLITE_OK ? ", WAL restarted" : ", WAL restart put off (readers)";
+      restarted = fmt::format("{} ({} frame(s) left to copy, {:.3f} s on the writer)",
+                              restart == SQLITE_OK ? ", WAL restarted" : ", WAL restart put off (readers)",
+                              restart_log_frames - log_frames, writer_seconds);
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     lock.lock();

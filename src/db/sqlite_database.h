@@ -48,6 +48,12 @@ struct DatabaseOptions {
   // as the writer's WAL hook reports it after each commit.
   int64_t checkpoint_wal_bytes = 64ll << 20;
   int64_t restart_wal_bytes = 256ll << 20;
+  // A RESTART holds the writer while it copies what the writer wrote since
+  // the last PASSIVE pass, so it waits for a lull: a pass (200 ms) in which
+  // the log grew by less than restart_lull_bytes, unless the log in use is
+  // past restart_wal_bytes_max.
+  int64_t restart_lull_bytes = 4ll << 20;
+  int64_t restart_wal_bytes_max = 1ll << 30;
   // journal_size_limit: after a restart the writer truncates the WAL file
   // to this only if it grew past it. Truncating on every restart freed
   // ~200 MB of blocks in the commit after it, which stalled that commit
@@ -106,7 +112,12 @@ class Database {
   Status Lock();  // flock(2) on PATH.lock, or unavailable naming the holder
   void CheckpointLoop();
   static int OnWalCommit(void* db, sqlite3* conn, const char* schema, int frames);
-  int RunRestart();  // on the writer; SQLite's result code
+  struct Restart {
+    int rc;                 // SQLite's result code
+    double writer_seconds;  // how long it held the writer
+    int log_frames;         // the log it found
+  };
+  Restart RunRestart();  // on the writer
 
   std::string path_;
   DatabaseOptions options_;
