@@ -47,8 +47,11 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Databa
   auto page_bytes = QueryInt(**conn, "PRAGMA page_size");
   if (!page_bytes.ok()) return page_bytes.status();
   db->frame_bytes_ = *page_bytes + 24;
-  // Replaces SQLite's own auto-checkpoint hook, which is off anyway.
+  // Replaces SQLite's own auto-checkpoint hook, which is off anyway. Until
+  // the first commit, a log left from before counts as the whole file (an
+  // overcount costs one PASSIVE pass).
   sqlite3_wal_hook((*conn)->raw(), &Database::OnWalCommit, db.get());
+  db->wal_frames_ = std::max<int64_t>(0, FileBytes(path + "-wal") - 32) / db->frame_bytes_;
   db->writer_ = std::make_unique<GroupWriter>(std::move(conn).value(), options.writer);
   if (options.checkpointer) db->checkpointer_ = std::thread([p = db.get()] { p->CheckpointLoop(); });
   return db;
@@ -136,6 +139,10 @@ int Database::OnWalCommit(void* db, sqlite3*, const char*, int frames) {
 }
 
 namespace {
+// A RESTART that did not run: the writer stopped, refused it (queue full) or
+// it waited past op_wait_max.
+constexpr int kNotRun = -1;
+
 // SQLITE_CHECKPOINT_RESTART on the write connection, between batches.
 class RestartOp final : public WriteOp {
  public:
@@ -151,10 +158,16 @@ class RestartOp final : public WriteOp {
   bool outside_transaction() const override { return true; }
   Status Apply(sqlite::Connection& conn, std::span<WriteOp* const>) override {
     auto start = std::chrono::steady_clock::now();
-    // One deadline for the whole RESTART: SQLite waits for each reader slot
-    // in turn, and a busy timeout, which each wait may spend afresh, held
-    // the writer for 100 ms with 10 ms set.
-    auto deadline = start + reader_wait_;
+    // Copy what is left first: no commit can come between this and the
+    // RESTART (this is the writer's thread), so the RESTART has nothing to
+    // copy, and its deadline for readers is theirs alone.
+    int passive = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames_, &copied_);
+    if (passive != SQLITE_OK) {
+      rc_ = passive;
+      seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return Status::Ok();
+    }
+    auto deadline = std::chrono::steady_clock::now() + reader_wait_;
     sqlite3_busy_handler(
         conn.raw(),
         [](void* p, int) {
@@ -163,7 +176,7 @@ class RestartOp final : public WriteOp {
           return 1;
         },
         &deadline);
-    rc_ = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_RESTART, &log_frames_, nullptr);
+    rc_ = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
     sqlite3_busy_timeout(conn.raw(), sqlite::kBusyTimeoutMs);
     seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return Status::Ok();
@@ -179,9 +192,9 @@ class RestartOp final : public WriteOp {
  private:
   std::shared_ptr<Outcome> outcome_;
   std::chrono::milliseconds reader_wait_;
-  int rc_ = SQLITE_MISUSE;  // not run: the writer stopped first
+  int rc_ = kNotRun;
   double seconds_ = 0;
-  int log_frames_ = 0;
+  int log_frames_ = 0, copied_ = 0;
 };
 }  // namespace
 
@@ -195,7 +208,7 @@ Database::Restart Database::RunRestart() {
   // Stop() applies what is queued, so the op always finishes; the bound is
   // against a writer that is wedged in a commit.
   outcome->done.wait_for(lock, std::chrono::seconds(30), [&] { return outcome->rc.has_value(); });
-  return {outcome->rc.value_or(SQLITE_BUSY), outcome->writer_seconds, outcome->log_frames};
+  return {outcome->rc.value_or(kNotRun), outcome->writer_seconds, outcome->log_frames};
 }
 
 void Database::CheckpointLoop() {
@@ -257,14 +270,17 @@ void Database::CheckpointLoop() {
       // Until the next commit reports the new log's size, the old one's
       // would ask for another RESTART on every pass (an undercount until
       // then is harmless).
-      if (restart == SQLITE_OK) wal_frames_.store(0, std::memory_order_relaxed), bytes_last_pass = 0;
+      if (restart == SQLITE_OK) wal_frames_.store(0, std::memory_order_relaxed);
       lock.lock();
       if (restart == SQLITE_OK) ++checkpoint_stats_.restarts;
       if (restart == SQLITE_BUSY) ++checkpoint_stats_.restarts_put_off;
       lock.unlock();
-      restarted = fmt::format("{} ({} frame(s) left to copy, {:.3f} s on the writer)",
-                              restart == SQLITE_OK ? ", WAL restarted" : ", WAL restart put off (readers)",
-                              restart_log_frames - log_frames, writer_seconds);
+      restarted = restart == kNotRun ? std::string(", WAL restart not run (the writer is backed up or stopping)")
+                                     : fmt::format("{} ({} frame(s) left to copy, {:.3f} s on the writer)",
+                                                   restart == SQLITE_OK     ? ", WAL restarted"
+                                                   : restart == SQLITE_BUSY ? ", WAL restart put off (readers)"
+                                                                            : ", WAL restart failed",
+                                                   restart_log_frames - log_frames, writer_seconds);
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     lock.lock();
@@ -273,6 +289,8 @@ void Database::CheckpointLoop() {
       checkpoint_stats_.frames_checkpointed += static_cast<uint64_t>(done_frames);
       checkpoint_stats_.checkpoint_seconds += seconds;
     }
+    // Growth is measured from the end of this pass's work, not its start.
+    bytes_last_pass = wal_frames_.load(std::memory_order_relaxed) * frame_bytes_;
     log::Debug("checkpoint: WAL {} bytes in use, {} of {} frame(s) copied in {:.3f} s{}", bytes, done_frames,
                log_frames, seconds, restarted);
   }

@@ -14,14 +14,14 @@
 // after a commit returned sees it. Connections are opened on demand up to
 // readers_max and reused; a caller beyond that waits for one.
 //
-// Checkpoints: the writer connection never checkpoints (wal_autocheckpoint=0),
-// because an inline checkpoint after a large commit (a point grant adds
-// hundreds of thousands of rows) would stall every queued write behind it.
-// A background thread runs PASSIVE checkpoints -- which neither block nor
-// wait for the writer -- whenever the WAL file passes checkpoint_wal_bytes,
-// and, when the file has grown large, has the writer run a RESTART between
-// two batches, which lets the WAL start over (see CheckpointLoop), and
-// reports what it did.
+// Checkpoints: no commit checkpoints (wal_autocheckpoint=0), because an
+// inline checkpoint after a large commit (a point grant adds hundreds of
+// thousands of rows) would stall every queued write behind it. A background
+// thread runs PASSIVE checkpoints -- which neither block nor wait for the
+// writer -- whenever the log in use (the writer's WAL hook reports it after
+// each commit) passes checkpoint_wal_bytes, and, when it has grown large,
+// has the writer run a RESTART between two batches at a lull, which lets the
+// WAL start over (see CheckpointLoop), and reports what it did.
 #pragma once
 
 #include <atomic>

@@ -66,7 +66,9 @@ void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
   auto oldest_allowed = std::chrono::steady_clock::now() - options_.op_wait_max;
   size_t kept = 0, expired = 0;
   for (auto& op : batch) {
-    if (op->submitted_at_ < oldest_allowed) {
+    if (op->submitted_at_ < oldest_allowed && op->outside_transaction()) {
+      op->FinishOnce(Status::Unavailable("upkeep skipped: the writer is backed up"));  // not a client's write
+    } else if (op->submitted_at_ < oldest_allowed) {
       op->FinishOnce(Status::Unavailable("the write waited longer than " +
                                          std::to_string(options_.op_wait_max.count()) +
                                          " ms for the store; nothing was written"));
