@@ -143,73 +143,70 @@ namespace {
 // it waited past op_wait_max.
 constexpr int kNotRun = -1;
 
+// Few enough frames for a RESTART to copy with the writer held.
+constexpr int kRestartLeftoverFrames = 256;
+
+struct RestartResult {
+  int rc = kNotRun;           // SQLite's result code
+  double writer_seconds = 0;  // how long it held the writer
+  int log_frames = 0;         // the log it found
+};
+
 // SQLITE_CHECKPOINT_RESTART on the write connection, between batches.
 class RestartOp final : public WriteOp {
  public:
   struct Outcome {
     std::mutex mutex;
     std::condition_variable done;
-    std::optional<int> rc;      // set when the op finished
-    double writer_seconds = 0;  // how long it held the writer
-    int log_frames = 0;         // the log it found
+    std::optional<RestartResult> result;  // set when the op finished
   };
   RestartOp(std::shared_ptr<Outcome> outcome, std::chrono::milliseconds reader_wait)
       : outcome_(std::move(outcome)), reader_wait_(reader_wait) {}
-  bool outside_transaction() const override { return true; }
   Status Apply(sqlite::Connection& conn, std::span<WriteOp* const>) override {
     auto start = std::chrono::steady_clock::now();
     // Copy what is left first: no commit can come between this and the
     // RESTART (this is the writer's thread), so the RESTART has nothing to
     // copy, and its deadline for readers is theirs alone.
-    int passive = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames_, &copied_);
-    if (passive != SQLITE_OK) {
-      rc_ = passive;
-      seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return Status::Ok();
+    result_.rc =
+        sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &result_.log_frames, nullptr);
+    if (result_.rc == SQLITE_OK) {
+      auto deadline = std::chrono::steady_clock::now() + reader_wait_;
+      sqlite3_busy_handler(
+          conn.raw(),
+          [](void* p, int) {
+            if (std::chrono::steady_clock::now() >= *static_cast<std::chrono::steady_clock::time_point*>(p)) return 0;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            return 1;
+          },
+          &deadline);
+      result_.rc = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
+      sqlite3_busy_timeout(conn.raw(), sqlite::kBusyTimeoutMs);
     }
-    auto deadline = std::chrono::steady_clock::now() + reader_wait_;
-    sqlite3_busy_handler(
-        conn.raw(),
-        [](void* p, int) {
-          if (std::chrono::steady_clock::now() >= *static_cast<std::chrono::steady_clock::time_point*>(p)) return 0;
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          return 1;
-        },
-        &deadline);
-    rc_ = sqlite3_wal_checkpoint_v2(conn.raw(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
-    sqlite3_busy_timeout(conn.raw(), sqlite::kBusyTimeoutMs);
-    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result_.writer_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return Status::Ok();
   }
   void Finish(const Status&) override {
     std::lock_guard lock(outcome_->mutex);
-    outcome_->rc = rc_;
-    outcome_->writer_seconds = seconds_;
-    outcome_->log_frames = log_frames_;
+    outcome_->result = result_;
     outcome_->done.notify_all();
   }
 
  private:
   std::shared_ptr<Outcome> outcome_;
   std::chrono::milliseconds reader_wait_;
-  int rc_ = kNotRun;
-  double seconds_ = 0;
-  int log_frames_ = 0, copied_ = 0;
+  RestartResult result_;
 };
-}  // namespace
 
-// Few enough frames for a RESTART to copy with the writer held.
-constexpr int kRestartLeftoverFrames = 256;
-
-Database::Restart Database::RunRestart() {
+RestartResult RunRestart(GroupWriter& writer, std::chrono::milliseconds reader_wait) {
   auto outcome = std::make_shared<RestartOp::Outcome>();
-  writer_->Submit(MakeOp<RestartOp>(outcome, options_.restart_wait));
+  writer.SubmitUpkeep(MakeOp<RestartOp>(outcome, reader_wait));
   std::unique_lock lock(outcome->mutex);
   // Stop() applies what is queued, so the op always finishes; the bound is
   // against a writer that is wedged in a commit.
-  outcome->done.wait_for(lock, std::chrono::seconds(30), [&] { return outcome->rc.has_value(); });
-  return {outcome->rc.value_or(kNotRun), outcome->writer_seconds, outcome->log_frames};
+  outcome->done.wait_for(lock, std::chrono::seconds(30), [&] { return outcome->result.has_value(); });
+  return outcome->result.value_or(RestartResult{});
 }
+}  // namespace
 
 void Database::CheckpointLoop() {
   // Opened up front, so that the first checkpoint (under load) does not
@@ -242,23 +239,20 @@ void Database::CheckpointLoop() {
     // with every frame copied back and no reader using it, so SQLite never
     // starts it over and the file only grows (3 GiB in a 180 s point-card
     // run). Once a PASSIVE pass has copied everything and the log in use is
-    // large, a RESTART copies what was written since and waits for the readers of
-    // the moment to leave the WAL, so that the next commit starts it from
-    // the beginning. It holds the write lock throughout, so it runs on the
-    // writer itself, between two batches (RestartOp): run from here it
-    // first waited, polling, for a gap between the writer's batches, while
-    // a grant's fold wrote on, then had all of that to copy and sync with
-    // the writer shut out -- 40 to 130 ms of stalled point uses after every
-    // fold. On the writer it has only the frames of the batches queued
-    // since the PASSIVE pass, and it gives up after restart_wait if
-    // readers stay, to try again on the next pass.
-    // A lull first: during a grant's fold (~90 MB/s of log) a RESTART held
-    // the writer for up to 100 ms; between folds, for a few.
+    // large, a RESTART waits for the readers of the moment to leave the WAL,
+    // so that the next commit starts it from the beginning. It holds the
+    // write lock throughout, so it runs on the writer itself, between two
+    // batches (RestartOp), and at a lull: run from here, during a grant's
+    // fold (~90 MB/s of log), it first polled for a gap between the
+    // writer's batches, then copied and synced all that was written
+    // meanwhile with the writer shut out -- 40 to 130 ms of stalled point
+    // uses after every fold. It gives up after restart_wait if readers
+    // stay, to try again on the next pass.
     if (rc == SQLITE_OK && done_frames == log_frames && bytes >= options_.restart_wal_bytes &&
         (lull || bytes >= options_.restart_wal_bytes_max) && writer_->started()) {
-      // What the RESTART copies it copies and syncs with the writer held:
-      // a few more PASSIVE passes first leave it only what was written
-      // during the last, shorter one.
+      // What is left to copy is copied with the writer held: a few more
+      // PASSIVE passes here leave it only what was written during the last,
+      // shorter one.
       for (int pass = 0; pass < 3; ++pass) {
         int before = log_frames;
         if (sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &done_frames) !=
@@ -266,7 +260,7 @@ void Database::CheckpointLoop() {
             log_frames - before < kRestartLeftoverFrames)
           break;
       }
-      auto [restart, writer_seconds, restart_log_frames] = RunRestart();
+      auto [restart, writer_seconds, restart_log_frames] = RunRestart(*writer_, options_.restart_wait);
       // Until the next commit reports the new log's size, the old one's
       // would ask for another RESTART on every pass (an undercount until
       // then is harmless).

@@ -112,12 +112,6 @@ class Database {
   Status Lock();  // flock(2) on PATH.lock, or unavailable naming the holder
   void CheckpointLoop();
   static int OnWalCommit(void* db, sqlite3* conn, const char* schema, int frames);
-  struct Restart {
-    int rc;                 // SQLite's result code
-    double writer_seconds;  // how long it held the writer
-    int log_frames;         // the log it found
-  };
-  Restart RunRestart();  // on the writer
 
   std::string path_;
   DatabaseOptions options_;

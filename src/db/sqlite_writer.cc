@@ -61,12 +61,17 @@ void GroupWriter::Submit(OpPtr op) {
   }
 }
 
+void GroupWriter::SubmitUpkeep(OpPtr op) {
+  op->upkeep_ = true;
+  Submit(std::move(op));
+}
+
 void GroupWriter::FailExpired(std::vector<OpPtr>& batch) {
   if (options_.op_wait_max.count() == 0) return;
   auto oldest_allowed = std::chrono::steady_clock::now() - options_.op_wait_max;
   size_t kept = 0, expired = 0;
   for (auto& op : batch) {
-    if (op->submitted_at_ < oldest_allowed && op->outside_transaction()) {
+    if (op->submitted_at_ < oldest_allowed && op->upkeep_) {
       op->FinishOnce(Status::Unavailable("upkeep skipped: the writer is backed up"));  // not a client's write
     } else if (op->submitted_at_ < oldest_allowed) {
       op->FinishOnce(Status::Unavailable("the write waited longer than " +
@@ -113,9 +118,8 @@ void GroupWriter::Loop() {
     // Upkeep ops (rare, so the common batch allocates nothing) go after the
     // batch's transaction.
     std::vector<OpPtr> upkeep;
-    if (std::any_of(batch.begin(), batch.end(), [](const OpPtr& op) { return op->outside_transaction(); })) {
-      auto first =
-          std::stable_partition(batch.begin(), batch.end(), [](const OpPtr& op) { return !op->outside_transaction(); });
+    if (std::any_of(batch.begin(), batch.end(), [](const OpPtr& op) { return op->upkeep_; })) {
+      auto first = std::stable_partition(batch.begin(), batch.end(), [](const OpPtr& op) { return !op->upkeep_; });
       upkeep.assign(std::make_move_iterator(first), std::make_move_iterator(batch.end()));
       batch.erase(first, batch.end());
     }

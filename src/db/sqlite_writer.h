@@ -80,11 +80,6 @@ class WriteOp {
   virtual ~WriteOp() = default;
   virtual CoalesceKey coalesce_key() const { return {}; }
 
-  // True for upkeep of the file itself (the WAL RESTART): Apply runs on the
-  // write connection with no transaction open, alone, after the ops of the
-  // batch it was taken with have committed and finished.
-  virtual bool outside_transaction() const { return false; }
-
   // Applies `group` (this op first, then the ops coalesced with it; just
   // this op when it has no key) inside the batch's transaction. Runs on the
   // writer thread. An error rolls the group's savepoint back and becomes the
@@ -109,6 +104,7 @@ class WriteOp {
   std::chrono::microseconds commit_duration_{0};
   std::chrono::steady_clock::time_point submitted_at_;
   bool finished_ = false;
+  bool upkeep_ = false;  // submitted with SubmitUpkeep
 };
 
 using OpPtr = std::unique_ptr<WriteOp>;
@@ -155,6 +151,12 @@ class GroupWriter {
   // stopped (unavailable), calls op->Finish with that error on the calling
   // thread instead. Thread-safe.
   void Submit(OpPtr op);
+
+  // Queues upkeep of the file itself (the WAL RESTART): its Apply runs on
+  // the write connection with no transaction open, alone, after the ops of
+  // the batch it was taken with have committed and finished. One that waits
+  // past op_wait_max is skipped (unavailable), and not counted as a write.
+  void SubmitUpkeep(OpPtr op);
 
   // Applies and commits everything already queued, then stops the thread.
   // Idempotent; Submit after Stop fails with unavailable.

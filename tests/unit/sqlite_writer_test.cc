@@ -95,7 +95,6 @@ class UpkeepOp : public WriteOp {
  public:
   UpkeepOp(bool* in_transaction, int64_t* rows, std::promise<Status>* done)
       : in_transaction_(in_transaction), rows_(rows), done_(done) {}
-  bool outside_transaction() const override { return true; }
   Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
     *in_transaction_ = c.InTransaction();
     *rows_ = sqlite::QueryInt(c, "SELECT COUNT(*) FROM t").value();
@@ -279,7 +278,7 @@ TEST_F(WriterTest, AnUpkeepOpRunsOutsideTheTransactionAfterTheOpsTakenWithIt) {
   bool in_transaction = true;
   int64_t rows = -1;
   database->writer().Submit(MakeOp<InsertOp>(1, &first, [&] { finished_first = true; }));
-  database->writer().Submit(MakeOp<UpkeepOp>(&in_transaction, &rows, &upkeep));
+  database->writer().SubmitUpkeep(MakeOp<UpkeepOp>(&in_transaction, &rows, &upkeep));
   database->writer().Submit(MakeOp<InsertOp>(2, &last));
   release.count_down();
   EXPECT_TRUE(upkeep.get_future().get().ok());
