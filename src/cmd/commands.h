@@ -25,6 +25,7 @@ struct ServeFlags {
   int drain_delay_ms = 5000;
   int db_connect_timeout_s = 60;
   int64_t grant_fold_chunk = 0;  // 0: the store's default
+  int64_t grant_workers = 1;     // PostgreSQL: backends staging, and folding, one grant
   std::string metrics_token;
   std::string access_log = "off";
   std::string log_format = "text";
@@ -84,6 +85,8 @@ struct SimulateFlags {
   std::string url;
   std::string admin_token;
   int db_pool = 16;
+  int64_t grant_workers = 1;
+  int64_t grant_fold_chunk = 0;
   std::string grant_mode = "hotrow";
   std::string work_dir = "data/simulation";
   std::string out = "data/simulation/report";

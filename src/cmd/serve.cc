@@ -131,6 +131,12 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_GRANT_FOLD_CHUNK")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
       ->capture_default_str();
+  c->add_option("--grant-workers", f.grant_workers,
+                "PostgreSQL: backends that stage a point grant, and that fold it, at once on this instance (more "
+                "than 1 only on a database server with cores to spare: each takes CPU from the payments)")
+      ->envname("HOTROW_GRANT_WORKERS")
+      ->check(CLI::Range(int64_t{1}, int64_t{16}))
+      ->capture_default_str();
   c->add_option("--metrics-token", f.metrics_token,
                 "Bearer token for GET /metrics (none: /metrics is public); not the admin token")
       ->envname("HOTROW_METRICS_TOKEN");
@@ -338,6 +344,7 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
     return false;
   pointcard::PostgresPointCardOptions card_options;
   if (f.grant_fold_chunk > 0) card_options.fold_chunk = f.grant_fold_chunk;
+  card_options.fold_workers = card_options.stage_workers = f.grant_workers;
   if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool, card_options), &b.card_store, "point card")) return false;
   if (f.redis.empty() && !Take(leaderboard::PostgresLeaderboardStore::Open(*b.pool), &b.board_store, "leaderboard"))
     return false;

@@ -58,6 +58,15 @@ CLI::App* AddSimulate(CLI::App& app, SimulateFlags& f) {
                 "sqlite:PATH: start every run from a copy of it; postgresql://…/db: run on PostgreSQL (template and "
                 "run databases are created beside db); default: generate, embedded");
   p->add_option("--db-pool", f.db_pool, "PostgreSQL connections")->check(CLI::Range(1, 1000))->capture_default_str();
+  p->add_option("--grant-workers", f.grant_workers,
+                "PostgreSQL: backends that stage a grant, and that fold it, at once (serve's --grant-workers)")
+      ->check(CLI::Range(int64_t{1}, int64_t{16}))
+      ->capture_default_str();
+  p->add_option("--grant-fold-chunk", f.grant_fold_chunk,
+                "In-process: cards per commit when a grant is folded (serve's --grant-fold-chunk; 0: the store's "
+                "default)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->capture_default_str();
   p->add_option("--cards", f.cards, "Cards to generate")->capture_default_str();
   p->add_option("--stores", f.stores, "Stores to generate")->capture_default_str();
   p->add_option("--history", f.history, "Initial history rows to generate")->capture_default_str();
@@ -115,6 +124,8 @@ int RunSimulate(const SimulateFlags& f) {
   o.admin_token = f.admin_token;
   o.work_dir = f.work_dir;
   o.db_pool = f.db_pool;
+  o.grant_workers = f.grant_workers;
+  o.grant_fold_chunk = f.grant_fold_chunk;
   o.grant_mode = f.grant_mode == "plain"            ? tools::SimulationOptions::GrantMode::kPlain
                  : f.grant_mode == "read-committed" ? tools::SimulationOptions::GrantMode::kReadCommitted
                                                     : tools::SimulationOptions::GrantMode::kHotrow;

@@ -168,10 +168,10 @@ PostgresPointCardStore::FoldStep PostgresPointCardStore::FoldRange(int64_t grant
   return FoldStep::kFailed;
 }
 
-// The card ids split into fold_workers ranges, one worker each: on a busy
-// server each backend gets its share of the CPU, so one worker alone folds
-// at a fraction of the speed it has on an idle one. Then passes from the
-// start take what the workers skipped, until one finds nothing left.
+// The card ids split into fold_workers ranges, one worker each (one by
+// default: each backend the fold keeps busy takes CPU from the payments
+// beside it). Then passes from the start take what the workers skipped,
+// until one finds nothing left.
 bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping) {
   auto top = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
   // At most half the pool: requests keep the rest.
@@ -316,12 +316,9 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
 }
 
 int64_t PostgresPointCardStore::StageWorkers() const {
-  // The leader stages one range itself; with the fold workers (up to half
-  // the pool, while the previous grant folds) at most three quarters of
-  // the pool is taken, so requests keep the rest. Never the whole pool:
-  // the leader holds a connection while the other ranges wait for theirs.
-  int64_t workers = options_.stage_workers > 0 ? options_.stage_workers : std::clamp<int64_t>(pool_.size() / 4, 1, 4);
-  return std::max<int64_t>(1, std::min<int64_t>(workers, pool_.size() - 1));
+  // The leader stages one range itself. Never the whole pool: the leader
+  // holds a connection while the other ranges wait for theirs.
+  return std::clamp<int64_t>(options_.stage_workers, 1, std::max<int64_t>(1, pool_.size() - 1));
 }
 
 Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, const std::string& fp) {

@@ -91,11 +91,13 @@ struct PostgresPointCardOptions {
   // use small ones to cross chunk boundaries on small data.
   int64_t fold_chunk = 4096;
   // Workers folding one grant at once on this instance, each over its own
-  // range of cards (docs/pointcard.md#the-grant-on-postgresql).
-  int64_t fold_workers = 4;
+  // range of cards, at most half the pool
+  // (docs/pointcard.md#the-grant-on-postgresql). One: every other backend
+  // the grant keeps busy takes CPU from the payments beside it.
+  int64_t fold_workers = 1;
   // Backends staging one grant at once, each over its own range of cards
-  // on one exported snapshot; 0: a quarter of the pool, 1 to 4.
-  int64_t stage_workers = 0;
+  // on one exported snapshot, fewer than the pool.
+  int64_t stage_workers = 1;
   // A staging grant's lease; its heartbeat renews it every lease/5.
   std::chrono::milliseconds lease{10000};
 };

@@ -312,7 +312,11 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       "PostgreSQL: every parallelism starts from a fresh CREATE DATABASE ... TEMPLATE copy of the generated "
       "data (" +
       std::to_string(o.data.cards) + " cards), " + std::to_string(o.db_pool) +
-      " pooled connections; grants cover the whole initial history period; grant mode " + GrantModeName(o.grant_mode);
+      " pooled connections; grants cover the whole initial history period; grant mode " + GrantModeName(o.grant_mode) +
+      (o.grant_mode == SimulationOptions::GrantMode::kHotrow
+           ? ", " + std::to_string(o.grant_workers) + " staging and " + std::to_string(o.grant_workers) +
+                 " folding backend(s)"
+           : "");
   for (int p : o.parallel) {
     log::WarnIfFailed((*admin)->Exec("DROP DATABASE IF EXISTS " + run_db), "dropping " + run_db);
     if (Status s =
@@ -329,7 +333,10 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       pool_options.queue_max = static_cast<size_t>(p) + 1024;
       auto pool = db::pg::Pool::Open(pool_options);
       if (!pool.ok()) return pool.status();
-      auto store = PostgresPointCardStore::Open(**pool);
+      PostgresPointCardOptions card_options;
+      card_options.fold_workers = card_options.stage_workers = o.grant_workers;
+      if (o.grant_fold_chunk > 0) card_options.fold_chunk = o.grant_fold_chunk;
+      auto store = PostgresPointCardStore::Open(**pool, card_options);
       if (!store.ok()) return store.status();
       PointCardService service(**store);
       if (Status s = service.Load(); !s.ok()) return s;
@@ -437,7 +444,9 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
       db_options.writer.queue_ops_max = static_cast<size_t>(p) + 1024;
       auto db = db::sqlite::Database::Open(run_path, db_options);
       if (!db.ok()) return db.status();
-      auto store = SqlitePointCardStore::Open(**db);
+      SqlitePointCardOptions card_options;
+      if (o.grant_fold_chunk > 0) card_options.fold_chunk = o.grant_fold_chunk;
+      auto store = SqlitePointCardStore::Open(**db, card_options);
       if (!store.ok()) return store.status();
       (*db)->writer().Start();
       PointCardService service(**store);

@@ -34,11 +34,13 @@ namespace hotrow::tools {
 struct SimulationOptions {
   std::vector<int> parallel = {1, 32, 64, 128, 192};
   std::chrono::milliseconds duration{180000};
-  pointcard::SeedOptions data;  // generated when no template is given
-  std::string template_db;      // an existing database to start from (copied)
-  std::string postgres_url;     // run on PostgreSQL: its data lives in databases next to this one
-  int db_pool = 16;             // PostgreSQL connections
-  std::string work_dir;         // where run databases live
+  pointcard::SeedOptions data;   // generated when no template is given
+  std::string template_db;       // an existing database to start from (copied)
+  std::string postgres_url;      // run on PostgreSQL: its data lives in databases next to this one
+  int db_pool = 16;              // PostgreSQL connections
+  int64_t grant_workers = 1;     // PostgreSQL: staging and folding backends per grant
+  int64_t grant_fold_chunk = 0;  // cards per fold commit; 0: the store's default
+  std::string work_dir;          // where run databases live
   std::chrono::milliseconds think{100};
   std::chrono::milliseconds grant_interval{10000};
   int64_t grant_rate_percent = 1;

@@ -47,7 +47,7 @@ struct PgCardsFixture {
     }
     pool = OpenPool(url);
     store = OrThrow(pointcard::PostgresPointCardStore::Open(
-        *pool, {.fold_chunk = 3, .stage_workers = 3, .lease = std::chrono::seconds(1)}));
+        *pool, {.fold_chunk = 3, .fold_workers = 4, .stage_workers = 3, .lease = std::chrono::seconds(1)}));
     service = std::make_unique<pointcard::PointCardService>(*store);
     EXPECT_TRUE(service->Load().ok());
   }
