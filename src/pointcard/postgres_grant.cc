@@ -233,9 +233,9 @@ void PostgresPointCardStore::KickFolder() {
 // Step 3: a leader transaction holds the grant's row and exports its
 // REPEATABLE READ snapshot; stage workers, one per card range, import it
 // and each commit their range's credits; the leader then records the
-// totals (and the lease) and commits. Several backends, because on a
-// saturated server each one gets its share of the cores: one statement
-// staged 632k cards in 20 s and more beside 192 payment workers.
+// totals (and the lease) and commits. One range by default: every
+// backend staging takes CPU from the payments beside it; stage_workers
+// gives a database server with cores to spare more of them.
 Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_t id, const GrantRequest& r,
                                                                           const std::string& lease_ms,
                                                                           bool clear_first) {
