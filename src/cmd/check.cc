@@ -1,8 +1,17 @@
 // hotrow check pointcard: verifies the point card's invariants on one
 // snapshot; exit status 1 with a precise report when anything is off.
+// With --sample-cards and --for it checks a random range of cards at a time,
+// snapshot after snapshot, beside a running server: the proof that a grant
+// is atomic while it stages and folds (docs/pointcard.md#invariants-and-the-checker).
 #include "pointcard/check.h"
 
+#include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cstdio>
+#include <functional>
+#include <random>
+#include <thread>
 
 #include "cmd/commands.h"
 #include "db/postgres.h"
@@ -13,32 +22,135 @@
 
 namespace hotrow::cmd {
 
+namespace {
+
+constexpr int64_t kSampleCardsMax = 1000000;
+
+using Checker = std::function<Result<pointcard::CheckReport>(const pointcard::CheckScope&)>;
+
+void PrintViolations(const pointcard::CheckReport& report) {
+  std::printf("FAILED:\n");
+  for (const auto& [kind, count] : report.violations)
+    std::printf("  %-18s %lld violation(s)\n", kind.c_str(), static_cast<long long>(count));
+  std::printf("first %zu:\n", report.examples.size());
+  for (const auto& e : report.examples) std::printf("  %s\n", e.c_str());
+}
+
+int PrintOne(const pointcard::CheckReport& report) {
+  std::printf("checked %lld card(s) and %lld history row(s)", static_cast<long long>(report.cards),
+              static_cast<long long>(report.rows));
+  if (report.grants_checked > 0)
+    std::printf(", %lld grant(s) recomputed", static_cast<long long>(report.grants_checked));
+  if (report.pending_points > 0)
+    std::printf("; %lld point(s) of an applied grant not yet folded into the history",
+                static_cast<long long>(report.pending_points));
+  std::printf("\n");
+  if (report.ok()) {
+    std::printf("OK: every invariant holds\n");
+    return 0;
+  }
+  PrintViolations(report);
+  return 1;
+}
+
+// Snapshot after snapshot until `span` has passed, one starting every
+// `every`, each of `sample` cards from a random start in [low, high] (every
+// card when sample is 0). Stops at the first snapshot that breaks an
+// invariant.
+int Repeat(const Checker& check, int64_t sample, int64_t low, int64_t high, std::chrono::milliseconds span,
+           std::chrono::milliseconds every) {
+  std::mt19937_64 random(std::random_device{}());
+  auto start = std::chrono::steady_clock::now();
+  int64_t snapshots = 0, staging = 0, folding = 0, cards = 0;
+  for (auto next = start; next - start < span || snapshots == 0; next += every) {
+    std::this_thread::sleep_until(next);
+    pointcard::CheckScope scope;
+    if (sample > 0) {
+      int64_t last_start = high - low + 1 <= sample ? low : high - sample + 1;
+      scope.card_lo = std::uniform_int_distribution<int64_t>(low, last_start)(random);
+      scope.card_hi = scope.card_lo > INT64_MAX - sample ? INT64_MAX : scope.card_lo + sample;
+    }
+    auto report = check(scope);
+    if (!report.ok()) {
+      log::Error("cannot check: {}", report.status().ToString());
+      return 2;
+    }
+    ++snapshots;
+    cards += report->cards;
+    staging += report->grants_staging > 0;
+    folding += report->grants_folding > 0;
+    if (!report->ok()) {
+      std::printf("snapshot %lld, cards [%lld, %lld):\n", static_cast<long long>(snapshots),
+                  static_cast<long long>(scope.card_lo), static_cast<long long>(scope.card_hi));
+      PrintViolations(*report);
+      return 1;
+    }
+    next = std::max(next, std::chrono::steady_clock::now() - every);  // late: the next one now
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "checked %lld snapshot(s) over %.1f s, %.0f card(s) each on average: %lld saw a grant staging, "
+      "%lld a grant applied and folding\n",
+      static_cast<long long>(snapshots), seconds, static_cast<double>(cards) / static_cast<double>(snapshots),
+      static_cast<long long>(staging), static_cast<long long>(folding));
+  std::printf("OK: every invariant holds in every snapshot\n");
+  return 0;
+}
+
+}  // namespace
+
 CLI::App* AddCheck(CLI::App& app, CheckFlags& f) {
   CLI::App* c = app.add_subcommand("check", "Verify a data set's invariants (safe beside a running server)");
   c->require_subcommand(1);
   CLI::App* cards = c->add_subcommand(
-      "pointcard", "Balances equal their history's sums, running balances, no negative balance, LAST_UPDATE");
+      "pointcard",
+      "Balances equal their history's sums, running balances, no negative balance, LAST_UPDATE, and every applied "
+      "grant gave each card its bonus, no more and no less");
   cards->add_option("--db", f.db, "Store URL: sqlite:PATH or postgresql://…")
       ->envname("HOTROW_DB")
+      ->capture_default_str();
+  cards
+      ->add_option("--sample-cards", f.sample_cards,
+                   "Check only this many cards, a random range of ids, in each snapshot (0: every card)")
+      ->check(CLI::Range(int64_t{0}, kSampleCardsMax));
+  cards->add_option("--for", f.for_duration,
+                    "Check snapshot after snapshot for this long (60s, 3m), beside a running grant; stops at the "
+                    "first that fails");
+  cards
+      ->add_option("--every", f.every,
+                   "With --for: start a snapshot this often, 0 for back to back (a snapshot of 1,000 cards of 1M "
+                   "reads for about 10 ms)")
       ->capture_default_str();
   cards->callback([&f] { f.what = "pointcard"; });
   return c;
 }
 
 int RunCheck(const CheckFlags& f) {
+  std::chrono::milliseconds span{0}, every{0};
+  if ((!f.for_duration.empty() && !ParseDuration(f.for_duration, &span)) ||
+      (f.every != "0" && !ParseDuration(f.every, &every))) {
+    log::Error("--for and --every take values such as 60s, 3m or 500ms, not '{}' and '{}'", f.for_duration, f.every);
+    return 2;
+  }
   auto url = db::ParseStoreUrl(f.db);
   if (!url.ok()) {
     log::Error("{}", url.status().message());
     return 2;
   }
-  Result<pointcard::CheckReport> report = Status::Internal("unset");
+  std::unique_ptr<db::pg::Connection> pg;
+  std::unique_ptr<db::sqlite::Connection> sqlite;
+  Checker check;
+  int64_t low = 0, high = 0;
   if (url->kind == db::StoreUrl::Kind::kPostgres) {
     auto conn = db::pg::Connection::Connect(url->postgres_url);
     if (!conn.ok()) {
       log::Error("{}", conn.status().ToString());
       return 2;
     }
-    report = pointcard::CheckPostgresInvariants(**conn);
+    pg = std::move(conn).value();
+    check = [&pg](const pointcard::CheckScope& s) { return pointcard::CheckPostgresInvariants(*pg, s); };
+    auto range = pg->Query("SELECT COALESCE(MIN(CARD_ID), 0), COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT");
+    if (range.ok()) low = range->Int(0, 0), high = range->Int(0, 1);
   } else {
     // PATH.pointcard.db, or PATH itself in a layout before 0.5.0.
     auto conn =
@@ -47,28 +159,19 @@ int RunCheck(const CheckFlags& f) {
       log::Error("{}", conn.status().ToString());
       return 2;
     }
-    report = pointcard::CheckInvariants(**conn);
+    sqlite = std::move(conn).value();
+    check = [&sqlite](const pointcard::CheckScope& s) { return pointcard::CheckInvariants(*sqlite, s); };
+    auto min = db::sqlite::QueryInt(*sqlite, "SELECT COALESCE(MIN(CARD_ID), 0) FROM S_ACCOUNT");
+    auto max = db::sqlite::QueryInt(*sqlite, "SELECT COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT");
+    if (min.ok() && max.ok()) low = *min, high = *max;
   }
+  if (f.sample_cards > 0 || span.count() > 0) return Repeat(check, f.sample_cards, low, high, span, every);
+  auto report = check(pointcard::CheckScope{});
   if (!report.ok()) {
     log::Error("cannot check: {}", report.status().ToString());
     return 2;
   }
-  std::printf("checked %lld card(s) and %lld history row(s)", static_cast<long long>(report->cards),
-              static_cast<long long>(report->rows));
-  if (report->pending_points > 0)
-    std::printf("; %lld point(s) of an applied grant not yet folded into the history",
-                static_cast<long long>(report->pending_points));
-  std::printf("\n");
-  if (report->ok()) {
-    std::printf("OK: every invariant holds\n");
-    return 0;
-  }
-  std::printf("FAILED:\n");
-  for (const auto& [kind, count] : report->violations)
-    std::printf("  %-18s %lld violation(s)\n", kind.c_str(), static_cast<long long>(count));
-  std::printf("first %zu:\n", report->examples.size());
-  for (const auto& e : report->examples) std::printf("  %s\n", e.c_str());
-  return 1;
+  return PrintOne(*report);
 }
 
 }  // namespace hotrow::cmd

@@ -55,7 +55,12 @@ int RunSeed(const SeedFlags& flags);
 struct CheckFlags {
   std::string what;
   std::string db = "sqlite:data/hotrow.db";
+  int64_t sample_cards = 0;  // 0: every card
+  std::string for_duration;  // empty: one snapshot
+  std::string every = "200ms";
 };
+// "180s", "3m", "500ms", or plain seconds; false for anything else or <= 0.
+bool ParseDuration(const std::string& text, std::chrono::milliseconds* out);
 CLI::App* AddCheck(CLI::App& app, CheckFlags& flags);
 int RunCheck(const CheckFlags& flags);
 

@@ -16,8 +16,6 @@
 
 namespace hotrow::cmd {
 
-namespace {
-
 // "180s", "3m", "500ms", or plain seconds.
 bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
   try {
@@ -32,6 +30,8 @@ bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
     return false;
   }
 }
+
+namespace {
 
 std::string Machine() {
   std::ifstream cpuinfo("/proc/cpuinfo");

@@ -12,15 +12,35 @@
 //      positive amount; payment: a store and a negative one);
 //   7. every staged credit (P_GRANT_CREDIT) belongs to a card and to a grant
 //      that is staging or applied -- a folded grant's credit would be added
-//      twice -- and is positive.
+//      twice -- and is positive;
+//   8. every grant the snapshot sees applied gave each card exactly its
+//      bonus, recomputed from the period's charges, floor(sum x rate / 100):
+//      its grant rows (KIND 'grant', written from its apply on and before the
+//      next grant's) plus its credit not yet folded. A grant half applied, a
+//      credit folded twice or lost, a bonus given to the wrong card: each
+//      shows here. With the whole card range, the totals the grant recorded
+//      (CARDS, POINTS) must match too. Grants made before the staged
+//      protocol (0.5.0; their APPLIED_TIME is their GRANT_TIME) bound the
+//      windows but are not recomputed: PostgreSQL's rounded half up. Grant
+//      rows from the first staged grant's begin on must lie in a window;
+//      earlier ones (seeds, a simulation of the reference's own grant,
+//      which P_GRANT does not record) are not attributed.
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over
-// H_TRANSACTION by (CARD_ID, PAYMENT_TIME) -- its index -- so linear.
+// H_TRANSACTION by (CARD_ID, PAYMENT_TIME) -- its index -- so linear; then
+// per applied grant, its period's charges and its window's grant rows.
+//
+// A scope of card ids [card_lo, card_hi) checks only those cards (ids need
+// not be dense), in one read transaction all the same: what
+// `hotrow check pointcard --sample-cards N` repeats beside a running grant,
+// to prove it atomic while it runs.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,10 +49,19 @@
 
 namespace hotrow::pointcard {
 
+struct CheckScope {
+  int64_t card_lo = INT64_MIN;  // the cards with card_lo <= CARD_ID < card_hi
+  int64_t card_hi = INT64_MAX;
+  bool whole() const { return card_lo == INT64_MIN && card_hi == INT64_MAX; }
+};
+
 struct CheckReport {
   int64_t cards = 0;
   int64_t rows = 0;
   int64_t pending_points = 0;                 // applied grant credit not yet folded
+  int64_t grants_checked = 0;                 // applied or folded grants recomputed (8.)
+  int64_t grants_staging = 0;                 // grants the snapshot saw staging
+  int64_t grants_folding = 0;                 // ... applied and not yet folded
   std::map<std::string, int64_t> violations;  // kind -> count
   std::vector<std::string> examples;          // the first kExamplesMax, precisely
   bool ok() const { return violations.empty(); }
@@ -40,6 +69,43 @@ struct CheckReport {
 
 inline constexpr size_t kCheckExamplesMax = 50;
 
-Result<CheckReport> CheckInvariants(db::sqlite::Connection& conn);
+Result<CheckReport> CheckInvariants(db::sqlite::Connection& conn, const CheckScope& scope = {});
+
+// Invariant 8's bookkeeping, shared by both backends. A grant as P_GRANT
+// holds it (times in microseconds; applied_us is APPLIED_TIME, or
+// GRANT_TIME where that is NULL), in the order of applied_us.
+struct GrantRecord {
+  int64_t grant_id = 0;
+  std::string state;
+  int64_t grant_us = 0, applied_us = 0, from_us = 0, to_us = 0, rate_percent = 0, cards = 0, points = 0;
+};
+// An applied or folded grant to recompute, and the window its rows take:
+// [applied_us, the next applied grant's applied_us).
+struct GrantWindow {
+  GrantRecord grant;
+  int64_t window_end_us = INT64_MAX;
+};
+// The grants of the staged protocol to recompute, and the grant rows no
+// window can hold: [begin, end) from the first staged grant's begin to the
+// first window (a credit folded before its grant applied lands there, or in
+// the window before, whose recomputation then finds it). Counts the staging
+// and folding grants into `report`.
+struct GrantWindows {
+  std::vector<GrantWindow> windows;
+  int64_t unattributed_begin_us = INT64_MAX, unattributed_end_us = INT64_MAX;
+};
+GrantWindows WindowsOf(const std::vector<GrantRecord>& grants, CheckReport& report);
+// The example for a grant row outside every window.
+std::string UnattributedRow(int64_t card_id, int64_t time_us, int64_t amount);
+// A card's points: its bonus (pending 0), or what a grant gave it, of
+// which `pending` is credit not yet folded.
+struct CardPoints {
+  int64_t card_id = 0, points = 0, pending = 0;
+};
+// Invariant 8 for one window: `expected` and `delivered`, each in card
+// order, must agree card for card, and (with `totals`, for the whole card
+// range) add up to the grant's recorded CARDS and POINTS.
+void CompareGrant(const GrantWindow& w, const std::vector<CardPoints>& expected,
+                  const std::vector<CardPoints>& delivered, bool totals, CheckReport& report);
 
 }  // namespace hotrow::pointcard

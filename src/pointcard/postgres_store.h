@@ -179,6 +179,6 @@ Status SeedPostgresPointCard(db::pg::Connection& conn, const SeedOptions& option
                              const std::function<void(int64_t, int64_t)>& progress);
 
 // The invariants of check.h, as SQL on one REPEATABLE READ snapshot.
-Result<CheckReport> CheckPostgresInvariants(db::pg::Connection& conn);
+Result<CheckReport> CheckPostgresInvariants(db::pg::Connection& conn, const CheckScope& scope = {});
 
 }  // namespace hotrow::pointcard

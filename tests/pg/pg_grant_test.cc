@@ -173,6 +173,48 @@ TEST(PostgresGrant, ADatabaseOfV050MigratesAndGrantsInSteps) {
   service.Stop();
 }
 
+// Invariant 8 on PostgreSQL: a grant whose fold is held off passes with its
+// credit pending and when folded; a credit lost, or a grant row outside its
+// window, is found, and a scope sees only its own cards.
+TEST(PostgresGrant, TheCheckerRecomputesEveryAppliedGrant) {
+  PgCardsFixture f;
+  auto conn = OrThrow(db::pg::Connection::Connect(f.url));
+  auto check = [&](pointcard::CheckScope scope = {}) {
+    return OrThrow(pointcard::CheckPostgresInvariants(*conn, scope));
+  };
+  auto pause = OrThrow(db::pg::Connection::Connect(f.url));
+  auto first = f.Grant(10);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(f.Folded(first->grant_id));
+  ASSERT_TRUE(pause->Exec(PauseFold(first->grant_id + 1)).ok());
+  auto grant = f.Grant(20);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  auto pending = check();
+  EXPECT_TRUE(pending.ok()) << pending.examples.front();
+  EXPECT_EQ(pending.grants_checked, 2);
+  EXPECT_EQ(pending.grants_folding, 1);
+  EXPECT_EQ(pending.pending_points, grant->points);
+  int64_t card = f.Int("SELECT MIN(CARD_ID) FROM P_GRANT_CREDIT");
+  std::string c = std::to_string(card);
+  ASSERT_TRUE(conn->Exec("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = " + c).ok());
+  auto lost = check();
+  EXPECT_EQ(lost.violations.count("grant"), 1u);
+  EXPECT_EQ(lost.violations.count("grant total"), 1u);
+  EXPECT_EQ(check({.card_lo = card, .card_hi = card + 1}).violations.count("grant"), 1u);
+  auto elsewhere = check({.card_lo = card + 1, .card_hi = card + 100});
+  EXPECT_TRUE(elsewhere.ok()) << elsewhere.examples.front();
+  // The first grant's row of a card moved before that grant applied.
+  int64_t other = f.Int("SELECT MIN(CARD_ID) FROM H_TRANSACTION WHERE KIND = 'grant'");
+  ASSERT_TRUE(conn->Exec("UPDATE H_TRANSACTION SET PAYMENT_TIME = (SELECT GRANT_TIME FROM P_GRANT WHERE GRANT_ID = " +
+                         std::to_string(first->grant_id) +
+                         ") + interval '1 microsecond' WHERE KIND = 'grant' "
+                         "AND CARD_ID = " +
+                         std::to_string(other))
+                  .ok());
+  EXPECT_EQ(check({.card_lo = other, .card_hi = other + 1}).violations.count("grant row"), 1u);
+  ASSERT_TRUE(pause->Exec(ResumeFold(first->grant_id + 1)).ok());
+}
+
 // Atomicity as a reader sees it: REPEATABLE READ snapshots taken over and
 // over through a whole grant (staging, apply, fold) with charges of 1
 // point committing beside it. Each snapshot's total -- balances plus the

@@ -204,6 +204,112 @@ TEST_F(CheckerCredits, CreditOfAFoldedGrantOrAMissingCardIsFound) {
             std::set<std::string>{"orphan credit"});
 }
 
+// Invariant 8: an applied grant gave each card its bonus, recomputed from
+// the period's charges, in its history or pending. A grant applied by hand
+// with exactly those credits passes, folded or not; each way of breaking
+// it is found, and only where the check looks.
+class CheckerGrant : public CheckerCredits {
+ protected:
+  void SetUp() override {
+    CheckerCredits::SetUp();
+    t0_ = *db::sqlite::QueryInt(*conn_, "SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION") + 10;
+    std::string t = std::to_string(t0_);
+    ASSERT_TRUE(
+        conn_
+            ->Exec("INSERT INTO P_GRANT (GRANT_ID, GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, "
+                   "POINTS, QUERY_MS, UPDATE_MS, STATE, APPLIED_TIME) VALUES (1, " +
+                   t + ", 0, " + t + ", 10, 0, 0, 0, 0, 'applied', " + t +
+                   " + 1); INSERT INTO P_GRANT_CREDIT SELECT CARD_ID, 1, SUM(AMOUNT) * 10 / 100 "
+                   "FROM H_TRANSACTION WHERE KIND = 'charge' GROUP BY CARD_ID HAVING SUM(AMOUNT) * 10 / 100 > 0; "
+                   "UPDATE P_GRANT SET CARDS = (SELECT COUNT(*) FROM P_GRANT_CREDIT), "
+                   "POINTS = (SELECT SUM(POINTS) FROM P_GRANT_CREDIT)")
+            .ok());
+    card_ = *db::sqlite::QueryInt(*conn_, "SELECT MIN(CARD_ID) FROM P_GRANT_CREDIT");
+  }
+  // Folds `card`'s credit into a grant row at `time`, as the fold does;
+  // `keep_credit` leaves the credit too (folded twice).
+  std::string Fold(int64_t card, int64_t time, bool keep_credit = false) {
+    std::string c = std::to_string(card), at = std::to_string(time),
+                pts = "(SELECT POINTS FROM P_GRANT_CREDIT WHERE CARD_ID = " + c + ")";
+    return "INSERT INTO H_TRANSACTION VALUES (" + at + ", " + c + ", 0, " + pts +
+           ", (SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c + ") + " + pts +
+           ", 'grant'); UPDATE S_ACCOUNT SET BALANCE = BALANCE + " + pts + ", LAST_UPDATE = " + at +
+           " WHERE CARD_ID = " + c + ";" + (keep_credit ? "" : "DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = " + c);
+  }
+  pointcard::CheckReport Report(pointcard::CheckScope scope = {}) {
+    auto report = pointcard::CheckInvariants(*conn_, scope);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    return std::move(report).value();
+  }
+  int64_t t0_ = 0, card_ = 0;
+};
+
+TEST_F(CheckerGrant, ABonusPendingOrFoldedPasses) {
+  auto pending = Report();
+  EXPECT_TRUE(pending.ok()) << pending.examples.front();
+  EXPECT_EQ(pending.grants_checked, 1);
+  EXPECT_EQ(pending.grants_folding, 1);
+  EXPECT_GT(pending.pending_points, 0);
+  EXPECT_TRUE(Found(Fold(card_, t0_ + 2)).empty()) << "a credit folded as the fold does it";
+}
+
+TEST_F(CheckerGrant, ALostCreditIsFound) {
+  EXPECT_EQ(Found("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = " + std::to_string(card_)),
+            (std::set<std::string>{"grant", "grant total"}));
+}
+
+TEST_F(CheckerGrant, ACreditFoldedTwiceIsFound) {
+  EXPECT_EQ(Found(Fold(card_, t0_ + 2, true)), (std::set<std::string>{"grant", "grant total"}));
+}
+
+TEST_F(CheckerGrant, ABonusGivenToTheWrongCardIsFound) {
+  auto other = *db::sqlite::QueryInt(
+      *conn_, "SELECT MIN(CARD_ID) FROM S_ACCOUNT WHERE CARD_ID NOT IN (SELECT CARD_ID FROM P_GRANT_CREDIT)");
+  EXPECT_EQ(Found("UPDATE P_GRANT_CREDIT SET CARD_ID = " + std::to_string(other) +
+                  " WHERE CARD_ID = " + std::to_string(card_)),
+            std::set<std::string>{"grant"});
+  EXPECT_EQ(Report().violations.at("grant"), 2) << "one card short, one given too much";
+}
+
+TEST_F(CheckerGrant, AGrantRowWrittenBeforeTheApplyIsFound) {
+  // At t0: after the card's newest row, but before the grant applied.
+  EXPECT_EQ(Found(Fold(card_, t0_)), (std::set<std::string>{"grant", "grant total", "grant row"}));
+}
+
+TEST_F(CheckerGrant, AStagingGrantDeliversNothing) {
+  EXPECT_TRUE(Found("UPDATE P_GRANT SET STATE = 'staging'").empty()) << "its credits are invisible";
+  EXPECT_EQ(Report().grants_staging, 1);
+  EXPECT_EQ(Report().grants_checked, 0);
+  EXPECT_EQ(Found(Fold(card_, t0_ + 2)), std::set<std::string>{"grant row"}) << "folded before its apply";
+}
+
+TEST_F(CheckerGrant, TheSampledCommandRepeatsAndStopsAtABrokenSnapshot) {
+  std::string db = "sqlite:" + dir.File("c.db");
+  auto ok = RunHotrow({"check", "pointcard", "--db", db, "--sample-cards", "50", "--for", "300ms"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("OK: every invariant holds in every snapshot"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("a grant applied and folding"), std::string::npos) << ok.output;
+  ASSERT_TRUE(conn_->Exec("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = " + std::to_string(card_)).ok());
+  auto broken =
+      RunHotrow({"check", "pointcard", "--db", db, "--sample-cards", std::to_string(kContractCards), "--for", "5s"});
+  EXPECT_EQ(broken.exit_code, 1) << broken.output;
+  EXPECT_NE(broken.output.find("snapshot 1,"), std::string::npos) << broken.output;
+  EXPECT_NE(broken.output.find("card " + std::to_string(card_) + ": grant 1 owes it"), std::string::npos)
+      << broken.output;
+  auto bad = RunHotrow({"check", "pointcard", "--db", db, "--for", "soon"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+}
+
+TEST_F(CheckerGrant, AScopeChecksOnlyItsCards) {
+  ASSERT_TRUE(conn_->Exec("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = " + std::to_string(card_)).ok());
+  auto inside = Report({.card_lo = card_, .card_hi = card_ + 1});
+  EXPECT_EQ(inside.violations.count("grant"), 1u);
+  EXPECT_EQ(inside.violations.count("grant total"), 0u) << "totals are checked on every card only";
+  EXPECT_EQ(inside.cards, 1);
+  auto outside = Report({.card_lo = card_ + 1, .card_hi = card_ + 1000});
+  EXPECT_TRUE(outside.ok()) << outside.examples.front();
+}
+
 }  // namespace
 }  // namespace hotrow::testing
 
@@ -226,6 +332,7 @@ TEST(StallFreeGrant, EveryReadSnapshotSeesAllOfTheGrantOrNone) {
   pointcard::PointCardService service(*store);
   ASSERT_TRUE(service.Load().ok());
   // A snapshot: (grant visible?, total as reads show it, charges seen).
+  int64_t seen_count = 0, checked_grants = 0;
   auto snapshot = [&]() -> std::tuple<bool, int64_t, int64_t> {
     auto conn = OrThrow(db->OpenReader());
     EXPECT_TRUE(conn->Exec("BEGIN").ok());
@@ -238,6 +345,12 @@ TEST(StallFreeGrant, EveryReadSnapshotSeesAllOfTheGrantOrNone) {
     int64_t charges =
         db::sqlite::QueryInt(*conn, "SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'charge' AND AMOUNT = 1").value();
     EXPECT_TRUE(conn->Exec("COMMIT").ok());
+    // And what `hotrow check pointcard --sample-cards` does beside a grant:
+    // every invariant, the grant recomputed, on a range of cards.
+    int64_t lo = 1 + static_cast<int64_t>(seen_count++ * 37 % kContractCards);
+    auto sample = pointcard::CheckInvariants(*conn, {.card_lo = lo, .card_hi = lo + 40});
+    EXPECT_TRUE(sample.ok() && sample->ok()) << (sample.ok() ? sample->examples.front() : sample.status().ToString());
+    checked_grants += sample.ok() ? sample->grants_checked : 0;
     return {visible > 0, total, charges};
   };
   auto [_, before, none] = snapshot();
@@ -277,6 +390,7 @@ TEST(StallFreeGrant, EveryReadSnapshotSeesAllOfTheGrantOrNone) {
   }
   EXPECT_GT(visible, 0);
   EXPECT_LT(visible, static_cast<int64_t>(seen.size())) << "some snapshot should predate the apply";
+  EXPECT_GT(checked_grants, 0) << "the sampled checks recomputed the grant";
   auto report = pointcard::CheckInvariants(*OrThrow(db->OpenReader()));
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->examples.front();
