@@ -12,7 +12,10 @@
 //                                       grant's credits are staged, before
 //                                       its apply
 //   HOTROW_FAILPOINT=grant.fold:5       abort() after the 5th fold chunk
-//                                       (PostgreSQL) or folded card (SQLite)
+//                                       (PostgreSQL), or once the history
+//                                       rows of the SQLite chunk that holds
+//                                       the 5th folded card are written,
+//                                       before its balances
 //   HOTROW_FAILPOINT=writer.commit:20   abort() right after the SQLite writer's
 //                                       20th group commit, before any of its
 //                                       writes is answered

@@ -375,39 +375,41 @@ struct SqlitePointCardStore::FoldRun {
 Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sqlite::Connection& c, FoldRun& run) {
   const int64_t grant_id = run.grant_id, after_card = run.after_card, folded_cards = run.folded_cards,
                 applied_at = run.applied_at;
+  // The chunk: the next fold_chunk credits after the cursor, (after_card, last].
   auto q = c.Prepare(
-      "SELECT CARD_ID, POINTS FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 ORDER BY CARD_ID LIMIT ?3");
+      "SELECT COUNT(*), MAX(CARD_ID) FROM (SELECT CARD_ID FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND GRANT_ID = ?2 "
+      "ORDER BY CARD_ID LIMIT ?3)");
   if (!q.ok()) return q.status();
-  q->Bind(1, after_card).Bind(2, grant_id).Bind(3, options_.fold_chunk);
-  std::vector<Bonus> credits;
-  while (true) {
-    auto row = q->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    credits.push_back({q->Int(0), q->Int(1)});
-  }
+  auto counted = q->Bind(1, after_card).Bind(2, grant_id).Bind(3, options_.fold_chunk).Step();
+  if (!counted.ok()) return counted.status();
+  const int64_t cards = q->Int(0), last = cards > 0 ? q->Int(1) : after_card;
   int64_t now = NextTime();
-  auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
-  if (!read.ok()) return read.status();
-  auto writer = GrantRowWriter::Prepare(c);
-  if (!writer.ok()) return writer.status();
-  for (const Bonus& b : credits) {
-    read->Reset();
-    auto row = read->Bind(1, b.card_id).Step();
-    if (!row.ok()) return row.status();
-    if (*row) {  // cards are never deleted; a missing one gets nothing
-      if (Status s = writer->Write(b.card_id, b.points, read->Int(0) + b.points, now); !s.ok()) return s;
+  if (cards > 0) {
+    // Set-based, three statements per chunk instead of three per card: the
+    // fold of 632k cards took 1.9 s idle one card at a time. Each card's
+    // row at the chunk's time, its balance after the credit (cards are never
+    // deleted; a credit whose card is missing gets nothing).
+    bool first = true;
+    for (const char* sql : {
+             "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+             "SELECT ?1, c.CARD_ID, 0, c.POINTS, a.BALANCE + c.POINTS, 'grant' FROM P_GRANT_CREDIT c "
+             "JOIN S_ACCOUNT a ON a.CARD_ID = c.CARD_ID WHERE c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
+             "UPDATE S_ACCOUNT SET BALANCE = BALANCE + c.POINTS, LAST_UPDATE = ?1 FROM P_GRANT_CREDIT c "
+             "WHERE c.CARD_ID = S_ACCOUNT.CARD_ID AND c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
+             // Consumed: one range of the key, not a delete per card.
+             "DELETE FROM P_GRANT_CREDIT WHERE ?1 AND CARD_ID > ?2 AND CARD_ID <= ?3 AND GRANT_ID = ?4",
+         }) {
+      auto step = c.Prepare(sql);
+      if (!step.ok()) return step.status();
+      if (Status s = step->Bind(1, now).Bind(2, after_card).Bind(3, last).Bind(4, grant_id).Run(); !s.ok()) return s;
+      // Inside the transaction, after the rows are written and before the
+      // balances: the crash test's count is in folded cards.
+      for (int64_t n = folded_cards + 1; first && n <= folded_cards + cards; ++n)
+        failpoint::MaybeCrash("grant.fold", n);
+      first = false;
     }
-    failpoint::MaybeCrash("grant.fold", folded_cards + 1 + (&b - credits.data()));
   }
-  if (!credits.empty()) {  // consumed: one range of the key, not a delete per card
-    auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
-    if (!consume.ok()) return consume.status();
-    if (Status s = consume->Bind(1, after_card).Bind(2, credits.back().card_id).Bind(3, grant_id).Run(); !s.ok())
-      return s;
-  }
-  FoldChunk out{credits.empty() ? after_card : credits.back().card_id, static_cast<int64_t>(credits.size()),
-                static_cast<int64_t>(credits.size()) < options_.fold_chunk, credit_epoch_};
+  FoldChunk out{last, cards, cards < options_.fold_chunk, credit_epoch_};
   if (out.finished) {
     auto done = c.Prepare("UPDATE P_GRANT SET STATE = 'folded', FOLDED_TIME = ?1, FOLD_MS = ?2 WHERE GRANT_ID = ?3");
     if (!done.ok()) return done.status();
