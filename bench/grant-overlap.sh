@@ -67,14 +67,23 @@ EDIT=(-m PUT -T application/json -H 'Authorization: Bearer bench'
   -d '{"title":"Edited beside a grant","content":"bench/grant-overlap.sh","category":"Bench"}' "$URL/datePlan/2")
 # rate NAME SHARE RATE REQUEST...: RATE, or SHARE of the capacity measured now.
 rate() {
-  local name=$1 share=$2 fixed=$3; shift 3
-  if [[ $fixed != 0 ]]; then echo "$fixed"; return; fi
-  hey -z 5s -c "$CONC" "$@" >"$OUT/capacity-$name.txt"
-  parse_hey "$OUT/capacity-$name.txt" | awk -v s="$share" '{ printf "%d", $1 * s }'
+  local name=$1 share=$2 fixed=$3 r; shift 3
+  if [[ $fixed != 0 ]]; then
+    r=$fixed
+  else
+    hey -z 5s -c "$CONC" "$@" >"$OUT/capacity-$name.txt" || true
+    r=$(parse_hey "$OUT/capacity-$name.txt" | awk -v s="$share" '{ printf "%d", $1 * s }')
+  fi
+  # hey -q 0 means no limit: a rate that came out 0 (or nothing) would run flat out.
+  if ! [[ $r =~ ^[0-9]+$ ]] || ((r < 10)); then
+    echo "grant-overlap: the $name rate came out as '${r}'/s; measure again or pass --${name%s}-rate" >&2
+    exit 1
+  fi
+  echo "$r"
 }
-LIKE_RATE=$(rate likes 0.4 "$LIKE_RATE" "${LIKE[@]}")
-SCORE_RATE=$(rate scores 0.05 "$SCORE_RATE" "${SCORE[@]}")
-EDIT_RATE=$(rate edits 0.05 "$EDIT_RATE" "${EDIT[@]}")
+LIKE_RATE=$(rate likes 0.4 "$LIKE_RATE" "${LIKE[@]}") || exit 1
+SCORE_RATE=$(rate scores 0.05 "$SCORE_RATE" "${SCORE[@]}") || exit 1
+EDIT_RATE=$(rate edits 0.05 "$EDIT_RATE" "${EDIT[@]}") || exit 1
 per_worker() { awk -v r="$1" -v c="$2" 'BEGIN { printf "%.2f", r / c }'; }
 echo "open loop: likes $LIKE_RATE/s, scores $SCORE_RATE/s, edits $EDIT_RATE/s"
 
@@ -89,7 +98,9 @@ BENCH_PIDS+=($!)
 LOADS=("${BENCH_PIDS[@]: -3}")
 "$HOTROW" check pointcard --db "$DB" --sample-cards 1000 --for "$DURATION" >"$OUT/check-during.txt" 2>&1 &
 CHECK_PID=$!
-"$HOTROW" simulate pointcard --url "$URL" --admin-token bench --parallel "$PARALLEL" --duration "$DURATION" \
+BENCH_PIDS+=("$CHECK_PID")
+"$HOTROW" simulate pointcard --url "$URL" --admin-token bench --cards "$CARDS" --parallel "$PARALLEL" \
+  --duration "$DURATION" \
   --out "$OUT" >"$OUT/simulation.out" 2>&1
 wait "${LOADS[@]}" || true
 check_status=0
@@ -158,7 +169,18 @@ EOF
   echo "afterwards, \`hotrow check pointcard\`:"
 } >>"$OUT/overlap.txt"
 cat "$OUT/overlap.txt"
-"$HOTROW" check pointcard --db "$DB" | sed 's/^/  /' | tee -a "$OUT/overlap.txt"
+"$HOTROW" check pointcard --db "$DB" >"$OUT/check-after.txt" 2>&1 && after_status=0 || after_status=$?
+sed 's/^/  /' "$OUT/check-after.txt" | tee -a "$OUT/overlap.txt"
+# A checker that failed, or saw no grant at all (nothing proven: a run too
+# short, or grants too small to be caught), fails the run; no docs.
+if ((check_status != 0 || after_status != 0)); then
+  echo "grant-overlap: the point card's check failed (beside: exit $check_status, after: exit $after_status)" >&2
+  exit 1
+fi
+if grep -q ': 0 saw a grant staging, 0 a grant applied' "$OUT/check-during.txt"; then
+  echo "grant-overlap: no snapshot of the checker beside the load overlapped a grant; nothing was proven" >&2
+  exit 1
+fi
 
 if ((WRITE_DOCS)); then
   section="$WORK/section.md"

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -27,6 +26,13 @@ namespace {
 constexpr int64_t kSampleCardsMax = 1000000;
 
 using Checker = std::function<Result<pointcard::CheckReport>(const pointcard::CheckScope&)>;
+// The first and last ids of the `count` cards from the one at 0-based
+// position `skip` in id order; nullopt when there is none.
+using CardRange = std::optional<std::pair<int64_t, int64_t>>;
+using Picker = std::function<Result<CardRange>(int64_t skip, int64_t count)>;
+constexpr const char* kPickCards =
+    "SELECT MIN(CARD_ID), MAX(CARD_ID) FROM (SELECT CARD_ID FROM S_ACCOUNT ORDER BY CARD_ID LIMIT $2 OFFSET $1) s "
+    "HAVING COUNT(*) > 0";
 
 void PrintViolations(const pointcard::CheckReport& report) {
   std::printf("FAILED:\n");
@@ -54,21 +60,26 @@ int PrintOne(const pointcard::CheckReport& report) {
 }
 
 // Snapshot after snapshot until `span` has passed, one starting every
-// `every`, each of `sample` cards from a random start in [low, high] (every
-// card when sample is 0). Stops at the first snapshot that breaks an
-// invariant.
-int Repeat(const Checker& check, int64_t sample, int64_t low, int64_t high, std::chrono::milliseconds span,
-           std::chrono::milliseconds every) {
+// `every`, each of `sample` consecutive cards of the `cards` from a random
+// one on (every card when sample is 0): cards, not ids, so sparse ids are
+// sampled as evenly as dense ones. Stops at the first snapshot that breaks
+// an invariant.
+int Repeat(const Checker& check, const Picker& pick, int64_t sample, int64_t cards_total,
+           std::chrono::milliseconds span, std::chrono::milliseconds every) {
   std::mt19937_64 random(std::random_device{}());
+  std::uniform_int_distribution<int64_t> draw(0, std::max<int64_t>(0, cards_total - sample));
   auto start = std::chrono::steady_clock::now();
   int64_t snapshots = 0, staging = 0, folding = 0, cards = 0;
   for (auto next = start; next - start < span || snapshots == 0; next += every) {
     std::this_thread::sleep_until(next);
     pointcard::CheckScope scope;
     if (sample > 0) {
-      int64_t last_start = high - low + 1 <= sample ? low : high - sample + 1;
-      scope.card_lo = std::uniform_int_distribution<int64_t>(low, last_start)(random);
-      scope.card_hi = scope.card_lo > INT64_MAX - sample ? INT64_MAX : scope.card_lo + sample;
+      auto range = pick(draw(random), sample);
+      if (!range.ok()) {
+        log::Error("cannot check: {}", range.status().ToString());
+        return 2;
+      }
+      if (*range) scope.card_first = (*range)->first, scope.card_last = (*range)->second;
     }
     auto report = check(scope);
     if (!report.ok()) {
@@ -80,8 +91,8 @@ int Repeat(const Checker& check, int64_t sample, int64_t low, int64_t high, std:
     staging += report->grants_staging > 0;
     folding += report->grants_folding > 0;
     if (!report->ok()) {
-      std::printf("snapshot %lld, cards [%lld, %lld):\n", static_cast<long long>(snapshots),
-                  static_cast<long long>(scope.card_lo), static_cast<long long>(scope.card_hi));
+      std::printf("snapshot %lld, cards %lld to %lld:\n", static_cast<long long>(snapshots),
+                  static_cast<long long>(scope.card_first), static_cast<long long>(scope.card_last));
       PrintViolations(*report);
       return 1;
     }
@@ -127,9 +138,16 @@ CLI::App* AddCheck(CLI::App& app, CheckFlags& f) {
 
 int RunCheck(const CheckFlags& f) {
   std::chrono::milliseconds span{0}, every{0};
-  if ((!f.for_duration.empty() && !ParseDuration(f.for_duration, &span)) ||
-      (f.every != "0" && !ParseDuration(f.every, &every))) {
-    log::Error("--for and --every take values such as 60s, 3m or 500ms, not '{}' and '{}'", f.for_duration, f.every);
+  if (!f.for_duration.empty() && !ParseDuration(f.for_duration, &span)) {
+    log::Error("--for takes a duration such as 60s, 3m or 500ms, not '{}'", f.for_duration);
+    return 2;
+  }
+  if (!ParseDuration(f.every, &every, /*zero_allowed=*/true)) {
+    log::Error("--every takes a duration such as 200ms, or 0, not '{}'", f.every);
+    return 2;
+  }
+  if (span.count() == 0 && f.every != CheckFlags().every) {
+    log::Error("--every needs --for");
     return 2;
   }
   auto url = db::ParseStoreUrl(f.db);
@@ -140,7 +158,9 @@ int RunCheck(const CheckFlags& f) {
   std::unique_ptr<db::pg::Connection> pg;
   std::unique_ptr<db::sqlite::Connection> sqlite;
   Checker check;
-  int64_t low = 0, high = 0;
+  Picker pick;
+  std::function<Result<int64_t>()> count_cards;
+  const char* kCount = "SELECT COUNT(*) FROM S_ACCOUNT";
   if (url->kind == db::StoreUrl::Kind::kPostgres) {
     auto conn = db::pg::Connection::Connect(url->postgres_url);
     if (!conn.ok()) {
@@ -149,8 +169,17 @@ int RunCheck(const CheckFlags& f) {
     }
     pg = std::move(conn).value();
     check = [&pg](const pointcard::CheckScope& s) { return pointcard::CheckPostgresInvariants(*pg, s); };
-    auto range = pg->Query("SELECT COALESCE(MIN(CARD_ID), 0), COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT");
-    if (range.ok()) low = range->Int(0, 0), high = range->Int(0, 1);
+    pick = [&pg](int64_t skip, int64_t count) -> Result<CardRange> {
+      auto r = pg->Query(kPickCards, {std::to_string(skip), std::to_string(count)});
+      if (!r.ok()) return r.status();
+      if (r->empty()) return CardRange();
+      return CardRange(std::pair{r->Int(0, 0), r->Int(0, 1)});
+    };
+    count_cards = [&pg, kCount]() -> Result<int64_t> {
+      auto r = pg->Query(kCount);
+      if (!r.ok()) return r.status();
+      return r->Int(0, 0);
+    };
   } else {
     // PATH.pointcard.db, or PATH itself in a layout before 0.5.0.
     auto conn =
@@ -161,17 +190,34 @@ int RunCheck(const CheckFlags& f) {
     }
     sqlite = std::move(conn).value();
     check = [&sqlite](const pointcard::CheckScope& s) { return pointcard::CheckInvariants(*sqlite, s); };
-    auto min = db::sqlite::QueryInt(*sqlite, "SELECT COALESCE(MIN(CARD_ID), 0) FROM S_ACCOUNT");
-    auto max = db::sqlite::QueryInt(*sqlite, "SELECT COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT");
-    if (min.ok() && max.ok()) low = *min, high = *max;
+    pick = [&sqlite](int64_t skip, int64_t count) -> Result<CardRange> {
+      std::string sql = kPickCards;  // SQLite's ?n for PostgreSQL's $n
+      std::replace(sql.begin(), sql.end(), '$', '?');
+      auto q = sqlite->Prepare(sql);
+      if (!q.ok()) return q.status();
+      auto row = q->Bind(1, skip).Bind(2, count).Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return CardRange();
+      return CardRange(std::pair{q->Int(0), q->Int(1)});
+    };
+    count_cards = [&sqlite, kCount]() -> Result<int64_t> { return db::sqlite::QueryInt(*sqlite, kCount); };
   }
-  if (f.sample_cards > 0 || span.count() > 0) return Repeat(check, f.sample_cards, low, high, span, every);
-  auto report = check(pointcard::CheckScope{});
-  if (!report.ok()) {
-    log::Error("cannot check: {}", report.status().ToString());
+  if (f.sample_cards == 0 && span.count() == 0) {
+    auto report = check(pointcard::CheckScope{});
+    if (!report.ok()) {
+      log::Error("cannot check: {}", report.status().ToString());
+      return 2;
+    }
+    return PrintOne(*report);
+  }
+  auto bounds = count_cards();
+  if (!bounds.ok()) {
+    log::Error("cannot check: {}", bounds.status().ToString());
     return 2;
   }
-  return PrintOne(*report);
+  // A sample of every card is the whole check (which reads faster).
+  int64_t cards = *bounds, sample = f.sample_cards >= cards ? 0 : f.sample_cards;
+  return Repeat(check, pick, sample, cards, span, every);
 }
 
 }  // namespace hotrow::cmd

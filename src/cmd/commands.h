@@ -59,8 +59,10 @@ struct CheckFlags {
   std::string for_duration;  // empty: one snapshot
   std::string every = "200ms";
 };
-// "180s", "3m", "500ms", or plain seconds; false for anything else or <= 0.
-bool ParseDuration(const std::string& text, std::chrono::milliseconds* out);
+// "180s", "3m", "500ms", or plain seconds, rounded to a millisecond; false
+// for anything else, under 1 ms (0 when zero_allowed) or over 30 days.
+inline constexpr double kDurationMsMax = 30.0 * 24 * 3600 * 1000;
+bool ParseDuration(const std::string& text, std::chrono::milliseconds* out, bool zero_allowed = false);
 CLI::App* AddCheck(CLI::App& app, CheckFlags& flags);
 int RunCheck(const CheckFlags& flags);
 

@@ -2,6 +2,7 @@
 // hotrow (see src/tools/simulator.h).
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,13 +18,15 @@
 namespace hotrow::cmd {
 
 // "180s", "3m", "500ms", or plain seconds.
-bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
+bool ParseDuration(const std::string& text, std::chrono::milliseconds* out, bool zero_allowed) {
   try {
     size_t end = 0;
     double v = std::stod(text, &end);
     std::string unit = text.substr(end);
-    double ms = unit == "ms" ? v : unit == "m" ? v * 60000 : (unit == "s" || unit.empty()) ? v * 1000 : -1;
-    if (ms <= 0) return false;
+    double scale = unit == "ms" ? 1 : unit == "m" ? 60000 : (unit == "s" || unit.empty()) ? 1000 : -1;
+    if (scale < 0 || !std::isfinite(v)) return false;
+    double ms = std::round(v * scale);
+    if (ms < (zero_allowed ? 0 : 1) || ms > kDurationMsMax) return false;
     *out = std::chrono::milliseconds(static_cast<int64_t>(ms));
     return true;
   } catch (...) {

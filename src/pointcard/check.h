@@ -8,8 +8,9 @@
 //      without history are not held to this: their LAST_UPDATE is the time
 //      they were issued);
 //   5. every history row belongs to a card, and a card's times are distinct;
-//   6. every row's KIND matches it (grant: STORE_ID 0; charge: a store and a
-//      positive amount; payment: a store and a negative one);
+//   6. every row's KIND matches it (grant: STORE_ID 0 and a positive
+//      amount; charge: a store and a positive amount; payment: a store and a
+//      negative one);
 //   7. every staged credit (P_GRANT_CREDIT) belongs to a card and to a grant
 //      that is staging or applied -- a folded grant's credit would be added
 //      twice -- and is positive;
@@ -24,15 +25,20 @@
 //      windows but are not recomputed: PostgreSQL's rounded half up. Grant
 //      rows from the first staged grant's begin on must lie in a window;
 //      earlier ones (seeds, a simulation of the reference's own grant,
-//      which P_GRANT does not record) are not attributed.
+//      which P_GRANT does not record) are not attributed, and neither are
+//      the rows of a grant whose P_GRANT row was deleted. At most 1,000 such
+//      rows are listed per check. On PostgreSQL the windows assume a clock
+//      that does not step back between a grant's apply and its fold: rows
+//      stamped before the apply would count for the grant before it.
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over
 // H_TRANSACTION by (CARD_ID, PAYMENT_TIME) -- its index -- so linear; then
 // per applied grant, its period's charges and its window's grant rows.
 //
-// A scope of card ids [card_lo, card_hi) checks only those cards (ids need
-// not be dense), in one read transaction all the same: what
+// A scope of card ids [card_first, card_last] checks only those cards (ids need
+// not be dense), in one read transaction all the same, and recomputes only
+// the newest two grants (kSampledGrantsMax): what
 // `hotrow check pointcard --sample-cards N` repeats beside a running grant,
 // to prove it atomic while it runs.
 #pragma once
@@ -50,9 +56,9 @@
 namespace hotrow::pointcard {
 
 struct CheckScope {
-  int64_t card_lo = INT64_MIN;  // the cards with card_lo <= CARD_ID < card_hi
-  int64_t card_hi = INT64_MAX;
-  bool whole() const { return card_lo == INT64_MIN && card_hi == INT64_MAX; }
+  int64_t card_first = INT64_MIN;  // the cards with card_first <= CARD_ID <= card_last
+  int64_t card_last = INT64_MAX;
+  bool whole() const { return card_first == INT64_MIN && card_last == INT64_MAX; }
 };
 
 struct CheckReport {
@@ -94,7 +100,9 @@ struct GrantWindows {
   std::vector<GrantWindow> windows;
   int64_t unattributed_begin_us = INT64_MAX, unattributed_end_us = INT64_MAX;
 };
-GrantWindows WindowsOf(const std::vector<GrantRecord>& grants, CheckReport& report);
+// A scoped check keeps the newest kSampledGrantsMax windows only.
+GrantWindows WindowsOf(const std::vector<GrantRecord>& grants, const CheckScope& scope, CheckReport& report);
+inline constexpr size_t kSampledGrantsMax = 2;
 // The example for a grant row outside every window.
 std::string UnattributedRow(int64_t card_id, int64_t time_us, int64_t amount);
 // A card's points: its bonus (pending 0), or what a grant gave it, of

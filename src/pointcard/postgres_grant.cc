@@ -95,6 +95,14 @@ Result<pg::Rows> InTransaction(pg::Connection& c, const std::string& begin,
   return std::move((*rows)[last]);
 }
 
+// The width of each of `workers` ranges of card ids up to `top` (the last
+// range runs on to the largest id); without overflow when top is INT64_MAX,
+// a valid card id.
+int64_t RangeSpan(int64_t top, int64_t workers) {
+  int64_t span = top / workers;
+  return span < std::numeric_limits<int64_t>::max() ? span + 1 : span;
+}
+
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -177,7 +185,7 @@ bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<boo
   // At most half the pool: requests keep the rest.
   const int64_t workers = std::clamp<int64_t>(pool_.size() / 2, 1, std::max<int64_t>(1, options_.fold_workers));
   if (top.ok() && workers > 1) {
-    const int64_t span = top->Int(0, 0) / workers + 1;
+    const int64_t span = RangeSpan(top->Int(0, 0), workers);
     std::vector<std::thread> threads;
     for (int64_t w = 0; w < workers; ++w) {
       std::optional<int64_t> before;
@@ -248,7 +256,7 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
   auto top = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
   if (!top.ok()) return top.status();
   const int64_t workers = StageWorkers();
-  const int64_t span = top->Int(0, 0) / workers + 1;
+  const int64_t span = RangeSpan(top->Int(0, 0), workers);
   return pool_.Run<StageTotals>(
       [&](pg::Connection& leader) -> Result<StageTotals> {
         // A bound on idling here: a leader left open would hold the

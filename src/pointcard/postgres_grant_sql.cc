@@ -184,7 +184,7 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
         ON COMMIT DELETE ROWS;
       INSERT INTO hotrow_stage
         SELECT h.CARD_ID, SUM(h.AMOUNT)::bigint * p_rate / 100 FROM H_TRANSACTION h
-        WHERE h.CARD_ID >= p_lo AND h.CARD_ID < COALESCE(p_hi, 9223372036854775807)
+        WHERE h.CARD_ID >= p_lo AND h.CARD_ID <= COALESCE(p_hi - 1, 9223372036854775807)
           AND h.PAYMENT_TIME >= hotrow_ts(p_from) AND h.PAYMENT_TIME < hotrow_ts(p_to) AND h.KIND = 'charge'
         GROUP BY h.CARD_ID HAVING SUM(h.AMOUNT)::bigint * p_rate / 100 > 0;
       t1 := clock_timestamp();
@@ -295,7 +295,7 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
                       -- Both bounds index conditions, in a generic plan too
                       -- (tests/pg: AFoldChunkReadsOnlyItsCardRange).
                       WHERE c.GRANT_ID = p_id AND c.CARD_ID > p_after
-                        AND c.CARD_ID < COALESCE(p_before, 9223372036854775807)
+                        AND c.CARD_ID <= COALESCE(p_before - 1, 9223372036854775807)
                       ORDER BY c.CARD_ID LIMIT p_chunk);
       IF cardinality(picked) = 0 THEN
         IF p_after >= 0 OR p_before IS NOT NULL THEN

@@ -115,15 +115,15 @@ namespace {
 constexpr const char* kGrantExpected = R"sql(
   SELECT h.CARD_ID, SUM(h.AMOUNT)::bigint * $1::int / 100 FROM H_TRANSACTION h
   WHERE h.KIND = 'charge' AND h.PAYMENT_TIME >= hotrow_ts($2) AND h.PAYMENT_TIME < hotrow_ts($3)
-    AND h.CARD_ID >= $4 AND h.CARD_ID < $5 AND EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID)
+    AND h.CARD_ID >= $4 AND h.CARD_ID <= $5 AND EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID)
   GROUP BY h.CARD_ID HAVING SUM(h.AMOUNT)::bigint * $1::int / 100 > 0 ORDER BY h.CARD_ID)sql";
 constexpr const char* kGrantDelivered = R"sql(
   SELECT CARD_ID, SUM(PTS)::bigint, SUM(PENDING)::bigint FROM (
     SELECT CARD_ID, AMOUNT AS PTS, 0 AS PENDING FROM H_TRANSACTION
     WHERE KIND = 'grant' AND PAYMENT_TIME >= hotrow_ts($1) AND PAYMENT_TIME < hotrow_ts($2)
-      AND CARD_ID >= $4 AND CARD_ID < $5
+      AND CARD_ID >= $4 AND CARD_ID <= $5
     UNION ALL
-    SELECT CARD_ID, POINTS, POINTS FROM P_GRANT_CREDIT WHERE GRANT_ID = $3 AND CARD_ID >= $4 AND CARD_ID < $5) x
+    SELECT CARD_ID, POINTS, POINTS FROM P_GRANT_CREDIT WHERE GRANT_ID = $3 AND CARD_ID >= $4 AND CARD_ID <= $5) x
   GROUP BY CARD_ID ORDER BY CARD_ID)sql";
 
 // The end of a window that runs on: hotrow_ts of INT64_MAX would overflow.
@@ -140,14 +140,14 @@ Status CheckPostgresGrants(pg::Connection& conn, const CheckScope& scope, CheckR
     grants.push_back({list->Int(i, 0), std::string(list->Text(i, 1)), list->Int(i, 2), list->Int(i, 3), list->Int(i, 4),
                       list->Int(i, 5), list->Int(i, 6), list->Int(i, 7), list->Int(i, 8)});
   auto text = [](int64_t v) -> pg::Param { return std::to_string(v); };
-  GrantWindows windows = WindowsOf(grants, report);
+  GrantWindows windows = WindowsOf(grants, scope, report);
   if (windows.unattributed_begin_us < windows.unattributed_end_us) {
     auto rows = conn.Query(
         "SELECT CARD_ID, hotrow_us(PAYMENT_TIME), AMOUNT FROM H_TRANSACTION WHERE KIND = 'grant' "
-        "AND PAYMENT_TIME >= hotrow_ts($1) AND PAYMENT_TIME < hotrow_ts($2) AND CARD_ID >= $3 AND CARD_ID < $4 "
-        "ORDER BY CARD_ID LIMIT 1000",
+        "AND PAYMENT_TIME >= hotrow_ts($1) AND PAYMENT_TIME < hotrow_ts($2) AND CARD_ID >= $3 AND CARD_ID <= $4 "
+        "ORDER BY PAYMENT_TIME LIMIT 1000",
         {text(windows.unattributed_begin_us), text(std::min(windows.unattributed_end_us, kWindowEndMaxUs)),
-         text(scope.card_lo), text(scope.card_hi)});
+         text(scope.card_first), text(scope.card_last)});
     if (!rows.ok()) return rows.status();
     for (int i = 0; i < rows->size(); ++i) {
       ++report.violations["grant row"];
@@ -158,10 +158,10 @@ Status CheckPostgresGrants(pg::Connection& conn, const CheckScope& scope, CheckR
   for (const GrantWindow& w : windows.windows) {
     int64_t end = std::min(w.window_end_us, kWindowEndMaxUs);
     auto e = conn.Query(kGrantExpected, {text(w.grant.rate_percent), text(w.grant.from_us), text(w.grant.to_us),
-                                         text(scope.card_lo), text(scope.card_hi)});
+                                         text(scope.card_first), text(scope.card_last)});
     if (!e.ok()) return e.status();
     auto d = conn.Query(kGrantDelivered, {text(w.grant.applied_us), text(end), text(w.grant.grant_id),
-                                          text(scope.card_lo), text(scope.card_hi)});
+                                          text(scope.card_first), text(scope.card_last)});
     if (!d.ok()) return d.status();
     std::vector<CardPoints> expected, delivered;
     for (int i = 0; i < e->size(); ++i) expected.push_back({e->Int(i, 0), e->Int(i, 1), 0});
@@ -189,48 +189,49 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
   const Probe probes[] = {
       {"balance",
        "SELECT a.CARD_ID, 'has BALANCE ' || a.BALANCE || ' but its history sums to ' || COALESCE(SUM(h.AMOUNT), 0) "
-       "FROM S_ACCOUNT a LEFT JOIN H_TRANSACTION h ON h.CARD_ID = a.CARD_ID AND h.CARD_ID >= $1 AND h.CARD_ID < $2 "
-       "WHERE a.CARD_ID >= $1 AND a.CARD_ID < $2 "
+       "FROM S_ACCOUNT a LEFT JOIN H_TRANSACTION h ON h.CARD_ID = a.CARD_ID AND h.CARD_ID >= $1 AND h.CARD_ID <= $2 "
+       "WHERE a.CARD_ID >= $1 AND a.CARD_ID <= $2 "
        "GROUP BY a.CARD_ID, a.BALANCE HAVING a.BALANCE <> COALESCE(SUM(h.AMOUNT), 0) ORDER BY a.CARD_ID"},
       {"running balance",
        "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' says BALANCE ' || BALANCE || ' but the running sum is ' || run "
        "FROM (SELECT *, SUM(AMOUNT) OVER (PARTITION BY CARD_ID ORDER BY PAYMENT_TIME, STORE_ID) AS run "
-       "FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID < $2) r WHERE BALANCE <> run ORDER BY CARD_ID"},
+       "FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2) r WHERE BALANCE <> run ORDER BY CARD_ID"},
       {"negative balance",
-       "SELECT CARD_ID, 'has BALANCE ' || BALANCE FROM S_ACCOUNT WHERE BALANCE < 0 AND CARD_ID >= $1 AND CARD_ID < $2 "
+       "SELECT CARD_ID, 'has BALANCE ' || BALANCE FROM S_ACCOUNT WHERE BALANCE < 0 AND CARD_ID >= $1 AND CARD_ID <= $2 "
        "UNION ALL SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' takes the balance to ' || BALANCE FROM H_TRANSACTION "
-       "WHERE BALANCE < 0 AND CARD_ID >= $1 AND CARD_ID < $2"},
+       "WHERE BALANCE < 0 AND CARD_ID >= $1 AND CARD_ID <= $2"},
       {"last update",
        "SELECT a.CARD_ID, 'has LAST_UPDATE ' || a.LAST_UPDATE || ' but its newest row is at ' || h.t "
        "FROM S_ACCOUNT a JOIN (SELECT CARD_ID, MAX(PAYMENT_TIME) t FROM H_TRANSACTION "
-       "WHERE CARD_ID >= $1 AND CARD_ID < $2 GROUP BY CARD_ID) h "
+       "WHERE CARD_ID >= $1 AND CARD_ID <= $2 GROUP BY CARD_ID) h "
        "ON h.CARD_ID = a.CARD_ID WHERE a.LAST_UPDATE <> h.t ORDER BY a.CARD_ID"},
       {"orphan history",
        "SELECT h.CARD_ID, 'row at ' || h.PAYMENT_TIME || ' for a card that does not exist' FROM H_TRANSACTION h "
-       "WHERE h.CARD_ID >= $1 AND h.CARD_ID < $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
+       "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
        "h.CARD_ID)"},
       {"duplicate time",
        "SELECT CARD_ID, 'has ' || COUNT(*) || ' rows at ' || PAYMENT_TIME FROM H_TRANSACTION "
-       "WHERE CARD_ID >= $1 AND CARD_ID < $2 GROUP BY CARD_ID, PAYMENT_TIME HAVING COUNT(*) > 1"},
+       "WHERE CARD_ID >= $1 AND CARD_ID <= $2 GROUP BY CARD_ID, PAYMENT_TIME HAVING COUNT(*) > 1"},
       {"kind",
        "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' (store ' || STORE_ID || ', amount ' || AMOUNT || ') has KIND ' "
-       "|| KIND FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID < $2 AND KIND <> CASE WHEN STORE_ID = 0 THEN "
-       "'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END ORDER BY CARD_ID"},
+       "|| KIND FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND (KIND <> CASE WHEN STORE_ID = 0 THEN "
+       "'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END OR (KIND = 'grant' AND AMOUNT <= 0)) "
+       "ORDER BY CARD_ID"},
       {"orphan credit",
        "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || ' to a card that does not exist' FROM P_GRANT_CREDIT c "
-       "WHERE c.CARD_ID >= $1 AND c.CARD_ID < $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
+       "WHERE c.CARD_ID >= $1 AND c.CARD_ID <= $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
        "c.CARD_ID) ORDER BY c.CARD_ID"},
       {"stale credit",
        "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || COALESCE(': the grant is ' || g.STATE, ': no such "
        "grant') "
        "FROM P_GRANT_CREDIT c LEFT JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
-       "WHERE c.CARD_ID >= $1 AND c.CARD_ID < $2 AND (g.STATE IS NULL OR g.STATE NOT IN ('staging', 'applied')) "
+       "WHERE c.CARD_ID >= $1 AND c.CARD_ID <= $2 AND (g.STATE IS NULL OR g.STATE NOT IN ('staging', 'applied')) "
        "ORDER BY c.CARD_ID"},
       {"credit",
        "SELECT CARD_ID, 'credit of grant ' || GRANT_ID || ' is ' || POINTS || ' points' FROM P_GRANT_CREDIT "
-       "WHERE POINTS <= 0 AND CARD_ID >= $1 AND CARD_ID < $2 ORDER BY CARD_ID"},
+       "WHERE POINTS <= 0 AND CARD_ID >= $1 AND CARD_ID <= $2 ORDER BY CARD_ID"},
   };
-  const std::vector<pg::Param> bounds = {std::to_string(scope.card_lo), std::to_string(scope.card_hi)};
+  const std::vector<pg::Param> bounds = {std::to_string(scope.card_first), std::to_string(scope.card_last)};
   for (const auto& p : probes) {
     auto rows = conn.Query(p.sql, bounds);
     if (!rows.ok()) {
@@ -245,10 +246,10 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
     return s;
   }
   auto counts = conn.Query(
-      "SELECT (SELECT COUNT(*) FROM S_ACCOUNT WHERE CARD_ID >= $1 AND CARD_ID < $2), "
-      "(SELECT COUNT(*) FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID < $2), "
+      "SELECT (SELECT COUNT(*) FROM S_ACCOUNT WHERE CARD_ID >= $1 AND CARD_ID <= $2), "
+      "(SELECT COUNT(*) FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2), "
       "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
-      "WHERE g.STATE = 'applied' AND c.CARD_ID >= $1 AND c.CARD_ID < $2)",
+      "WHERE g.STATE = 'applied' AND c.CARD_ID >= $1 AND c.CARD_ID <= $2)",
       bounds);
   log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   if (!counts.ok()) return counts.status();

@@ -389,25 +389,27 @@ Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sql
     // fold of 632k cards took 1.9 s idle one card at a time. Each card's
     // row at the chunk's time, its balance after the credit (cards are never
     // deleted; a credit whose card is missing gets nothing).
-    bool first = true;
-    for (const char* sql : {
-             "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
-             "SELECT ?1, c.CARD_ID, 0, c.POINTS, a.BALANCE + c.POINTS, 'grant' FROM P_GRANT_CREDIT c "
-             "JOIN S_ACCOUNT a ON a.CARD_ID = c.CARD_ID WHERE c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
-             "UPDATE S_ACCOUNT SET BALANCE = BALANCE + c.POINTS, LAST_UPDATE = ?1 FROM P_GRANT_CREDIT c "
-             "WHERE c.CARD_ID = S_ACCOUNT.CARD_ID AND c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
-             // Consumed: one range of the key, not a delete per card.
-             "DELETE FROM P_GRANT_CREDIT WHERE ?1 AND CARD_ID > ?2 AND CARD_ID <= ?3 AND GRANT_ID = ?4",
-         }) {
+    // ?1 the chunk's time, ?2/?3 its card range (after_card, last], ?4 the grant.
+    static constexpr const char* kWrite[] = {
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+        "SELECT ?1, c.CARD_ID, 0, c.POINTS, a.BALANCE + c.POINTS, 'grant' FROM P_GRANT_CREDIT c "
+        "JOIN S_ACCOUNT a ON a.CARD_ID = c.CARD_ID WHERE c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
+        "UPDATE S_ACCOUNT SET BALANCE = BALANCE + c.POINTS, LAST_UPDATE = ?1 FROM P_GRANT_CREDIT c "
+        "WHERE c.CARD_ID = S_ACCOUNT.CARD_ID AND c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
+    };
+    for (const char* sql : kWrite) {
       auto step = c.Prepare(sql);
       if (!step.ok()) return step.status();
       if (Status s = step->Bind(1, now).Bind(2, after_card).Bind(3, last).Bind(4, grant_id).Run(); !s.ok()) return s;
       // Inside the transaction, after the rows are written and before the
       // balances: the crash test's count is in folded cards.
-      for (int64_t n = folded_cards + 1; first && n <= folded_cards + cards; ++n)
+      for (int64_t n = folded_cards + 1; sql == kWrite[0] && n <= folded_cards + cards; ++n)
         failpoint::MaybeCrash("grant.fold", n);
-      first = false;
     }
+    // Consumed: one range of the key, not a delete per card.
+    auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
+    if (!consume.ok()) return consume.status();
+    if (Status s = consume->Bind(1, after_card).Bind(2, last).Bind(3, grant_id).Run(); !s.ok()) return s;
   }
   FoldChunk out{last, cards, cards < options_.fold_chunk, credit_epoch_};
   if (out.finished) {

@@ -200,8 +200,8 @@ TEST(PostgresGrant, TheCheckerRecomputesEveryAppliedGrant) {
   auto lost = check();
   EXPECT_EQ(lost.violations.count("grant"), 1u);
   EXPECT_EQ(lost.violations.count("grant total"), 1u);
-  EXPECT_EQ(check({.card_lo = card, .card_hi = card + 1}).violations.count("grant"), 1u);
-  auto elsewhere = check({.card_lo = card + 1, .card_hi = card + 100});
+  EXPECT_EQ(check({.card_first = card, .card_last = card}).violations.count("grant"), 1u);
+  auto elsewhere = check({.card_first = card + 1, .card_last = card + 100});
   EXPECT_TRUE(elsewhere.ok()) << elsewhere.examples.front();
   // The first grant's row of a card moved before that grant applied.
   int64_t other = f.Int("SELECT MIN(CARD_ID) FROM H_TRANSACTION WHERE KIND = 'grant'");
@@ -211,8 +211,31 @@ TEST(PostgresGrant, TheCheckerRecomputesEveryAppliedGrant) {
                          "AND CARD_ID = " +
                          std::to_string(other))
                   .ok());
-  EXPECT_EQ(check({.card_lo = other, .card_hi = other + 1}).violations.count("grant row"), 1u);
+  EXPECT_EQ(check({.card_first = other, .card_last = other}).violations.count("grant row"), 1u);
   ASSERT_TRUE(pause->Exec(ResumeFold(first->grant_id + 1)).ok());
+}
+
+// A card may have any id from 1 to 2^63 - 1. The staging and the fold
+// bounded their ranges with `CARD_ID < COALESCE(bound, 2^63 - 1)`, so the
+// card of the largest id got no bonus; the checker, with the same bound,
+// did not see it either.
+TEST(PostgresGrant, TheCardOfTheLargestIdGetsItsBonus) {
+  PgCardsFixture f(
+      "INSERT INTO S_ACCOUNT VALUES (9223372036854775807, 5000, 1, TIMESTAMP '2026-01-01 00:00:00'); "
+      "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+      "VALUES (TIMESTAMP '2026-01-01 00:00:00', 9223372036854775807, 1, 5000, 5000, 'charge')");
+  auto grant = f.Grant(10);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_TRUE(f.Folded(grant->grant_id));
+  auto card = f.Card(INT64_MAX);
+  ASSERT_TRUE(card.ok()) << card.status().ToString();
+  EXPECT_EQ(card->balance, 5500);
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant' AND CARD_ID = 9223372036854775807"), 1);
+  f.ExpectInvariants();
+  auto conn = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(conn->Exec("UPDATE S_ACCOUNT SET BALANCE = 1 WHERE CARD_ID = 9223372036854775807").ok());
+  auto report = OrThrow(pointcard::CheckPostgresInvariants(*conn));
+  EXPECT_EQ(report.violations.count("balance"), 1u) << "the checker sees that card too";
 }
 
 // Atomicity as a reader sees it: REPEATABLE READ snapshots taken over and

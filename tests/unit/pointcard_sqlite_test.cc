@@ -276,6 +276,22 @@ TEST_F(CheckerGrant, AGrantRowWrittenBeforeTheApplyIsFound) {
   EXPECT_EQ(Found(Fold(card_, t0_)), (std::set<std::string>{"grant", "grant total", "grant row"}));
 }
 
+// A grant from before 0.5.0 (APPLIED_TIME = GRANT_TIME, long before) must
+// not hide the rows no window holds: the check used to end that range at
+// the legacy grant's time, before it began, and passed a card credited twice.
+TEST_F(CheckerGrant, ALegacyGrantDoesNotHideARowOutsideEveryWindow) {
+  ASSERT_TRUE(
+      conn_
+          ->Exec("INSERT INTO P_GRANT (GRANT_ID, GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, "
+                 "QUERY_MS, UPDATE_MS, STATE, APPLIED_TIME) VALUES (7, 1000, 0, 1, 1, 0, 0, 0, 0, 'folded', 1000)")
+          .ok());
+  EXPECT_TRUE(Report().ok()) << Report().examples.front();
+  // The credit folded at t0 (after the grant began, before it applied) and
+  // kept: the card is credited twice.
+  auto kinds = Found(Fold(card_, t0_, true));
+  EXPECT_TRUE(kinds.count("grant row")) << "found: " << kinds.size();
+}
+
 TEST_F(CheckerGrant, AStagingGrantDeliversNothing) {
   EXPECT_TRUE(Found("UPDATE P_GRANT SET STATE = 'staging'").empty()) << "its credits are invisible";
   EXPECT_EQ(Report().grants_staging, 1);
@@ -300,13 +316,43 @@ TEST_F(CheckerGrant, TheSampledCommandRepeatsAndStopsAtABrokenSnapshot) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
 }
 
+// Sampling picks ranges of cards, not of ids: on ids 1..N and 2^63 - 1 it
+// still finds a card broken among the first N, and the card of the largest
+// id is checked by a whole check. Durations that are not one are refused.
+TEST_F(CheckerGrant, TheSamplesAreCardsWhateverTheirIds) {
+  std::string db = "sqlite:" + dir.File("c.db");
+  ASSERT_TRUE(conn_
+                  ->Exec("INSERT INTO S_ACCOUNT VALUES (9223372036854775807, 0, 7, 0); "
+                         "UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1 WHERE CARD_ID = " +
+                         std::to_string(card_))
+                  .ok());
+  auto whole = Report();
+  EXPECT_EQ(whole.violations.at("balance"), 1);
+  EXPECT_EQ(whole.cards, kContractCards + 1);
+  // Two cards a snapshot: the broken one is found long before 5 s are up.
+  auto sampled = RunHotrow({"check", "pointcard", "--db", db, "--sample-cards", "2", "--for", "5s", "--every", "0"});
+  EXPECT_EQ(sampled.exit_code, 1) << sampled.output;
+  EXPECT_NE(sampled.output.find("card " + std::to_string(card_) + " has BALANCE"), std::string::npos) << sampled.output;
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--for", "nan"},
+                                       {"--for", "inf"},
+                                       {"--for", "0.4ms"},
+                                       {"--for", "1e10s"},
+                                       {"--for", "1s", "--every", "1e10s"},
+                                       {"--every", "1s"}}) {
+    std::vector<std::string> args = {"check", "pointcard", "--db", db};
+    args.insert(args.end(), bad.begin(), bad.end());
+    auto r = RunHotrow(args);
+    EXPECT_EQ(r.exit_code, 2) << bad[0] << " " << bad[1] << ": " << r.output;
+  }
+}
+
 TEST_F(CheckerGrant, AScopeChecksOnlyItsCards) {
   ASSERT_TRUE(conn_->Exec("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = " + std::to_string(card_)).ok());
-  auto inside = Report({.card_lo = card_, .card_hi = card_ + 1});
+  auto inside = Report({.card_first = card_, .card_last = card_});
   EXPECT_EQ(inside.violations.count("grant"), 1u);
   EXPECT_EQ(inside.violations.count("grant total"), 0u) << "totals are checked on every card only";
   EXPECT_EQ(inside.cards, 1);
-  auto outside = Report({.card_lo = card_ + 1, .card_hi = card_ + 1000});
+  auto outside = Report({.card_first = card_ + 1, .card_last = card_ + 1000});
   EXPECT_TRUE(outside.ok()) << outside.examples.front();
 }
 
@@ -348,7 +394,7 @@ TEST(StallFreeGrant, EveryReadSnapshotSeesAllOfTheGrantOrNone) {
     // And what `hotrow check pointcard --sample-cards` does beside a grant:
     // every invariant, the grant recomputed, on a range of cards.
     int64_t lo = 1 + static_cast<int64_t>(seen_count++ * 37 % kContractCards);
-    auto sample = pointcard::CheckInvariants(*conn, {.card_lo = lo, .card_hi = lo + 40});
+    auto sample = pointcard::CheckInvariants(*conn, {.card_first = lo, .card_last = lo + 39});
     EXPECT_TRUE(sample.ok() && sample->ok()) << (sample.ok() ? sample->examples.front() : sample.status().ToString());
     checked_grants += sample.ok() ? sample->grants_checked : 0;
     return {visible > 0, total, charges};
