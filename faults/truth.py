@@ -54,7 +54,7 @@ class PgTruth:
 
     def board(self):
         """The leaderboard in rank order: [(clientId, score)] (Redis's sorted set)."""
-        out = self.redis.cli("ZREVRANGE", "hotrow:lb:z", "0", "-1", "WITHSCORES").splitlines()
+        out = self.redis.cli("ZREVRANGE", "hotrow:lb:b:default:1:z", "0", "-1", "WITHSCORES").splitlines()
         return [(out[i][16:], int(out[i + 1])) for i in range(0, len(out), 2)]
 
 
@@ -103,7 +103,8 @@ class SqliteTruth:
         return n, points
 
     def board(self):
-        return self._query("SELECT client_id, score FROM leaderboard ORDER BY score DESC, seq")
+        return self._query("SELECT client_id, score FROM lb_score WHERE board_id = 'default' AND season = 1 "
+                           "ORDER BY score DESC, seq")
 
 
 def check_pointcard(binary, url):

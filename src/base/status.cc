@@ -22,6 +22,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "not_implemented";
     case ErrorCode::kConflict:
       return "conflict";
+    case ErrorCode::kAlreadyExists:
+      return "already_exists";
     case ErrorCode::kInsufficientBalance:
       return "insufficient_balance";
     case ErrorCode::kGrantInProgress:

@@ -27,6 +27,7 @@ enum class ErrorCode {
   kMethodNotAllowed,      // route exists, method does not
   kNotImplemented,        // a method or transfer coding the server does not implement (501)
   kConflict,              // the resource's state forbids the change
+  kAlreadyExists,         // a resource with that id exists already (409)
   kInsufficientBalance,   // a payment larger than the card's balance (409)
   kGrantInProgress,       // a point grant is already running (409)
   kPeriodAlreadyGranted,  // a grant's period overlaps an earlier grant's (409)
@@ -85,6 +86,7 @@ class [[nodiscard]] Status {
   }
   static Status NotFound(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
   static Status Conflict(std::string m) { return {ErrorCode::kConflict, std::move(m)}; }
+  static Status AlreadyExists(std::string m) { return {ErrorCode::kAlreadyExists, std::move(m)}; }
   static Status Unauthorized(std::string m) { return {ErrorCode::kUnauthorized, std::move(m)}; }
   static Status Forbidden(std::string m) { return {ErrorCode::kForbidden, std::move(m)}; }
   static Status Overloaded(std::string m) { return {ErrorCode::kOverloaded, std::move(m)}; }

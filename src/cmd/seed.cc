@@ -79,7 +79,7 @@ namespace {
 // generator. Point-card tables join the same way.
 struct SqliteDataset {
   const char* noun;   // "date plan(s)"
-  const char* table;  // counted, and emptied by --replace
+  const char* table;  // counted, and emptied by --replace (a table, or a table and a WHERE clause)
   Status (*create_schema)(db::sqlite::Connection&);
   std::function<Status(db::sqlite::Connection&, int64_t count, uint64_t seed, const std::function<void(int64_t)>&)>
       generate;
@@ -165,7 +165,7 @@ int SeedPointCards(const SeedFlags& f, db::sqlite::Database& database) {
   return 0;
 }
 
-const SqliteDataset kPlayers{"player(s)", "leaderboard", leaderboard::CreateLeaderboardSchema,
+const SqliteDataset kPlayers{"player(s)", "lb_score WHERE board_id = 'default'", leaderboard::CreateLeaderboardSchema,
                              leaderboard::SeedLeaderboard};
 
 // Through the same scripts the server uses, pipelined, so members and
@@ -203,11 +203,13 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   std::promise<void> all;
   for (int64_t i = 1; i <= f.clients; ++i) {
     int64_t score = leaderboard::DemoScore(rng);
-    (*store)->PostScore("player-" + std::to_string(i), score, leaderboard::ScoreMode::kReplace,
-                        [&, total = f.clients](const Result<leaderboard::StoredScore>& r) {
-                          if (!r.ok()) ++failed;
-                          if (++done == total) all.set_value();
-                        });
+    leaderboard::ScorePost post{.board_id = std::string(leaderboard::kDefaultBoard),
+                                .client_id = "player-" + std::to_string(i),
+                                .score = score};
+    (*store)->PostScore(std::move(post), [&, total = f.clients](const Result<leaderboard::StoredScore>& r) {
+      if (!r.ok()) ++failed;
+      if (++done == total) all.set_value();
+    });
     if (i % 1000 == 0) bar.Update(done.load());
   }
   all.get_future().wait();
@@ -238,7 +240,8 @@ int SeedPostgres(const SeedFlags& f, const std::string& url) {
   Target t = f.what == "dateplans"
                  ? Target{"datePlans", "TRUNCATE datePlans RESTART IDENTITY", dateplan::CreatePostgresDatePlanSchema}
              : f.what == "leaderboard"
-                 ? Target{"leaderboard", "TRUNCATE leaderboard", leaderboard::CreatePostgresLeaderboardSchema}
+                 ? Target{"lb_score WHERE board_id = 'default'", "DELETE FROM lb_score WHERE board_id = 'default'",
+                          leaderboard::CreatePostgresLeaderboardSchema}
                  : Target{"S_ACCOUNT",
                           "TRUNCATE H_TRANSACTION, S_ACCOUNT, M_STORE, M_REGION, P_IDEMPOTENCY, "
                           "P_GRANT, P_GRANT_CREDIT RESTART IDENTITY",

@@ -33,6 +33,11 @@ Status CreateDatePlanSchema(sqlite::Connection& conn) {
                              // them here). A release before would find no point card in
                              // this file and serve an empty one: it is refused.
                              {.sql = "SELECT 1", .contract = true},
+                             // 3 (v0.7.0), contract: from here on the other components
+                             // of this file (the leaderboard) record their steps per
+                             // component (sqlite::MigrateComponent), which a release
+                             // before would not read: it is refused.
+                             {.sql = "SELECT 1", .contract = true},
                          },
                          "date plans and leaderboard");
 }

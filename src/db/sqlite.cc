@@ -280,4 +280,71 @@ Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps, std::s
   return Status::Ok();
 }
 
+Status MigrateComponent(Connection& conn, std::string_view component, const std::vector<MigrationStep>& steps,
+                        std::string_view file) {
+  const std::string name(component);
+  auto known = static_cast<int64_t>(steps.size());
+  if (Status s =
+          conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (component TEXT NOT NULL, version INTEGER NOT NULL, "
+                    "PRIMARY KEY (component, version)); "
+                    "CREATE TABLE IF NOT EXISTS schema_component_compat (component TEXT PRIMARY KEY, "
+                    "oldest_schema INTEGER NOT NULL, oldest_binary TEXT NOT NULL)");
+      !s.ok())
+    return s;
+  if (auto file_compat = ReadCompat(conn); !file_compat.ok()) return file_compat.status();
+  auto compat = conn.Prepare("SELECT oldest_schema, oldest_binary FROM schema_component_compat WHERE component = ?1");
+  if (!compat.ok()) return compat.status();
+  auto row = compat->Bind(1, name).Step();
+  if (!row.ok()) return row.status();
+  if (*row && compat->Int(0) > known)
+    return TooOldForDatabase(file, SchemaCompat{compat->Int(0), std::string(compat->Text(1))}, known, Version());
+  compat->Reset();
+  auto applied = [&]() -> Result<int64_t> {
+    auto q = conn.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = ?1");
+    if (!q.ok()) return q.status();
+    auto r = q->Bind(1, name).Step();
+    if (!r.ok()) return r.status();
+    int64_t v = q->Int(0);
+    q->Reset();
+    return v;
+  };
+  auto at = applied();
+  if (!at.ok()) return at.status();
+  for (auto step = static_cast<size_t>(*at); step < steps.size(); ++step) {
+    if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    // Again under the write lock, as Migrate does.
+    auto now = applied();
+    if (!now.ok() || *now > static_cast<int64_t>(step)) {
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "SQLite: ROLLBACK of a migration applied elsewhere");
+      if (!now.ok()) return now.status();
+      step = static_cast<size_t>(*now) - 1;
+      continue;
+    }
+    const auto number = static_cast<int64_t>(step + 1);
+    Status s = conn.Exec(steps[step].sql);
+    if (s.ok()) {
+      auto record = conn.Prepare("INSERT INTO schema_migrations (component, version) VALUES (?1, ?2)");
+      s = record.ok() ? record->Bind(1, name).Bind(2, number).Run() : record.status();
+    }
+    if (s.ok() && steps[step].contract) {
+      auto record = conn.Prepare("INSERT OR REPLACE INTO schema_component_compat VALUES (?1, ?2, ?3)");
+      s = record.ok() ? record->Bind(1, name).Bind(2, number).Bind(3, std::string(Version())).Run() : record.status();
+      if (s.ok()) {
+        auto floor = conn.Prepare(
+            "INSERT INTO schema_compat (id, oldest_schema, oldest_binary) VALUES (1, ?1, ?2) "
+            "ON CONFLICT (id) DO UPDATE SET oldest_schema = excluded.oldest_schema, "
+            "oldest_binary = excluded.oldest_binary WHERE schema_compat.oldest_schema < excluded.oldest_schema");
+        s = floor.ok() ? floor->Bind(1, kComponentRecordsStep).Bind(2, std::string(Version())).Run() : floor.status();
+      }
+    }
+    if (s.ok()) s = conn.Exec("COMMIT");
+    if (!s.ok()) {
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "SQLite: ROLLBACK of a failed migration");
+      return Status::Internal("schema migration " + name + " " + std::to_string(number) + " failed")
+          .WithDetail(s.ToString());
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace hotrow::db::sqlite

@@ -118,4 +118,17 @@ Result<int64_t> QueryInt(Connection& conn, std::string_view sql);
 // and leaderboard schema needs hotrow 0.5.0 ...").
 Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps, std::string_view file = "database");
 
+// The file-wide list's step (the main file's third, a contract step) from
+// which components other than the date plans record their own steps.
+inline constexpr int64_t kComponentRecordsStep = 3;
+
+// Schema migrations of one component of a file that records its steps per
+// component: the rows (component, version) of schema_migrations, as on
+// PostgreSQL, and its oldest allowed schema in schema_component_compat. A
+// contract step also raises the file-wide schema_compat to at least
+// kComponentRecordsStep, so that a binary from before per-component records
+// (which would read none of them) is refused too.
+Status MigrateComponent(Connection& conn, std::string_view component, const std::vector<MigrationStep>& steps,
+                        std::string_view file);
+
 }  // namespace hotrow::db::sqlite

@@ -25,6 +25,8 @@ int HttpStatusFor(ErrorCode code) {
       return 501;
     case ErrorCode::kConflict:
       return 409;
+    case ErrorCode::kAlreadyExists:
+      return 409;
     case ErrorCode::kInsufficientBalance:
       return 409;
     case ErrorCode::kGrantInProgress:

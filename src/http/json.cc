@@ -35,15 +35,27 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
   bool root_is_object = false;
   std::string duplicate;
 
+  // An array keeps at most this many string items (a bound on what a body
+  // within its size limit could make us copy).
+  static constexpr size_t kItemsKept = 1000;
+
   bool Value(JsonObject::Kind kind, const char* text = nullptr, size_t length = 0) {
     if (depth == 0) return false;  // root is not an object
     if (depth == 1) {
       auto& f = obj->fields_.back();
       f.kind = kind;
       if (text) f.text.assign(text, length);
+    } else if (depth == 2 && obj->fields_.back().kind == JsonObject::Kind::kArray && in_array_) {
+      auto& f = obj->fields_.back();
+      ++f.item_count;
+      if (kind != JsonObject::Kind::kString)
+        f.items_strings = false;
+      else if (f.items.size() < kItemsKept)
+        f.items.emplace_back(text, length);
     }
     return true;
   }
+  bool in_array_ = false;  // depth 2 is a top-level field's array (not an object's members)
   bool Null() { return Value(JsonObject::Kind::kNull); }
   bool Bool(bool b) {
     return b ? Value(JsonObject::Kind::kBool, "true", 4) : Value(JsonObject::Kind::kBool, "false", 5);
@@ -55,6 +67,7 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
       root_is_object = true;
     else if (!Value(JsonObject::Kind::kObject))
       return false;
+    if (depth == 1) in_array_ = false;
     ++depth;
     return true;
   }
@@ -65,13 +78,14 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
         duplicate.assign(name);
         return false;
       }
-      obj->fields_.push_back({std::string(name), JsonObject::Kind::kNull, {}});
+      obj->fields_.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true});
     }
     return true;
   }
   bool EndObject(rapidjson::SizeType) { return --depth, true; }
   bool StartArray() {
     if (!Value(JsonObject::Kind::kArray)) return false;
+    if (depth == 1) in_array_ = true;
     ++depth;
     return true;
   }
@@ -124,6 +138,18 @@ Status JsonObject::OnlyFields(std::initializer_list<std::string_view> allowed) c
     if (!known) return Status::InvalidField(f.name, "unknown field '" + f.name + "'");
   }
   return Status::Ok();
+}
+
+Result<std::vector<std::string>> JsonObject::StringArray(std::string_view name, size_t items_max) const {
+  const Field* f = Find(name);
+  if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
+  if (f->kind != Kind::kArray)
+    return Status::InvalidField(f->name, f->name + " must be an array, not " + std::string(JsonKindName(f->kind)));
+  if (!f->items_strings) return Status::InvalidField(f->name, f->name + " must hold strings only");
+  if (f->item_count > items_max)
+    return Status::InvalidField(
+        f->name, f->name + " holds " + std::to_string(f->item_count) + " items; at most " + std::to_string(items_max));
+  return f->items;
 }
 
 Result<std::string> JsonObject::String(std::string_view name) const {

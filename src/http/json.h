@@ -107,13 +107,18 @@ class JsonObject {
   Result<bool> OptionalBool(std::string_view name, bool fallback) const;
   // A required number field, as a double (for reading answers, not input).
   Result<double> Number(std::string_view name) const;
+  // A required array of strings with at most `items_max` items.
+  Result<std::vector<std::string>> StringArray(std::string_view name, size_t items_max) const;
 
  private:
   Result<int64_t> IntegerOf(std::string_view name, int64_t min, int64_t max, bool saturate) const;
   struct Field {
     std::string name;
     Kind kind;
-    std::string text;  // string value, or a number's literal
+    std::string text;                // string value, or a number's literal
+    std::vector<std::string> items;  // an array's string items (up to a bound)
+    size_t item_count = 0;           // an array's items, of any kind
+    bool items_strings = true;       // whether every item is a string
   };
   friend struct JsonObjectBuilder;
   const Field* Find(std::string_view name) const;

@@ -1,6 +1,7 @@
 #include "leaderboard/board.h"
 
 #include <cassert>
+#include <climits>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -11,7 +12,7 @@
 namespace hotrow::leaderboard {
 
 namespace {
-using Key = std::pair<int64_t, int64_t>;  // (-score, seq): ascending = rank order
+using Key = std::pair<int64_t, int64_t>;  // (±score, seq): ascending = rank order
 using Tree = __gnu_pbds::tree<Key, std::string, std::less<Key>, __gnu_pbds::rb_tree_tag,
                               __gnu_pbds::tree_order_statistics_node_update>;
 
@@ -22,8 +23,19 @@ struct StringHash {
 }  // namespace
 
 struct Board::Impl {
+  explicit Impl(Order order, Ranking ranking) : sign(order == Order::kDesc ? -1 : 1), ranking(ranking) {}
+  const int64_t sign;  // the key's first half is sign * score (|score| < 2^53: no overflow)
+  const Ranking ranking;
   Tree tree;
   std::unordered_map<std::string, Stored, StringHash, std::equal_to<>> players;
+
+  Key KeyOf(int64_t score, int64_t seq) const { return {sign * score, seq}; }
+  int64_t ScoreOf(const Key& key) const { return sign * key.first; }
+  // The rank of the entry at 0-based position `pos` with key `key`.
+  int64_t Rank(int64_t pos, const Key& key) const {
+    if (ranking == Ranking::kUnique) return pos + 1;
+    return static_cast<int64_t>(tree.order_of_key({key.first, INT64_MIN})) + 1;
+  }
 
   // Entries with 0-based positions [from, to) of the tree.
   std::vector<Entry> Range(int64_t from, int64_t to) const {
@@ -31,13 +43,23 @@ struct Board::Impl {
     if (from >= to) return out;
     out.reserve(static_cast<size_t>(to - from));
     auto it = tree.find_by_order(static_cast<size_t>(from));
-    for (int64_t pos = from; pos < to && it != tree.end(); ++pos, ++it)
-      out.push_back({pos + 1, it->second, -it->first.first});
+    for (int64_t pos = from; pos < to && it != tree.end(); ++pos, ++it) {
+      // Shared ranks: one search for the first entry, then a rank changes
+      // only where the score does.
+      int64_t rank = ranking == Ranking::kUnique || out.empty()   ? Rank(pos, it->first)
+                     : it->first.first == sign * out.back().score ? out.back().rank
+                                                                  : pos + 1;
+      out.push_back({rank, it->second, ScoreOf(it->first)});
+    }
     return out;
   }
 };
 
-Board::Board() : impl_(std::make_unique<Impl>()), snapshot_(std::make_shared<const Snapshot>()) {}
+Board::Board(Order order, Ranking ranking)
+    : order_(order),
+      ranking_(ranking),
+      impl_(std::make_unique<Impl>(order, ranking)),
+      snapshot_(std::make_shared<const Snapshot>()) {}
 Board::~Board() = default;
 
 void Board::Set(std::string_view client_id, int64_t score, int64_t seq) {
@@ -65,7 +87,7 @@ void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
   bool touches_top = false;
   auto it = impl_->players.find(client_id);
   if (it != impl_->players.end()) {
-    Key old{-it->second.score, it->second.seq};
+    Key old = impl_->KeyOf(it->second.score, it->second.seq);
     touches_top = tree.order_of_key(old) < static_cast<size_t>(kPageLimitMax);
     tree.erase(old);
     it->second = {score, seq};
@@ -73,7 +95,7 @@ void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
     it = impl_->players.emplace(std::string(client_id), Stored{score, seq}).first;
     touches_top = true;  // the total changes
   }
-  Key key{-score, seq};
+  Key key = impl_->KeyOf(score, seq);
   tree.insert({key, it->first});
   if (touches_top || tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
 }
@@ -84,7 +106,7 @@ void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& player
   impl_->players.clear();
   for (const auto& [id, st] : players) {
     auto it = impl_->players.emplace(id, st).first;
-    impl_->tree.insert({Key{-st.score, st.seq}, it->first});
+    impl_->tree.insert({impl_->KeyOf(st.score, st.seq), it->first});
   }
   Publish();
 }
@@ -93,7 +115,7 @@ bool Board::Erase(std::string_view client_id) {
   std::unique_lock lock(mutex_);
   auto it = impl_->players.find(client_id);
   if (it == impl_->players.end()) return false;
-  impl_->tree.erase(Key{-it->second.score, it->second.seq});
+  impl_->tree.erase(impl_->KeyOf(it->second.score, it->second.seq));
   impl_->players.erase(it);
   Publish();
   return true;
@@ -110,8 +132,9 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
   std::shared_lock lock(mutex_);
   auto it = impl_->players.find(client_id);
   if (it == impl_->players.end()) return std::nullopt;
-  auto position = static_cast<int64_t>(impl_->tree.order_of_key(Key{-it->second.score, it->second.seq}));
-  PlayerView view{{position + 1, it->first, it->second.score}, std::nullopt};
+  Key key = impl_->KeyOf(it->second.score, it->second.seq);
+  auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
+  PlayerView view{{impl_->Rank(position, key), it->first, it->second.score}, std::nullopt};
   if (around) {
     int64_t size = static_cast<int64_t>(impl_->tree.size());
     view.around = impl_->Range(std::max<int64_t>(0, position - *around), std::min(size, position + *around + 1));
@@ -119,9 +142,19 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
   return view;
 }
 
+std::optional<std::pair<int64_t, Entry>> Board::Locate(std::string_view client_id) const {
+  std::shared_lock lock(mutex_);
+  auto it = impl_->players.find(client_id);
+  if (it == impl_->players.end()) return std::nullopt;
+  Key key = impl_->KeyOf(it->second.score, it->second.seq);
+  auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
+  return std::pair{position, Entry{impl_->Rank(position, key), it->first, it->second.score}};
+}
+
 int64_t Board::RankOf(int64_t score, int64_t seq) const {
   std::shared_lock lock(mutex_);
-  return static_cast<int64_t>(impl_->tree.order_of_key(Key{-score, seq})) + 1;
+  Key key = impl_->KeyOf(score, seq);
+  return impl_->Rank(static_cast<int64_t>(impl_->tree.order_of_key(key)), key);
 }
 
 Page Board::Top(int64_t offset, int64_t limit) const {

@@ -2,10 +2,13 @@
 //
 // Two structures, as Redis keeps for a sorted set (t_zset.c): a hash from
 // player to (score, seq) for O(1) lookups, and an order-statistic tree keyed
-// by (-score, seq) -- ascending key order is rank order -- whose nodes know
-// their subtree sizes, so "the entry at rank r" and "the rank of this key"
-// are both O(log N). The tree is libstdc++'s policy-based red-black tree
-// (__gnu_pbds::tree with tree_order_statistics_node_update).
+// by (-score, seq) on a board whose highest score is first (Order::kDesc),
+// (score, seq) on one whose lowest is (kAsc) -- ascending key order is rank
+// order -- whose nodes know their subtree sizes, so "the entry at position
+// p" and "the position of this key" are both O(log N). The tree is
+// libstdc++'s policy-based red-black tree (__gnu_pbds::tree with
+// tree_order_statistics_node_update). A shared rank (Ranking::kShared) is 1 +
+// the position of the first key with that score, one more O(log N) search.
 //
 //   Top / page (offset, limit):   O(log N + limit)
 //   rank of a player:             O(1) hash + O(log N)
@@ -39,7 +42,7 @@ namespace hotrow::leaderboard {
 
 class Board {
  public:
-  Board();
+  explicit Board(Order order = Order::kDesc, Ranking ranking = Ranking::kUnique);
   ~Board();
 
   // Sets a player's stored score and sequence number (inserting the player).
@@ -56,9 +59,13 @@ class Board {
   // The player's entry with its rank, and the K entries either side.
   std::optional<PlayerView> Player(std::string_view client_id, std::optional<int64_t> around) const;
   Page Top(int64_t offset, int64_t limit) const;
+  // The player's 0-based position in rank order and entry.
+  std::optional<std::pair<int64_t, Entry>> Locate(std::string_view client_id) const;
   int64_t size() const;
   // The 1-based rank an entry (score, seq) has, or would have, now.
   int64_t RankOf(int64_t score, int64_t seq) const;
+  Order order() const { return order_; }
+  Ranking ranking() const { return ranking_; }
 
  private:
   struct Snapshot {
@@ -69,6 +76,8 @@ class Board {
   void SetLocked(std::string_view client_id, int64_t score, int64_t seq);  // under the exclusive lock
 
   struct Impl;
+  const Order order_;
+  const Ranking ranking_;
   std::unique_ptr<Impl> impl_;
   mutable RwLock mutex_;
   std::atomic<std::shared_ptr<const Snapshot>> snapshot_;

@@ -23,4 +23,67 @@ Status ValidateClientId(std::string_view id, const char* field) {
   return Status::Ok();
 }
 
+namespace {
+template <typename E, size_t N>
+std::optional<E> Find(const std::pair<E, const char*> (&names)[N], std::string_view name) {
+  for (const auto& [v, n] : names)
+    if (name == n) return v;
+  return std::nullopt;
+}
+template <typename E, size_t N>
+const char* NameIn(const std::pair<E, const char*> (&names)[N], E v) {
+  for (const auto& [value, n] : names)
+    if (value == v) return n;
+  return "?";
+}
+constexpr std::pair<Order, const char*> kOrders[] = {{Order::kDesc, "desc"}, {Order::kAsc, "asc"}};
+constexpr std::pair<Operator, const char*> kOperators[] = {
+    {Operator::kReplace, "replace"}, {Operator::kBest, "best"}, {Operator::kIncrement, "increment"}};
+constexpr std::pair<Reset, const char*> kResets[] = {
+    {Reset::kNone, "none"}, {Reset::kDaily, "daily"}, {Reset::kWeekly, "weekly"}, {Reset::kMonthly, "monthly"}};
+constexpr std::pair<Ranking, const char*> kRankings[] = {{Ranking::kUnique, "unique"}, {Ranking::kShared, "shared"}};
+constexpr std::pair<BoardAuth, const char*> kAuths[] = {{BoardAuth::kNone, "none"}, {BoardAuth::kHmac, "hmac"}};
+}  // namespace
+
+const char* Name(Order v) { return NameIn(kOrders, v); }
+const char* Name(Operator v) { return NameIn(kOperators, v); }
+const char* Name(Reset v) { return NameIn(kResets, v); }
+const char* Name(Ranking v) { return NameIn(kRankings, v); }
+const char* Name(BoardAuth v) { return NameIn(kAuths, v); }
+std::optional<Order> ParseOrder(std::string_view n) { return Find(kOrders, n); }
+std::optional<Operator> ParseOperator(std::string_view n) { return Find(kOperators, n); }
+std::optional<Reset> ParseReset(std::string_view n) { return Find(kResets, n); }
+std::optional<Ranking> ParseRanking(std::string_view n) { return Find(kRankings, n); }
+std::optional<BoardAuth> ParseBoardAuth(std::string_view n) { return Find(kAuths, n); }
+
+Status ValidateBoardId(std::string_view id, const char* field) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
+  bool ok = !id.empty() && id.size() <= kBoardIdLengthMax && alnum(id.front());
+  for (char c : id) ok = ok && (alnum(c) || c == '_' || c == '.' || c == '-');
+  if (ok) return Status::Ok();
+  return Status::InvalidField(field, std::string(field) + " must be 1-" + std::to_string(kBoardIdLengthMax) +
+                                         " characters of A-Z a-z 0-9 _ . -, the first a letter or digit");
+}
+
+Status IncrementOutOfRange(int64_t sum) {
+  return Status::InvalidField("score", "the incremented score " + std::to_string(sum) + " is outside +-" +
+                                           std::to_string(kScoreAbsMax) + "; nothing was written");
+}
+
+Result<int64_t> ApplyOperator(Operator op, Order order, std::optional<int64_t> stored, int64_t posted) {
+  if (!stored) return posted;
+  switch (op) {
+    case Operator::kReplace:
+      return posted;
+    case Operator::kBest:
+      return Better(order, posted, *stored) ? posted : *stored;
+    case Operator::kIncrement: {
+      int64_t sum = *stored + posted;  // both within +-(2^53-1): no overflow
+      if (sum < -kScoreAbsMax || sum > kScoreAbsMax) return IncrementOutOfRange(sum);
+      return sum;
+    }
+  }
+  return posted;
+}
+
 }  // namespace hotrow::leaderboard

@@ -33,6 +33,78 @@ enum class ScoreMode {
   kBest,     // the stored score becomes the higher of the two
 };
 
+// Which end of the board is first: the highest score (desc, a points board)
+// or the lowest (asc, a board of times).
+enum class Order { kDesc, kAsc };
+// How ranks are numbered: positions 1, 2, 3, 4 (unique; ties to whoever
+// reached the score first), or 1 + the number of players with a strictly
+// better score, 1, 2, 2, 4 (shared; equal scores still listed in sequence
+// order).
+enum class Ranking { kUnique, kShared };
+// What a post does with the stored score: replace it, keep the better of the
+// two (higher on a desc board, lower on an asc one), or add to it.
+enum class Operator { kReplace, kBest, kIncrement };
+// When a board starts a new season (at 00:00 in its time zone): never, every
+// day, every Monday, on the first of every month.
+enum class Reset { kNone, kDaily, kWeekly, kMonthly };
+// Who may post: anyone with a ClientId (none), or a signed request (hmac).
+enum class BoardAuth { kNone, kHmac };
+
+inline constexpr size_t kBoardIdLengthMax = 64;
+inline constexpr int64_t kKeepSeasonsMax = 1000;
+inline constexpr int64_t kKeepSeasonsDefault = 12;
+inline constexpr int64_t kBoardsPageLimitMax = 100;
+inline constexpr int64_t kRanksIdsMax = 100;  // the friends view
+// The board the legacy routes (/api/v1/score, /api/v1/leaderboard) use. It
+// exists from the start and cannot be deleted.
+inline constexpr std::string_view kDefaultBoard = "default";
+
+// A board's settings, as created (every field but the id has a default).
+struct BoardSettings {
+  Order order = Order::kDesc;
+  Operator op = Operator::kReplace;
+  Reset reset = Reset::kNone;
+  std::string reset_timezone = "UTC";
+  Ranking ranking = Ranking::kUnique;
+  BoardAuth auth = BoardAuth::kNone;
+  int64_t keep_seasons = kKeepSeasonsDefault;
+  bool operator==(const BoardSettings&) const = default;
+};
+
+struct BoardInfo {
+  std::string id;
+  BoardSettings settings;
+  int64_t created_us = 0;  // UTC microseconds
+};
+
+// The names the API and the stores use for each setting, both ways.
+const char* Name(Order v);
+const char* Name(Operator v);
+const char* Name(Reset v);
+const char* Name(Ranking v);
+const char* Name(BoardAuth v);
+std::optional<Order> ParseOrder(std::string_view name);
+std::optional<Operator> ParseOperator(std::string_view name);
+std::optional<Reset> ParseReset(std::string_view name);
+std::optional<Ranking> ParseRanking(std::string_view name);
+std::optional<BoardAuth> ParseBoardAuth(std::string_view name);
+
+// invalid_field (naming `field`) unless 1-64 characters of [A-Za-z0-9_.-]
+// whose first is [A-Za-z0-9]. Case-sensitive.
+Status ValidateBoardId(std::string_view id, const char* field = "id");
+
+// Whether `candidate` is better than `stored` on a board of `order`.
+inline bool Better(Order order, int64_t candidate, int64_t stored) {
+  return order == Order::kDesc ? candidate > stored : candidate < stored;
+}
+
+// The score a post leaves stored: what `op` makes of the stored score (none
+// for a new player) and the posted one. invalid_field `score` when an
+// increment leaves +-kScoreAbsMax.
+Result<int64_t> ApplyOperator(Operator op, Order order, std::optional<int64_t> stored, int64_t posted);
+// The error of an increment whose result `sum` leaves +-kScoreAbsMax.
+Status IncrementOutOfRange(int64_t sum);
+
 // A player's stored score and the sequence number of the change that set it.
 struct Stored {
   int64_t score;

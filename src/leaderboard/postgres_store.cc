@@ -37,115 +37,326 @@ Status CreateSchema(pg::Connection& conn) {
       ON CONFLICT (id) DO NOTHING;
   )sql");
 }
+
+// Step 1 (v0.7.0), contract: many boards (the tables as on SQLite). v0.1.0's
+// table's rows become season 1 of `default`; the table gives way to a view
+// of them, so that an instance of a release before, during an upgrade, still
+// reads `default` but fails every write it tries (a score row needs its
+// board) rather than writing where nobody reads. The functions that post
+// and the notifications are this release's; those of before ignore them.
+constexpr std::string_view kBoards = R"sql(
+  CREATE TABLE lb_board (
+    board_id       text   PRIMARY KEY,
+    sort_order     text   NOT NULL,
+    operator       text   NOT NULL,
+    reset          text   NOT NULL,
+    reset_timezone text   NOT NULL,
+    ranking        text   NOT NULL,
+    auth           text   NOT NULL,
+    keep_seasons   int    NOT NULL,
+    created_us     bigint NOT NULL
+  );
+  INSERT INTO lb_board VALUES ('default', 'desc', 'replace', 'none', 'UTC', 'unique', 'none', 12,
+                               (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint);
+  CREATE TABLE lb_score (
+    board_id     text   NOT NULL REFERENCES lb_board ON DELETE CASCADE,
+    season       int    NOT NULL,
+    client_id    text   NOT NULL,
+    score        bigint NOT NULL,
+    seq          bigint NOT NULL,
+    display_name text,
+    metadata     text,
+    PRIMARY KEY (board_id, season, client_id)
+  );
+  INSERT INTO lb_score (board_id, season, client_id, score, seq)
+    SELECT 'default', 1, client_id, score, seq FROM leaderboard;
+  DROP TABLE leaderboard;
+  CREATE VIEW leaderboard AS SELECT client_id, score, seq FROM lb_score WHERE board_id = 'default' AND season = 1;
+)sql";
+
+// The post: decides the stored score (the operator, the board's order) and
+// writes it in one transaction. The board's row is taken FOR KEY SHARE (a
+// delete waits, and a post after it finds no board: never an orphan score),
+// then the clock's row lock, held to the commit, so seq order is commit
+// order (CreateSchema); then the player's row, read after that lock, so two
+// posts for one player see each other. outcome: 0 changed, 1 unchanged (an
+// equal result keeps the player's seq), 2 no board, 3 an increment left
+// +-(2^53 - 1) (nothing written).
+constexpr std::string_view kFunctions = R"sql(
+  CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_season int, p_client text, p_score bigint,
+                                               p_op text, p_order text)
+  RETURNS TABLE (outcome smallint, score bigint, seq bigint) LANGUAGE plpgsql AS $$
+  DECLARE
+    old_score bigint;
+    old_seq bigint;
+    v bigint;
+    n bigint;
+  BEGIN
+    PERFORM 1 FROM lb_board WHERE board_id = p_board FOR KEY SHARE;
+    IF NOT FOUND THEN
+      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
+      RETURN;
+    END IF;
+    UPDATE leaderboard_clock SET n = GREATEST(leaderboard_clock.n + 1, nextval('leaderboard_seq')) WHERE id = 1
+      RETURNING leaderboard_clock.n INTO n;
+    SELECT s.score, s.seq INTO old_score, old_seq FROM lb_score s
+      WHERE s.board_id = p_board AND s.season = p_season AND s.client_id = p_client;
+    IF old_score IS NULL OR p_op = 'replace' THEN
+      v := p_score;
+    ELSIF p_op = 'best' THEN
+      v := CASE WHEN (p_order = 'desc' AND p_score > old_score) OR (p_order = 'asc' AND p_score < old_score)
+                THEN p_score ELSE old_score END;
+    ELSE
+      v := old_score + p_score;
+      IF v < -9007199254740991 OR v > 9007199254740991 THEN
+        RETURN QUERY SELECT 3::smallint, v, NULL::bigint;
+        RETURN;
+      END IF;
+    END IF;
+    IF old_score IS NOT NULL AND v = old_score THEN
+      RETURN QUERY SELECT 1::smallint, old_score, old_seq;
+      RETURN;
+    END IF;
+    INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (p_board, p_season, p_client, v, n)
+      ON CONFLICT (board_id, season, client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq;
+    PERFORM pg_notify('hotrow_lb', 'set2 ' || p_board || ' ' || p_season || ' ' || v || ' ' || n || ' ' || p_client);
+    RETURN QUERY SELECT 0::smallint, v, n;
+  END $$;
+)sql";
+
+Status MigrateSchema(pg::Connection& conn) {
+  if (Status s = CreateSchema(conn); !s.ok()) return s;
+  if (Status s = pg::Migrate(conn, "leaderboard", {{.sql = kBoards, .contract = true}}); !s.ok()) return s;
+  return conn.Exec(std::string(kFunctions));
+}
+
 }  // namespace
 
 Status CreatePostgresLeaderboardSchema(pg::Connection& conn) {
-  return pg::WithSchemaLock(conn, kSchemaLock, CreateSchema);
+  return pg::WithSchemaLock(conn, kSchemaLock, MigrateSchema);
 }
 
 Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open(pg::Pool& pool) {
-  if (Status s = pg::CreateSchemaLocked(pool, kSchemaLock, CreateSchema); !s.ok()) return s;
+  if (Status s = pg::CreateSchemaLocked(pool, kSchemaLock, MigrateSchema); !s.ok()) return s;
   return std::unique_ptr<PostgresLeaderboardStore>(new PostgresLeaderboardStore(pool));
 }
 
-Status PostgresLeaderboardStore::Load(const std::function<void(std::string, Stored)>& sink) {
-  auto rows =
-      pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query("SELECT client_id, score, seq FROM leaderboard"); },
-                          /*unbounded=*/true);
+namespace {
+
+constexpr const char* kBoardColumns =
+    "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us";
+
+Result<BoardInfo> BoardFrom(const pg::Rows& r, int i) {
+  BoardInfo b{.id = std::string(r.Text(i, 0)), .settings = {}, .created_us = r.Int(i, 8)};
+  auto order = ParseOrder(r.Text(i, 1));
+  auto op = ParseOperator(r.Text(i, 2));
+  auto reset = ParseReset(r.Text(i, 3));
+  auto ranking = ParseRanking(r.Text(i, 5));
+  auto auth = ParseBoardAuth(r.Text(i, 6));
+  if (!order || !op || !reset || !ranking || !auth)
+    return Status::Internal("board '" + b.id + "' has a setting this release does not know");
+  b.settings = BoardSettings{.order = *order,
+                             .op = *op,
+                             .reset = *reset,
+                             .reset_timezone = std::string(r.Text(i, 4)),
+                             .ranking = *ranking,
+                             .auth = *auth,
+                             .keep_seasons = r.Int(i, 7)};
+  return b;
+}
+
+}  // namespace
+
+Status PostgresLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
+                                      const std::function<void(const std::string&, std::string, Stored)>& sink) {
+  // Boards and scores from one snapshot.
+  auto rows = pool_.Run<std::vector<pg::Rows>>(
+      [](pg::Connection& c) {
+        return c.Pipeline({{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"},
+                           {std::string("SELECT ") + kBoardColumns + " FROM lb_board ORDER BY board_id"},
+                           {"SELECT board_id, client_id, score, seq FROM lb_score WHERE season = 1"},
+                           {"COMMIT"}});
+      },
+      /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
-  for (int i = 0; i < rows->size(); ++i)
-    sink(std::string(rows->Text(i, 0)), Stored{.score = rows->Int(i, 1), .seq = rows->Int(i, 2)});
+  const pg::Rows& boards = (*rows)[1];
+  for (int i = 0; i < boards.size(); ++i) {
+    auto board = BoardFrom(boards, i);
+    if (!board.ok()) return board.status();
+    board_sink(std::move(*board));
+  }
+  const pg::Rows& scores = (*rows)[2];
+  std::string board;
+  for (int i = 0; i < scores.size(); ++i) {
+    if (scores.Text(i, 0) != board) board = std::string(scores.Text(i, 0));
+    sink(board, std::string(scores.Text(i, 1)), Stored{.score = scores.Int(i, 2), .seq = scores.Int(i, 3)});
+  }
   return Status::Ok();
 }
 
-// The notifications the two statements below send on kBoardChannel:
-//   "set <score> <seq> <client id>"   a stored score changed
-//   "del <client id>"                 a player was removed
+Result<BoardInfo> PostgresLeaderboardStore::LoadBoard(const std::string& board_id) {
+  auto rows = pool_.Run<pg::Rows>(
+      [&](pg::Connection& c) {
+        return c.Query(std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE board_id = $1", {board_id});
+      },
+      /*unbounded=*/true);
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return NoSuchBoard(board_id);
+  return BoardFrom(*rows, 0);
+}
+
+namespace {
+
+// Reads "<token> " off the front of `rest`.
+std::optional<std::string_view> Token(std::string_view& rest) {
+  size_t space = rest.find(' ');
+  if (space == std::string_view::npos || space == 0) return std::nullopt;
+  std::string_view token = rest.substr(0, space);
+  rest.remove_prefix(space + 1);
+  return token;
+}
+std::optional<int64_t> Number(std::string_view text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+// The notifications this release's statements send on kBoardChannel (those
+// of v0.1.0-v0.6, "set <score> <seq> <client>" and "del <client>", are
+// ignored: no instance of this release sends them):
+//   "set2 <board> <season> <score> <seq> <client id>"   a stored score changed
+//   "del2 <board> <season> <client id>"                 a player was removed
+//   "board <board>"                                     a board was created, changed or deleted
 Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_view payload) {
   auto bad = [&]() -> std::optional<ScoreChange> {
     log::Debug("ignoring an unreadable leaderboard notification: {}", payload);
     return std::nullopt;
   };
-  if (payload.starts_with("del "))
-    return std::make_optional(
-        ScoreChange{.kind = ScoreChange::Kind::kErase, .client_id = std::string(payload.substr(4))});
-  if (!payload.starts_with("set ")) return bad();
-  std::string_view rest = payload.substr(4);
-  int64_t score = 0, seq = 0;
-  auto [p1, e1] = std::from_chars(rest.data(), rest.data() + rest.size(), score);
-  if (e1 != std::errc() || p1 == rest.data() + rest.size()) return bad();
-  rest.remove_prefix(static_cast<size_t>(p1 - rest.data()) + 1);
-  auto [p2, e2] = std::from_chars(rest.data(), rest.data() + rest.size(), seq);
-  if (e2 != std::errc() || p2 == rest.data() + rest.size()) return bad();
-  rest.remove_prefix(static_cast<size_t>(p2 - rest.data()) + 1);
-  return std::make_optional(
-      ScoreChange{.kind = ScoreChange::Kind::kSet, .client_id = std::string(rest), .score = score, .seq = seq});
+  std::string_view rest = payload;
+  auto kind = Token(rest);
+  if (!kind) return bad();
+  if (*kind == "board") {
+    ScoreChange change;
+    change.kind = ScoreChange::Kind::kBoard;
+    change.board_id = std::string(rest);
+    return std::make_optional(std::move(change));
+  }
+  auto board = Token(rest);
+  auto season = board ? Token(rest) : std::nullopt;
+  auto season_number = season ? Number(*season) : std::nullopt;
+  if (!season_number) return bad();
+  ScoreChange change;
+  change.board_id = std::string(*board);
+  change.season = *season_number;
+  if (*kind == "del2") {
+    change.kind = ScoreChange::Kind::kErase;
+  } else if (*kind == "set2") {
+    auto score = Token(rest);
+    auto seq = score ? Token(rest) : std::nullopt;
+    auto score_number = score ? Number(*score) : std::nullopt;
+    auto seq_number = seq ? Number(*seq) : std::nullopt;
+    if (!score_number || !seq_number) return bad();
+    change.score = *score_number;
+    change.seq = *seq_number;
+  } else {
+    return bad();
+  }
+  if (rest.empty()) return bad();
+  change.client_id = std::string(rest);
+  return std::make_optional(std::move(change));
 }
 
 namespace {
 
 // The statements of the request path, prepared once per connection.
-//
-// A post decides and writes in one statement: the new score replaces the
-// stored one (or, in best mode, only a higher one does); an equal score
-// changes nothing, so the player keeps its sequence number. The clock's row
-// lock is taken first and held to the commit (one statement, its own
-// transaction): seq order is commit order. GREATEST(n + 1, nextval): the
-// clock stays on the sequence, so an instance of v0.1.0 (which still takes
-// nextval alone) running beside this one during an upgrade never gets a
-// seq the clock gave.
-constexpr pg::NamedSql kPostScore{"leaderboard_post", R"(
-  WITH clock AS (UPDATE leaderboard_clock SET n = GREATEST(n + 1, nextval('leaderboard_seq')) WHERE id = 1
-                 RETURNING n),
-  up AS (
-    INSERT INTO leaderboard AS l (client_id, score, seq) SELECT $1, $2, n FROM clock
-    ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq
-    WHERE l.score <> excluded.score AND ($3 = 'replace' OR excluded.score > l.score)
-    RETURNING score, seq, client_id)
-  SELECT score, seq, pg_notify('hotrow_lb', 'set ' || score || ' ' || seq || ' ' || client_id) FROM up)"};
-constexpr pg::NamedSql kSelectScore{"leaderboard_select", "SELECT score, seq FROM leaderboard WHERE client_id = $1"};
-constexpr pg::NamedSql kRemovePlayer{"leaderboard_remove", R"(
-  WITH d AS (DELETE FROM leaderboard WHERE client_id = $1 RETURNING client_id)
-  SELECT pg_notify('hotrow_lb', 'del ' || client_id) FROM d)"};
+constexpr pg::NamedSql kPostScore{"lb_post",
+                                  "SELECT outcome, score, seq FROM hotrow_lb_post_v1($1, $2, $3, $4, $5, $6)"};
+constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
+  WITH d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 RETURNING client_id)
+  SELECT pg_notify('hotrow_lb', 'del2 ' || $1 || ' ' || $2 || ' ' || client_id) FROM d)"};
+constexpr pg::NamedSql kCreateBoard{"lb_board_create", R"(
+  WITH b AS (INSERT INTO lb_board VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (board_id) DO NOTHING
+             RETURNING board_id)
+  SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
+constexpr pg::NamedSql kUpdateBoard{"lb_board_update", R"(
+  WITH b AS (UPDATE lb_board SET reset = $2, reset_timezone = $3, auth = $4, keep_seasons = $5
+             WHERE board_id = $1 AND created_us = $6 RETURNING board_id)
+  SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
+// Its scores go with it (ON DELETE CASCADE), after every post holding its
+// row (FOR KEY SHARE) has committed.
+constexpr pg::NamedSql kDeleteBoard{"lb_board_delete", R"(
+  WITH b AS (DELETE FROM lb_board WHERE board_id = $1 AND created_us = $2 RETURNING board_id)
+  SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 
-}  // namespace
-
-void PostgresLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                                         std::function<void(Result<StoredScore>)> done) {
-  pool_.Submit([client_id = std::move(client_id), score, mode, done = std::move(done)](Result<pg::Connection*> c) {
+// Runs one statement whose rows say whether it found its row.
+void SubmitFound(pg::Pool& pool, const pg::NamedSql& sql, std::vector<pg::Param> params, Status if_none,
+                 std::function<void(Status)> done) {
+  pool.Submit([&sql, params = std::move(params), if_none = std::move(if_none),
+               done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto changed =
-        (*c)->Query(kPostScore, {client_id, std::to_string(score), mode == ScoreMode::kBest ? "best" : "replace"});
-    if (!changed.ok()) return done(changed.status());
-    bool was_changed = !changed->empty();
-    int64_t stored = 0, seq = 0;
-    if (was_changed) {
-      stored = changed->Int(0, 0);
-      seq = changed->Int(0, 1);
-    } else {
-      auto current = (*c)->Query(kSelectScore, {client_id});
-      if (!current.ok()) return done(current.status());
-      if (current->empty()) return done(Status::Internal("the player vanished while posting"));
-      stored = current->Int(0, 0);
-      seq = current->Int(0, 1);
-    }
-    done(StoredScore{.score = stored, .seq = seq, .changed = was_changed});
+    auto rows = (*c)->Query(sql, params);
+    if (!rows.ok()) return done(rows.status());
+    done(rows->empty() ? if_none : Status::Ok());
   });
 }
 
-void PostgresLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
-  pool_.Submit([client_id = std::move(client_id), done = std::move(done)](Result<pg::Connection*> c) {
+}  // namespace
+
+void PostgresLeaderboardStore::CreateBoard(BoardInfo b, std::function<void(Status)> done) {
+  const BoardSettings& s = b.settings;
+  SubmitFound(pool_, kCreateBoard,
+              {b.id, Name(s.order), Name(s.op), Name(s.reset), s.reset_timezone, Name(s.ranking), Name(s.auth),
+               std::to_string(s.keep_seasons), std::to_string(b.created_us)},
+              Status::AlreadyExists("a board '" + b.id + "' exists already"), std::move(done));
+}
+
+void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, std::function<void(Status)> done) {
+  const BoardSettings& s = b.settings;
+  SubmitFound(pool_, kUpdateBoard,
+              {b.id, Name(s.reset), s.reset_timezone, Name(s.auth), std::to_string(s.keep_seasons),
+               std::to_string(b.created_us)},
+              NoSuchBoard(b.id), std::move(done));
+}
+
+void PostgresLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Status)> done) {
+  Status none = NoSuchBoard(board.id);
+  SubmitFound(pool_, kDeleteBoard, {board.id, std::to_string(board.created_us)}, std::move(none), std::move(done));
+}
+
+void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<StoredScore>)> done) {
+  pool_.Submit([p = std::move(p), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(kRemovePlayer, {client_id});
+    auto rows = (*c)->Query(kPostScore, {p.board_id, std::to_string(p.season), p.client_id, std::to_string(p.score),
+                                         Name(p.op), Name(p.order)});
     if (!rows.ok()) return done(rows.status());
-    if (rows->empty()) return done(NoSuchPlayer(client_id));
-    done(Status::Ok());
+    if (rows->empty()) return done(Status::Internal("the post function answered nothing"));
+    switch (rows->Int(0, 0)) {
+      case 0:
+      case 1:
+        return done(StoredScore{.score = rows->Int(0, 1), .seq = rows->Int(0, 2), .changed = rows->Int(0, 0) == 0});
+      case 2:
+        return done(NoSuchBoard(p.board_id));
+      case 3:
+        return done(IncrementOutOfRange(rows->Int(0, 1)));
+      default:
+        return done(Status::Internal("the post function answered outcome " + std::string(rows->Text(0, 0))));
+    }
   });
+}
+
+void PostgresLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
+                                      std::function<void(Status)> done) {
+  Status none = NoSuchPlayer(client_id);
+  SubmitFound(pool_, kRemovePlayer, {std::move(board_id), std::to_string(season), std::move(client_id)},
+              std::move(none), std::move(done));
 }
 
 Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t seed) {
   if (Status s = CreatePostgresLeaderboardSchema(conn); !s.ok()) return s;
-  auto existing = conn.Query("SELECT COUNT(*) FROM leaderboard");
+  auto existing = conn.Query("SELECT COUNT(*) FROM lb_score WHERE board_id = 'default'");
   if (!existing.ok()) return existing.status();
   if (existing->Int(0, 0) > 0)
     return Status::Conflict("the database already holds " + std::to_string(existing->Int(0, 0)) +
@@ -156,9 +367,10 @@ Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t s
   int64_t base = next->Int(0, 0);
   std::string data;
   for (int64_t i = 1; i <= clients; ++i)
-    data +=
-        "player-" + std::to_string(i) + "\t" + std::to_string(DemoScore(rng)) + "\t" + std::to_string(base + i) + "\n";
-  if (Status s = conn.CopyIn("COPY leaderboard (client_id, score, seq) FROM STDIN", data); !s.ok()) return s;
+    data += "default\t1\tplayer-" + std::to_string(i) + "\t" + std::to_string(DemoScore(rng)) + "\t" +
+            std::to_string(base + i) + "\n";
+  if (Status s = conn.CopyIn("COPY lb_score (board_id, season, client_id, score, seq) FROM STDIN", data); !s.ok())
+    return s;
   auto bumped = conn.Query("UPDATE leaderboard_clock SET n = $1 WHERE id = 1", {std::to_string(base + clients)});
   if (!bumped.ok()) return bumped.status();
   return conn.Query("SELECT setval('leaderboard_seq', $1)", {std::to_string(base + clients)}).status();

@@ -1,10 +1,13 @@
-// The leaderboard on PostgreSQL (when --redis is not given): the table is
-// the truth for every instance; each instance answers reads from its
-// service's in-memory Board, which follows the table:
+// The leaderboard on PostgreSQL (when --redis is not given): the tables
+// lb_board and lb_score (as on SQLite, sqlite_store.h) are the truth for
+// every instance; each instance answers reads from its service's in-memory
+// Boards, which follow the tables:
 //   - its own writes update it after they commit, before answering;
 //   - other instances' writes arrive by NOTIFY on kBoardChannel, sent in
 //     the writing transaction, so at its commit, and parsed by Follow
-//     (below the statements that send them, in postgres_store.cc);
+//     (below the statements that send them, in postgres_store.cc); a
+//     board's creation, change or deletion is a "board" notification, on
+//     which the service reads that board again;
 //   - a listener reconnect reloads the whole board.
 // The sequence number that orders equal scores comes from one clock row,
 // locked until the commit, so it is one order for all instances, and it is
@@ -27,12 +30,16 @@ class PostgresLeaderboardStore final : public LeaderboardStore {
  public:
   static Result<std::unique_ptr<PostgresLeaderboardStore>> Open(db::pg::Pool& pool);
 
-  Status Load(const std::function<void(std::string, Stored)>& sink) override;
+  Status Load(const std::function<void(BoardInfo)>& board_sink,
+              const std::function<void(const std::string&, std::string, Stored)>& sink) override;
+  Result<BoardInfo> LoadBoard(const std::string& board_id) override;
   const char* channel() const override { return kBoardChannel; }
   Result<std::optional<ScoreChange>> Follow(std::string_view notification) override;
-  void PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                 std::function<void(Result<StoredScore>)> done) override;
-  void Remove(std::string client_id, std::function<void(Status)> done) override;
+  void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void UpdateBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
+  void Remove(std::string board_id, int64_t season, std::string client_id, std::function<void(Status)> done) override;
 
  private:
   explicit PostgresLeaderboardStore(db::pg::Pool& pool) : pool_(pool) {}

@@ -1,6 +1,8 @@
 #include "leaderboard/redis_store.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <sstream>
 
 #include "ops/log.h"
 
@@ -8,71 +10,176 @@ namespace hotrow::leaderboard {
 
 namespace {
 
-constexpr const char* kZset = "hotrow:lb:z";
-constexpr const char* kMembers = "hotrow:lb:m";
+constexpr const char* kBoards = "hotrow:lb:boards";
 constexpr const char* kSeq = "hotrow:lb:seq";
 constexpr const char* kChannel = "hotrow:lb:changed";
-constexpr size_t kSeqDigits = 16;  // width of the inverted sequence prefix
+constexpr size_t kSeqDigits = 16;  // width of the sequence prefix
 
-// KEYS: zset, members, seq. ARGV: client, score, mode, channel.
-// Returns {score, rank, changed}.
-const db::redis::Script kPostScript{R"lua(
-local old = redis.call('HGET', KEYS[2], ARGV[1])
-if old then
-  local oldscore = redis.call('ZSCORE', KEYS[1], old)
-  local o, n = tonumber(oldscore), tonumber(ARGV[2])
-  if o == n or (ARGV[3] == 'best' and o > n) then
-    return {oldscore, redis.call('ZREVRANK', KEYS[1], old) + 1, 0}
-  end
-  redis.call('ZREM', KEYS[1], old)
+std::string KeyOf(std::string_view board_id, int64_t season, const char* what) {
+  return "hotrow:lb:b:" + std::string(board_id) + ":" + std::to_string(season) + ":" + what;
+}
+
+// The scripts share these helpers: exact decimal text of a score (Lua's
+// numbers are doubles, exact below 2^53; tostring would print 14 digits),
+// and the direction of a board.
+constexpr std::string_view kLuaHelpers = R"lua(
+local function num(x) return string.format('%.17g', x) end
+local function rank_of(z, member, desc)
+  if desc then return redis.call('ZREVRANK', z, member) end
+  return redis.call('ZRANK', z, member)
 end
-local seq = redis.call('INCR', KEYS[3])
-local member = string.format('%016d', 9007199254740991 - seq) .. ARGV[1]
-redis.call('ZADD', KEYS[1], ARGV[2], member)
-redis.call('HSET', KEYS[2], ARGV[1], member)
-redis.call('PUBLISH', ARGV[4], ARGV[1])
-return {ARGV[2], redis.call('ZREVRANK', KEYS[1], member) + 1, 1}
-)lua"};
+local function better_than(z, score, desc)
+  if desc then return redis.call('ZCOUNT', z, '(' .. num(score), '+inf') end
+  return redis.call('ZCOUNT', z, '-inf', '(' .. num(score))
+end
+)lua";
 
-// KEYS: zset, members. ARGV: client, channel. Returns 1 if removed.
+std::string WithHelpers(std::string_view body) { return std::string(kLuaHelpers) + std::string(body); }
+
+// Step 1 of the key layout (v0.7.0), contract: `default`, and v0.1.0's keys
+// renamed to its season 1. Safe to run again over a half-done run: each
+// RENAME happens only while its old key exists.
+constexpr std::string_view kBoardsStep = R"lua(
+if redis.call('HEXISTS', 'hotrow:lb:boards', 'default') == 0 then
+  local t = redis.call('TIME')
+  redis.call('HSET', 'hotrow:lb:boards', 'default',
+             'desc replace none UTC unique none 12 ' .. t[1] .. string.format('%06d', tonumber(t[2])))
+end
+if redis.call('EXISTS', 'hotrow:lb:z') == 1 then redis.call('RENAME', 'hotrow:lb:z', 'hotrow:lb:b:default:1:z') end
+if redis.call('EXISTS', 'hotrow:lb:m') == 1 then redis.call('RENAME', 'hotrow:lb:m', 'hotrow:lb:b:default:1:m') end
+)lua";
+
+// KEYS: boards, zset, members, seq. ARGV: board, client, score, operator,
+// order, ranking, channel. Returns {'ok', score, rank, changed}, {'noboard'}
+// or {'range', sum}.
+const db::redis::Script kPostScript{WithHelpers(R"lua(
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'noboard'} end
+local desc = ARGV[5] == 'desc'
+local old = redis.call('HGET', KEYS[3], ARGV[2])
+local n = tonumber(ARGV[3])
+local v = n
+if old then
+  local o = tonumber(redis.call('ZSCORE', KEYS[2], old))
+  if ARGV[4] == 'best' then
+    if (desc and o >= n) or (not desc and o <= n) then v = o end
+  elseif ARGV[4] == 'increment' then
+    v = o + n
+    if v < -9007199254740991 or v > 9007199254740991 then return {'range', num(v)} end
+  end
+  if v == o then
+    local rank = rank_of(KEYS[2], old, desc) + 1
+    if ARGV[6] == 'shared' then rank = better_than(KEYS[2], o, desc) + 1 end
+    return {'ok', num(o), rank, 0}
+  end
+  redis.call('ZREM', KEYS[2], old)
+end
+local seq = redis.call('INCR', KEYS[4])
+local digits = seq
+if desc then digits = 9007199254740991 - seq end
+local member = string.format('%016d', digits) .. ARGV[2]
+redis.call('ZADD', KEYS[2], num(v), member)
+redis.call('HSET', KEYS[3], ARGV[2], member)
+redis.call('PUBLISH', ARGV[7], ARGV[1])
+local rank = rank_of(KEYS[2], member, desc) + 1
+if ARGV[6] == 'shared' then rank = better_than(KEYS[2], v, desc) + 1 end
+return {'ok', num(v), rank, 1}
+)lua")};
+
+// KEYS: zset, members. ARGV: client, channel, board. Returns 1 if removed.
 const db::redis::Script kRemoveScript{R"lua(
 local old = redis.call('HGET', KEYS[2], ARGV[1])
 if not old then return 0 end
 redis.call('ZREM', KEYS[1], old)
 redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('PUBLISH', ARGV[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 )lua"};
 
-// KEYS: zset. ARGV: offset, limit. Returns {total, member, score, ...}.
-const db::redis::Script kTopScript{R"lua(
-local total = redis.call('ZCARD', KEYS[1])
-local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out = {total}
-if offset < total then
-  local page = redis.call('ZREVRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES')
-  for i = 1, #page do out[#out + 1] = page[i] end
+// KEYS: boards. ARGV: board, settings, channel, mode (create | update |
+// delete), created_us (update: the board's, which must match), then for a
+// delete the keys of its seasons. Returns 1, or 0 (create: taken; update
+// or delete: no such board).
+const db::redis::Script kBoardScript{R"lua(
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[4] == 'create' then
+  if current then return 0 end
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+elseif not current or string.sub(current, -string.len(ARGV[5]) - 1) ~= ' ' .. ARGV[5] then
+  return 0
+elseif ARGV[4] == 'update' then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+else
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  for i = 6, #ARGV do redis.call('DEL', ARGV[i]) end
 end
-return out
+redis.call('PUBLISH', ARGV[3], 'board ' .. ARGV[1])
+return 1
 )lua"};
 
-// KEYS: zset, members. ARGV: client, around (-1: none).
-// Returns nil, or {rank, score, first_rank, member, score, ...}.
-const db::redis::Script kPlayerScript{R"lua(
-local member = redis.call('HGET', KEYS[2], ARGV[1])
-if not member then return nil end
-local rank = redis.call('ZREVRANK', KEYS[1], member)
-local score = redis.call('ZSCORE', KEYS[1], member)
-local out = {rank + 1, score}
-local k = tonumber(ARGV[2])
-if k >= 0 then
-  local from = math.max(0, rank - k)
-  out[3] = from + 1
-  local page = redis.call('ZREVRANGE', KEYS[1], from, rank + k, 'WITHSCORES')
+// KEYS: zset. ARGV: offset, limit, order, ranking. Returns {total,
+// first_rank, member, score, ...}; first_rank is the first entry's (shared
+// ranks: 1 + the number of strictly better scores).
+const db::redis::Script kTopScript{WithHelpers(R"lua(
+local total = redis.call('ZCARD', KEYS[1])
+local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local desc = ARGV[3] == 'desc'
+local out = {total, offset + 1}
+if offset < total then
+  local page
+  if desc then page = redis.call('ZREVRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES')
+  else page = redis.call('ZRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES') end
+  if ARGV[4] == 'shared' and #page > 0 then out[2] = better_than(KEYS[1], tonumber(page[2]), desc) + 1 end
   for i = 1, #page do out[#out + 1] = page[i] end
 end
 return out
-)lua"};
+)lua")};
+
+// KEYS: zset, members. ARGV: client, around (-1: none), order, ranking.
+// Returns nil, or {rank, score, first_position + 1, first_rank, member,
+// score, ...}.
+const db::redis::Script kPlayerScript{WithHelpers(R"lua(
+local member = redis.call('HGET', KEYS[2], ARGV[1])
+if not member then return nil end
+local desc = ARGV[3] == 'desc'
+local position = rank_of(KEYS[1], member, desc)
+local score = redis.call('ZSCORE', KEYS[1], member)
+local rank = position + 1
+if ARGV[4] == 'shared' then rank = better_than(KEYS[1], tonumber(score), desc) + 1 end
+local out = {rank, score}
+local k = tonumber(ARGV[2])
+if k >= 0 then
+  local from = math.max(0, position - k)
+  local page
+  if desc then page = redis.call('ZREVRANGE', KEYS[1], from, position + k, 'WITHSCORES')
+  else page = redis.call('ZRANGE', KEYS[1], from, position + k, 'WITHSCORES') end
+  out[3] = from + 1
+  out[4] = from + 1
+  if ARGV[4] == 'shared' then out[4] = better_than(KEYS[1], tonumber(page[2]), desc) + 1 end
+  for i = 1, #page do out[#out + 1] = page[i] end
+end
+return out
+)lua")};
+
+// KEYS: zset, members. ARGV: order, ranking, then the client ids. Returns
+// {client, position, rank, score, ...} for those with a score.
+const db::redis::Script kRanksScript{WithHelpers(R"lua(
+local desc = ARGV[1] == 'desc'
+local out = {}
+for i = 3, #ARGV do
+  local member = redis.call('HGET', KEYS[2], ARGV[i])
+  if member then
+    local position = rank_of(KEYS[1], member, desc)
+    local score = redis.call('ZSCORE', KEYS[1], member)
+    local rank = position + 1
+    if ARGV[2] == 'shared' then rank = better_than(KEYS[1], tonumber(score), desc) + 1 end
+    out[#out + 1] = ARGV[i]
+    out[#out + 1] = position
+    out[#out + 1] = rank
+    out[#out + 1] = score
+  end
+end
+return out
+)lua")};
 
 // Redis replies with scores as text ("666", "9007199254740991"); scores
 // are integers below 2^53, which a double holds exactly.
@@ -87,13 +194,47 @@ std::string ClientOf(const std::string& member) {
 }
 
 // Entries from a flat [member, score, member, score, ...] list starting at
-// elements[first], ranked from first_rank.
-std::vector<Entry> Entries(const std::vector<db::redis::Reply>& elements, size_t first, int64_t first_rank) {
+// elements[first], at positions from first_position, ranked as `ranking`
+// from first_rank (shared ranks change only where the score does).
+std::vector<Entry> Entries(const std::vector<db::redis::Reply>& elements, size_t first, int64_t first_position,
+                           int64_t first_rank, Ranking ranking) {
   std::vector<Entry> out;
-  for (size_t i = first; i + 1 < elements.size(); i += 2)
-    out.push_back(
-        {first_rank + static_cast<int64_t>((i - first) / 2), ClientOf(elements[i].str), ParseScore(elements[i + 1])});
+  for (size_t i = first; i + 1 < elements.size(); i += 2) {
+    int64_t position = first_position + static_cast<int64_t>((i - first) / 2);
+    int64_t score = ParseScore(elements[i + 1]);
+    int64_t rank = out.empty()                   ? first_rank
+                   : ranking == Ranking::kUnique ? position
+                   : score == out.back().score   ? out.back().rank
+                                                 : position;
+    out.push_back({rank, ClientOf(elements[i].str), score});
+  }
   return out;
+}
+
+std::string Encode(const BoardInfo& b) {
+  const BoardSettings& s = b.settings;
+  return std::string(Name(s.order)) + " " + Name(s.op) + " " + Name(s.reset) + " " + s.reset_timezone + " " +
+         Name(s.ranking) + " " + Name(s.auth) + " " + std::to_string(s.keep_seasons) + " " +
+         std::to_string(b.created_us);
+}
+
+Result<BoardInfo> Decode(const std::string& id, const std::string& text) {
+  std::istringstream in(text);
+  std::string order, op, reset, tz, ranking, auth;
+  int64_t keep = 0, created = 0;
+  in >> order >> op >> reset >> tz >> ranking >> auth >> keep >> created;
+  auto o = ParseOrder(order);
+  auto p = ParseOperator(op);
+  auto r = ParseReset(reset);
+  auto k = ParseRanking(ranking);
+  auto a = ParseBoardAuth(auth);
+  if (!in || !o || !p || !r || !k || !a)
+    return Status::Internal("board '" + id + "' has settings this release cannot read: " + text);
+  return BoardInfo{
+      .id = id,
+      .settings =
+          {.order = *o, .op = *p, .reset = *r, .reset_timezone = tz, .ranking = *k, .auth = *a, .keep_seasons = keep},
+      .created_us = created};
 }
 
 }  // namespace
@@ -110,12 +251,10 @@ Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const
         "Redis runs with appendfsync {}: an acknowledged score can be lost in a crash; "
         "run it with appendonly yes and appendfsync always",
         config->elements[1].str);
-  // The key layout above is the one every release so far wrote; the
-  // leaderboard's next layout adds its steps here.
-  if (Status s = db::redis::Migrate(*store->client_, {}); !s.ok()) return s;
+  if (Status s = db::redis::Migrate(*store->client_, {{.sql = kBoardsStep, .contract = true}}); !s.ok()) return s;
   auto* raw = store.get();
   auto subscriber = db::redis::Subscriber::Start(
-      url, kChannel, [raw](const std::string&) { raw->Invalidate(); }, [raw] { raw->Invalidate(); });
+      url, kChannel, [raw](const std::string& payload) { raw->OnMessage(payload); }, [raw] { raw->InvalidateAll(); });
   if (!subscriber.ok()) return subscriber.status();
   store->subscriber_ = std::move(subscriber).value();
   return store;
@@ -128,27 +267,110 @@ void RedisLeaderboardStore::Stop() {
   if (client_) client_->Stop();
 }
 
-void RedisLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                                      std::function<void(Result<StoredScore>)> done) {
-  client_->Eval(kPostScript,
-                {"3", kZset, kMembers, kSeq, client_id, std::to_string(score),
-                 mode == ScoreMode::kBest ? "best" : "replace", kChannel},
-                [this, done = std::move(done)](Result<db::redis::Reply> r) {
+void RedisLeaderboardStore::OnBoardChange(std::function<void(const std::string&)> f) {
+  std::lock_guard lock(listener_mutex_);
+  on_board_change_ = std::move(f);
+}
+
+void RedisLeaderboardStore::OnMessage(const std::string& payload) {
+  if (payload.starts_with("board ")) {
+    std::string id = payload.substr(6);
+    Invalidate(id);
+    std::lock_guard lock(listener_mutex_);
+    if (on_board_change_) on_board_change_(id);
+    return;
+  }
+  Invalidate(payload);  // a score of that board changed
+}
+
+void RedisLeaderboardStore::Invalidate(const std::string& board_id) {
+  std::lock_guard lock(cache_mutex_);
+  ++caches_[board_id].version;
+}
+
+void RedisLeaderboardStore::InvalidateAll() {
+  std::lock_guard lock(cache_mutex_);
+  for (auto& [id, cache] : caches_) ++cache.version;
+}
+
+Status RedisLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
+                                   const std::function<void(const std::string&, std::string, Stored)>&) {
+  auto all = client_->CommandSync({"HGETALL", kBoards});
+  if (!all.ok()) return all.status();
+  const auto& e = all->elements;
+  for (size_t i = 0; i + 1 < e.size(); i += 2) {
+    auto board = Decode(e[i].str, e[i + 1].str);
+    if (!board.ok()) return board.status();
+    board_sink(std::move(*board));
+  }
+  return Status::Ok();
+}
+
+Result<BoardInfo> RedisLeaderboardStore::LoadBoard(const std::string& board_id) {
+  auto r = client_->CommandSync({"HGET", kBoards, board_id});
+  if (!r.ok()) return r.status();
+  if (r->is_nil()) return NoSuchBoard(board_id);
+  return Decode(board_id, r->str);
+}
+
+void RedisLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Status)> done) {
+  client_->Eval(kBoardScript, {"1", kBoards, board.id, Encode(board), kChannel, "create", "0"},
+                [this, id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
-                  const auto& e = r->elements;
-                  if (e.size() != 3) return done(Status::Internal("unexpected reply from the score script"));
-                  bool changed = ReplyInt(e[2]) == 1;
-                  if (changed) Invalidate();  // before answering: our next read must see it
-                  done(StoredScore{.score = ParseScore(e[0]), .changed = changed, .rank = ReplyInt(e[1])});
+                  if (r->integer != 1) return done(Status::AlreadyExists("a board '" + id + "' exists already"));
+                  Invalidate(id);
+                  done(Status::Ok());
                 });
 }
 
-void RedisLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
-  client_->Eval(kRemoveScript, {"2", kZset, kMembers, client_id, kChannel},
-                [this, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
+void RedisLeaderboardStore::UpdateBoard(BoardInfo board, std::function<void(Status)> done) {
+  client_->Eval(kBoardScript,
+                {"1", kBoards, board.id, Encode(board), kChannel, "update", std::to_string(board.created_us)},
+                [id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  if (!r.ok()) return done(r.status());
+                  done(r->integer == 1 ? Status::Ok() : NoSuchBoard(id));
+                });
+}
+
+void RedisLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Status)> done) {
+  client_->Eval(kBoardScript,
+                {"1", kBoards, board.id, "", kChannel, "delete", std::to_string(board.created_us),
+                 KeyOf(board.id, kFirstSeason, "z"), KeyOf(board.id, kFirstSeason, "m")},
+                [this, board_id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  if (!r.ok()) return done(r.status());
+                  if (r->integer != 1) return done(NoSuchBoard(board_id));
+                  Invalidate(board_id);
+                  done(Status::Ok());
+                });
+}
+
+void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<StoredScore>)> done) {
+  std::string board_id = p.board_id;
+  client_->Eval(kPostScript,
+                {"4", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq, p.board_id,
+                 p.client_id, std::to_string(p.score), Name(p.op), Name(p.order), Name(p.ranking), kChannel},
+                [this, board_id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  if (!r.ok()) return done(r.status());
+                  const auto& e = r->elements;
+                  if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));
+                  if (e[0].str == "noboard") return done(NoSuchBoard(board_id));
+                  if (e[0].str == "range" && e.size() == 2) return done(IncrementOutOfRange(ParseScore(e[1])));
+                  if (e[0].str != "ok" || e.size() != 4)
+                    return done(Status::Internal("unexpected reply from the score script"));
+                  bool changed = ReplyInt(e[3]) == 1;
+                  if (changed) Invalidate(board_id);  // before answering: our next read must see it
+                  done(StoredScore{.score = ParseScore(e[1]), .changed = changed, .rank = ReplyInt(e[2])});
+                });
+}
+
+void RedisLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
+                                   std::function<void(Status)> done) {
+  client_->Eval(kRemoveScript,
+                {"2", KeyOf(board_id, season, "z"), KeyOf(board_id, season, "m"), client_id, kChannel, board_id},
+                [this, board_id, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   if (r->integer != 1) return done(NoSuchPlayer(client_id));
-                  Invalidate();
+                  Invalidate(board_id);
                   done(Status::Ok());
                 });
 }
@@ -159,44 +381,52 @@ Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, 
 }
 }  // namespace
 
-void RedisLeaderboardStore::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
+void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit,
+                                Callback<Result<Page>> done) {
+  const Ranking ranking = board.settings.ranking;
   if (offset + limit > kPageLimitMax) {
-    client_->Eval(kTopScript, {"1", kZset, std::to_string(offset), std::to_string(limit)},
-                  [offset, done = std::move(done)](Result<db::redis::Reply> r) {
+    client_->Eval(kTopScript,
+                  {"1", KeyOf(board.id, season, "z"), std::to_string(offset), std::to_string(limit),
+                   Name(board.settings.order), Name(ranking)},
+                  [offset, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
                     if (!r.ok()) return done(r.status());
-                    done(Page::Own(Entries(r->elements, 1, offset + 1), ReplyInt(r->elements.at(0))));
+                    const auto& e = r->elements;
+                    done(Page::Own(Entries(e, 2, offset + 1, ReplyInt(e.at(1)), ranking), ReplyInt(e.at(0))));
                   });
     return;
   }
-  uint64_t version = version_.load(std::memory_order_acquire);
   std::unique_lock lock(cache_mutex_);
-  if (cache_ && cache_->version >= version &&
-      std::chrono::steady_clock::now() - cache_->fetched < std::chrono::milliseconds(kCacheAgeMaxMs)) {
-    auto cached = cache_;
+  BoardCache& cache = caches_[board.id];
+  uint64_t version = cache.version;
+  if (cache.cached && cache.cached->version >= version &&
+      std::chrono::steady_clock::now() - cache.cached->fetched < std::chrono::milliseconds(kCacheAgeMaxMs)) {
+    auto cached = cache.cached;
     lock.unlock();
     return done(SliceOf(cached, offset, limit));
   }
-  waiters_.push_back({version, offset, limit, std::move(done)});
-  if (fetching_) return;  // the fetch in flight (or the one after it) answers
-  fetching_ = true;
+  cache.waiters.push_back({version, offset, limit, std::move(done)});
+  if (cache.fetching) return;  // the fetch in flight (or the one after it) answers
+  cache.fetching = true;
   lock.unlock();
-  FetchTop(version);
+  FetchTop(board, season, version);
 }
 
-// Single flight: one fetch of the top 100 at a time. A fetch started at
-// version v answers every reader that arrived at version <= v; readers
-// that arrived after a newer change get the next fetch.
-void RedisLeaderboardStore::FetchTop(uint64_t version) {
+// Single flight per board: one fetch of its top 100 at a time. A fetch
+// started at version v answers every reader that arrived at version <= v;
+// readers that arrived after a newer change get the next fetch.
+void RedisLeaderboardStore::FetchTop(const BoardInfo& board, int64_t season, uint64_t version) {
   auto started = std::chrono::steady_clock::now();
-  client_->Eval(kTopScript, {"1", kZset, "0", std::to_string(kPageLimitMax)},
-                [this, version, started](Result<db::redis::Reply> r) {
+  client_->Eval(kTopScript,
+                {"1", KeyOf(board.id, season, "z"), "0", std::to_string(kPageLimitMax), Name(board.settings.order),
+                 Name(board.settings.ranking)},
+                [this, board, season, version, started](Result<db::redis::Reply> r) {
                   Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
-                  if (r.ok() && !r->elements.empty()) {
+                  if (r.ok() && r->elements.size() >= 2) {
                     auto c = std::make_shared<Cached>();
                     c->version = version;
                     c->fetched = started;  // conservative: the data is at least this fresh
                     c->total = ReplyInt(r->elements[0]);
-                    c->top = Entries(r->elements, 1, 1);
+                    c->top = Entries(r->elements, 2, 1, ReplyInt(r->elements[1]), board.settings.ranking);
                     result = std::shared_ptr<const Cached>(std::move(c));
                   } else {
                     result = r.ok() ? Status::Internal("unexpected reply from the top script") : r.status();
@@ -205,9 +435,10 @@ void RedisLeaderboardStore::FetchTop(uint64_t version) {
                   uint64_t next_version = 0;
                   {
                     std::lock_guard lock(cache_mutex_);
-                    if (result.ok()) cache_ = *result;
+                    BoardCache& cache = caches_[board.id];
+                    if (result.ok()) cache.cached = *result;
                     std::vector<Waiter> later;
-                    for (auto& w : waiters_) {
+                    for (auto& w : cache.waiters) {
                       if (w.version <= version) {
                         answered.push_back(std::move(w));
                       } else {
@@ -215,8 +446,8 @@ void RedisLeaderboardStore::FetchTop(uint64_t version) {
                         later.push_back(std::move(w));
                       }
                     }
-                    waiters_.swap(later);
-                    fetching_ = !waiters_.empty();
+                    cache.waiters.swap(later);
+                    cache.fetching = !cache.waiters.empty();
                   }
                   for (auto& w : answered) {
                     if (result.ok())
@@ -224,32 +455,63 @@ void RedisLeaderboardStore::FetchTop(uint64_t version) {
                     else
                       w.done(result.status());
                   }
-                  if (next_version) FetchTop(next_version);
+                  if (next_version) FetchTop(board, season, next_version);
                 });
 }
 
-void RedisLeaderboardStore::Player(std::string client_id, std::optional<int64_t> around,
-                                   std::function<void(Result<PlayerView>)> done) {
-  client_->Eval(kPlayerScript, {"2", kZset, kMembers, client_id, std::to_string(around.value_or(-1))},
-                [client_id, around, done = std::move(done)](Result<db::redis::Reply> r) {
+void RedisLeaderboardStore::Player(const BoardInfo& board, int64_t season, std::string client_id,
+                                   std::optional<int64_t> around, std::function<void(Result<PlayerView>)> done) {
+  const Ranking ranking = board.settings.ranking;
+  client_->Eval(kPlayerScript,
+                {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "m"), client_id,
+                 std::to_string(around.value_or(-1)), Name(board.settings.order), Name(ranking)},
+                [client_id, around, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   if (r->is_nil()) return done(NoSuchPlayer(client_id));
                   const auto& e = r->elements;
                   PlayerView view{{ReplyInt(e.at(0)), client_id, ParseScore(e.at(1))}, std::nullopt};
-                  if (around) view.around = Entries(e, 3, ReplyInt(e.at(2)));
+                  if (around) view.around = Entries(e, 4, ReplyInt(e.at(2)), ReplyInt(e.at(3)), ranking);
                   done(std::move(view));
                 });
 }
 
-Result<int64_t> RedisLeaderboardStore::Count() {
-  auto r = client_->CommandSync({"ZCARD", kZset});
+void RedisLeaderboardStore::Ranks(const BoardInfo& board, int64_t season, std::vector<std::string> client_ids,
+                                  std::function<void(Result<std::vector<Entry>>)> done) {
+  std::vector<std::string> args = {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "m"),
+                                   Name(board.settings.order), Name(board.settings.ranking)};
+  for (auto& id : client_ids) args.push_back(std::move(id));
+  client_->Eval(kRanksScript, std::move(args), [done = std::move(done)](Result<db::redis::Reply> r) {
+    if (!r.ok()) return done(r.status());
+    const auto& e = r->elements;
+    std::vector<std::pair<int64_t, Entry>> placed;
+    for (size_t i = 0; i + 3 < e.size(); i += 4)
+      placed.push_back({ReplyInt(e[i + 1]), Entry{ReplyInt(e[i + 2]), e[i].str, ParseScore(e[i + 3])}});
+    std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<Entry> entries;
+    for (auto& [position, entry] : placed) entries.push_back(std::move(entry));
+    done(std::move(entries));
+  });
+}
+
+Result<int64_t> RedisLeaderboardStore::Count(const std::string& board_id) {
+  auto r = client_->CommandSync({"ZCARD", KeyOf(board_id, kFirstSeason, "z")});
   if (!r.ok()) return r.status();
   return r->integer;
 }
 
 Status RedisLeaderboardStore::Clear() {
-  auto r = client_->CommandSync({"DEL", kZset, kMembers, kSeq});
-  Invalidate();
+  auto boards = client_->CommandSync({"HKEYS", kBoards});
+  if (!boards.ok()) return boards.status();
+  for (const auto& id : boards->elements) {
+    auto r = client_->CommandSync({"DEL", KeyOf(id.str, kFirstSeason, "z"), KeyOf(id.str, kFirstSeason, "m")});
+    if (!r.ok()) return r.status();
+    if (id.str != kDefaultBoard) {
+      auto h = client_->CommandSync({"HDEL", kBoards, id.str});
+      if (!h.ok()) return h.status();
+    }
+  }
+  auto r = client_->CommandSync({"DEL", kSeq});
+  InvalidateAll();
   return r.status();
 }
 

@@ -1,18 +1,33 @@
 // The leaderboard on Redis: the truth for every instance that points at the
-// same Redis, so several hotrow instances agree on one board.
+// same Redis, so several hotrow instances agree on every board.
 //
 // Data (all changed together by Lua scripts, so each change is atomic: a
-// score reads the old member, compares, ZREMs it, INCRs, ZADDs, HSETs and
-// PUBLISHes in one script):
-//   hotrow:lb:z    sorted set; score = the player's score (exact: |score| <
-//                  2^53), member = 16 decimal digits of (2^53-1 - seq)
-//                  followed by the client id
-//   hotrow:lb:m    hash client id -> member
-//   hotrow:lb:seq  INCR counter: the sequence number of a score change
-// ZREVRANGE orders equal scores by member bytes, descending; the inverted,
-// fixed-width sequence number makes the earlier change the larger member,
-// so "earlier ranks higher" holds, the same rule as the embedded Board.
-// Every change PUBLISHes the client id on hotrow:lb:changed.
+// score checks its board, reads the old member, decides, ZREMs it, INCRs,
+// ZADDs, HSETs and PUBLISHes in one script):
+//   hotrow:lb:boards            hash board id -> its settings, "<order>
+//                               <operator> <reset> <timezone> <ranking>
+//                               <auth> <keepSeasons> <created_us>"
+//   hotrow:lb:b:<board>:<season>:z
+//                               sorted set; score = the player's score
+//                               (exact: |score| < 2^53), member = 16 decimal
+//                               digits of the sequence number followed by
+//                               the client id
+//   hotrow:lb:b:<board>:<season>:m
+//                               hash client id -> member
+//   hotrow:lb:seq               INCR counter: the sequence number of a
+//                               score change, for every board
+// On a desc board the digits are 2^53-1 - seq and pages read ZREVRANGE,
+// which orders equal scores by member bytes, descending: the earlier change
+// is the larger member. On an asc board they are seq itself and pages read
+// ZRANGE, ascending. Either way "earlier ranks higher" among equal scores,
+// the embedded Board's rule. A shared rank is 1 + ZCOUNT of the strictly
+// better scores. Every score change PUBLISHes the board's id on
+// hotrow:lb:changed; a board's creation, change or deletion publishes
+// "board <id>", on which every instance reads that board again.
+//
+// Key layout migrations (db::redis::Migrate, hotrow:schema): step 1
+// (v0.7.0, contract) creates `default` and renames v0.1.0's hotrow:lb:z and
+// hotrow:lb:m to `default`'s season 1.
 //
 // Durability: a 200 is durable only when Redis runs with appendonly yes and
 // appendfsync always (scripts/redis-durable.conf, the tests and the cluster
@@ -20,23 +35,25 @@
 // With appendfsync everysec a crash can lose up to a second of acknowledged
 // scores.
 //
-// Cache: the top 100 (and the total) are cached per instance and serve every
-// page inside them. An entry is valid while (a) no change was seen since it
-// was fetched -- this instance's own writes bump the version before they
-// answer, so its reads after a 200 refetch; other instances' writes arrive
-// by pub/sub, and a reconnect of the subscriber counts as a change -- and
-// (b) it is younger than kCacheAgeMaxMs (100 ms), which bounds staleness
-// even when pub/sub messages are lost. Misses are single-flight: readers
-// that arrive while a fetch runs share it, unless a change was seen after it
-// started, in which case they wait for the next one. A player's own rank
-// (GET /leaderboard/{id}) always goes to Redis, so a player always sees
-// their own accepted score.
+// Cache: each board's top 100 (and total) are cached per instance and serve
+// every page inside them. An entry is valid while (a) no change of that
+// board was seen since it was fetched -- this instance's own writes bump the
+// board's version before they answer, so its reads after a 200 refetch;
+// other instances' writes arrive by pub/sub, and a reconnect of the
+// subscriber counts as a change of every board -- and (b) it is younger than
+// kCacheAgeMaxMs (100 ms), which bounds staleness even when pub/sub
+// messages are lost. Misses are single-flight per board: readers that arrive
+// while a fetch runs share it, unless a change was seen after it started, in
+// which case they wait for the next one. A player's own rank (GET
+// .../players/{id}) always goes to Redis, so a player always sees their own
+// accepted score.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "db/redis.h"
@@ -51,31 +68,42 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   static Result<std::unique_ptr<RedisLeaderboardStore>> Open(const std::string& url, db::redis::Options options = {});
   ~RedisLeaderboardStore() override;
 
-  // Redis ranks: nothing to load; other instances' changes reach the cache
-  // by pub/sub (below), not through the service.
-  Status Load(const std::function<void(std::string, Stored)>&) override { return Status::Ok(); }
+  // Redis ranks: only the boards to load; other instances' score changes
+  // reach the cache by pub/sub (below), not through the service, and their
+  // board changes through OnBoardChange.
+  Status Load(const std::function<void(BoardInfo)>& board_sink,
+              const std::function<void(const std::string&, std::string, Stored)>& sink) override;
+  Result<BoardInfo> LoadBoard(const std::string& board_id) override;
+  void OnBoardChange(std::function<void(const std::string& board_id)> f) override;
   void Stop() override;
   SharedRanking* shared_ranking() override { return this; }
 
-  void PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                 std::function<void(Result<StoredScore>)> done) override;
-  void Remove(std::string client_id, std::function<void(Status)> done) override;
-  void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) override;
-  void Player(std::string client_id, std::optional<int64_t> around,
-              std::function<void(Result<PlayerView>)> done) override;
+  void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void UpdateBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
+  void Remove(std::string board_id, int64_t season, std::string client_id, std::function<void(Status)> done) override;
 
-  // Players on the board (ZCARD), for seeding and start-up logs.
-  Result<int64_t> Count();
-  // Deletes the board's keys (seeding with --replace, tests).
+  void Top(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit, Callback<Result<Page>> done) override;
+  void Player(const BoardInfo& board, int64_t season, std::string client_id, std::optional<int64_t> around,
+              std::function<void(Result<PlayerView>)> done) override;
+  void Ranks(const BoardInfo& board, int64_t season, std::vector<std::string> client_ids,
+             std::function<void(Result<std::vector<Entry>>)> done) override;
+
+  // Players on a board's season (ZCARD), for seeding and start-up logs.
+  Result<int64_t> Count(const std::string& board_id = std::string(kDefaultBoard));
+  // Deletes every board's keys but `default`'s settings (seeding with
+  // --replace, tests).
   Status Clear();
   db::redis::Client& client() { return *client_; }
 
  private:
   RedisLeaderboardStore() = default;
-  void Invalidate() { version_.fetch_add(1, std::memory_order_acq_rel); }
-  void FetchTop(uint64_t version);
+  void Invalidate(const std::string& board_id);
+  void InvalidateAll();
+  void OnMessage(const std::string& payload);
 
-  // The cached top (public so the slicing helper can name it).
+  // A board's cached top (public so the slicing helper can name it).
  public:
   struct Cached {
     uint64_t version;
@@ -87,18 +115,25 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
 
  private:
   struct Waiter {
-    uint64_t version;  // the change count when the reader arrived
+    uint64_t version;  // the board's change count when the reader arrived
     int64_t offset, limit;
     Callback<Result<Page>> done;
   };
+  // One board's cache, under cache_mutex_.
+  struct BoardCache {
+    uint64_t version = 1;
+    std::shared_ptr<const Cached> cached;
+    bool fetching = false;
+    std::vector<Waiter> waiters;
+  };
+  void FetchTop(const BoardInfo& board, int64_t season, uint64_t version);
 
   std::unique_ptr<db::redis::Client> client_;
   std::unique_ptr<db::redis::Subscriber> subscriber_;
-  std::atomic<uint64_t> version_{1};
   std::mutex cache_mutex_;
-  std::shared_ptr<const Cached> cache_;
-  bool fetching_ = false;
-  std::vector<Waiter> waiters_;
+  std::unordered_map<std::string, BoardCache> caches_;  // by board id
+  std::mutex listener_mutex_;
+  std::function<void(const std::string&)> on_board_change_;
 };
 
 }  // namespace hotrow::leaderboard

@@ -1,5 +1,6 @@
 #include "leaderboard/routes.h"
 
+#include "base/time.h"
 #include "http/errors.h"
 #include "http/json.h"
 #include "http/query.h"
@@ -27,6 +28,50 @@ void WriteEntries(JsonWriter& w, std::span<const Entry> entries) {
   w.EndArray();
 }
 
+// "next": the offset of the page after this one, or null on the last.
+void WriteNext(JsonWriter& w, int64_t offset, size_t count, int64_t total) {
+  w.Key("next");
+  int64_t next = offset + static_cast<int64_t>(count);
+  if (count > 0 && next < total)
+    w.Int(next);
+  else
+    w.Null();
+}
+
+void WriteTime(JsonWriter& w, std::string_view key, std::optional<int64_t> us) {
+  w.Key(key);
+  if (us)
+    w.String(FormatTime(*us));
+  else
+    w.Null();
+}
+
+void WriteBoard(JsonWriter& w, const BoardView& b) {
+  const BoardSettings& s = b.info.settings;
+  w.StartObject();
+  w.Field("id", b.info.id);
+  w.Field("order", Name(s.order));
+  w.Field("operator", Name(s.op));
+  w.Field("reset", Name(s.reset));
+  w.Field("resetTimezone", s.reset_timezone);
+  w.Field("ranking", Name(s.ranking));
+  w.Field("auth", Name(s.auth));
+  w.Field("keepSeasons", s.keep_seasons);
+  WriteTime(w, "createdAt", b.info.created_us);
+  w.Field("season", b.season);
+  WriteTime(w, "seasonStartedAt", b.season_started_us);
+  WriteTime(w, "nextResetAt", b.next_reset_us);
+  w.EndObject();
+}
+
+Response BoardResponse(const BoardView& b, int status = 200) {
+  Response res;
+  res.status = status;
+  JsonWriter w(res.body);
+  WriteBoard(w, b);
+  return res;
+}
+
 Response Error(const Status& s) { return http::ErrorResponse(s); }
 
 Result<ScoreMode> ParseMode(const http::Query& q) {
@@ -36,88 +81,362 @@ Result<ScoreMode> ParseMode(const http::Query& q) {
   return Status::InvalidField("mode", "mode must be 'replace' or 'best'");
 }
 
+// One of a setting's names, when the body has it; invalid_field naming it
+// and its choices otherwise.
+template <typename E>
+Status ReadChoice(const http::JsonObject& body, std::string_view field, std::optional<E> (*parse)(std::string_view),
+                  const char* choices, E* out) {
+  if (!body.Has(field)) return Status::Ok();
+  auto text = body.String(field);
+  if (!text.ok()) return text.status();
+  auto v = parse(*text);
+  if (!v) return Status::InvalidField(std::string(field), std::string(field) + " must be one of " + choices);
+  *out = *v;
+  return Status::Ok();
+}
+
+constexpr const char* kOrders = "desc, asc";
+constexpr const char* kOperators = "replace, best, increment";
+constexpr const char* kResets = "none, daily, weekly, monthly";
+constexpr const char* kRankings = "unique, shared";
+constexpr const char* kAuths = "none, hmac";
+
+Status ReadTimezone(const http::JsonObject& body, std::string* out) {
+  if (!body.Has("resetTimezone")) return Status::Ok();
+  auto tz = body.String("resetTimezone");
+  if (!tz.ok()) return tz.status();
+  *out = *tz;
+  return Status::Ok();
+}
+
+Status ReadKeepSeasons(const http::JsonObject& body, int64_t* out) {
+  if (!body.Has("keepSeasons")) return Status::Ok();
+  auto keep = body.Integer("keepSeasons", 1, kKeepSeasonsMax);
+  if (!keep.ok()) return keep.status();
+  *out = *keep;
+  return Status::Ok();
+}
+
+Result<BoardInfo> ParseNewBoard(std::string_view text) {
+  auto body = http::JsonObject::Parse(text);
+  if (!body.ok()) return body.status();
+  if (Status s =
+          body->OnlyFields({"id", "order", "operator", "reset", "resetTimezone", "ranking", "auth", "keepSeasons"});
+      !s.ok())
+    return s;
+  auto id = body->String("id");
+  if (!id.ok()) return id.status();
+  BoardInfo b{.id = *id, .settings = {}, .created_us = 0};
+  BoardSettings& s = b.settings;
+  for (Status st :
+       {ReadChoice(*body, "order", ParseOrder, kOrders, &s.order),
+        ReadChoice(*body, "operator", ParseOperator, kOperators, &s.op),
+        ReadChoice(*body, "reset", ParseReset, kResets, &s.reset), ReadTimezone(*body, &s.reset_timezone),
+        ReadChoice(*body, "ranking", ParseRanking, kRankings, &s.ranking),
+        ReadChoice(*body, "auth", ParseBoardAuth, kAuths, &s.auth), ReadKeepSeasons(*body, &s.keep_seasons)})
+    if (!st.ok()) return st;
+  return b;
+}
+
+Result<BoardPatch> ParsePatch(std::string_view text) {
+  auto body = http::JsonObject::Parse(text);
+  if (!body.ok()) return body.status();
+  if (Status s = body->OnlyFields({"reset", "resetTimezone", "keepSeasons", "auth"}); !s.ok()) return s;
+  BoardPatch patch;
+  Reset reset{};
+  BoardAuth auth{};
+  std::string tz;
+  int64_t keep = 0;
+  for (Status st : {ReadChoice(*body, "reset", ParseReset, kResets, &reset), ReadTimezone(*body, &tz),
+                    ReadChoice(*body, "auth", ParseBoardAuth, kAuths, &auth), ReadKeepSeasons(*body, &keep)})
+    if (!st.ok()) return st;
+  if (body->Has("reset")) patch.reset = reset;
+  if (body->Has("resetTimezone")) patch.reset_timezone = tz;
+  if (body->Has("auth")) patch.auth = auth;
+  if (body->Has("keepSeasons")) patch.keep_seasons = keep;
+  return patch;
+}
+
+// ?season=N on a read: the current season, or 404 for any other (archived
+// seasons come with boards that reset).
+Status CheckSeason(const http::Query& q, const std::string& board_id) {
+  if (!q.Get("season")) return Status::Ok();
+  auto season = q.Int("season", kFirstSeason);
+  if (!season.ok()) return season.status();
+  if (*season != kFirstSeason)
+    return Status::NotFound("board '" + board_id + "' has no season " + std::to_string(*season));
+  return Status::Ok();
+}
+
+// A post's ClientId and score, from the header and a {"score": N} body.
+Result<std::pair<std::string, int64_t>> ParsePost(const Request& req) {
+  if (!req.HasHeader("ClientId")) return Status::InvalidField("ClientId", "the ClientId header is required");
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return body.status();
+  if (Status s = body->OnlyFields({"score"}); !s.ok()) return s;
+  auto score = body->SaturatedInteger("score");
+  if (!score.ok()) return score.status();
+  return std::pair{std::string(req.Header("ClientId")), *score};
+}
+
+Response PostedResponse(const Posted& p, bool with_season) {
+  Response res;
+  JsonWriter w(res.body);
+  w.StartObject();
+  w.Field("clientId", p.entry.client_id);
+  w.Field("score", p.entry.score);
+  w.Field("rank", p.entry.rank);
+  if (with_season) w.Field("season", kFirstSeason);
+  w.EndObject();
+  return res;
+}
+
+// ?offset= (default 0) and ?limit= (default kPageLimitDefault); the
+// service checks their ranges.
+Result<std::pair<int64_t, int64_t>> PageRange(const http::Query& q) {
+  auto limit = q.Int("limit", kPageLimitDefault);
+  if (!limit.ok()) return limit.status();
+  auto offset = q.Int("offset", 0);
+  if (!offset.ok()) return offset.status();
+  return std::pair{*offset, *limit};
+}
+
+Response NoContent() {
+  Response res;
+  res.status = 204;
+  return res;
+}
+
+// --- The legacy routes, on `default` ---------------------------------------
+
 void PostScore(LeaderboardService& service, const Request& req, Responder responder) {
-  if (!req.HasHeader("ClientId"))
-    return responder.Send(Error(Status::InvalidField("ClientId", "the ClientId header is required")));
-  std::string client_id(req.Header("ClientId"));
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
   auto mode = ParseMode(*query);
   if (!mode.ok()) return responder.Send(Error(mode.status()));
-  auto body = http::JsonObject::Parse(req.body);
-  if (!body.ok()) return responder.Send(Error(body.status()));
-  if (Status s = body->OnlyFields({"score"}); !s.ok()) return responder.Send(Error(s));
-  auto score = body->SaturatedInteger("score");
-  if (!score.ok()) return responder.Send(Error(score.status()));
-  service.PostScore(client_id, *score, *mode, [responder](Result<Posted> r) mutable {
+  auto post = ParsePost(req);
+  if (!post.ok()) return responder.Send(Error(post.status()));
+  service.PostScore(post->first, post->second, *mode, [responder](Result<Posted> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
-    JsonWriter w(res.body);
-    w.StartObject();
-    w.Field("clientId", r->entry.client_id);
-    w.Field("score", r->entry.score);
-    w.Field("rank", r->entry.rank);
-    w.EndObject();
-    responder.Send(std::move(res));
+    responder.Send(PostedResponse(*r, false));
   });
+}
+
+// A page: {"entries", "total", "next"} and, for a board route, "board" and
+// "season" first.
+void SendPage(Responder& responder, std::string body, const Page& page, int64_t offset, const std::string* board_id) {
+  Response res = http::ResponseWithBody(std::move(body));
+  res.body.reserve(96 + page.entries.size() * 56);
+  JsonWriter w(res.body);
+  w.StartObject();
+  if (board_id) {
+    w.Field("board", *board_id);
+    w.Field("season", kFirstSeason);
+  }
+  w.Key("entries");
+  WriteEntries(w, page.entries);
+  w.Field("total", page.total);
+  WriteNext(w, offset, page.entries.size(), page.total);
+  w.EndObject();
+  responder.Send(std::move(res));
 }
 
 void Top(LeaderboardService& service, Request& req, Responder responder) {
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
-  auto limit = query->Int("limit", kPageLimitDefault);
-  if (!limit.ok()) return responder.Send(Error(limit.status()));
-  auto offset = query->Int("offset", 0);
-  if (!offset.ok()) return responder.Send(Error(offset.status()));
-  service.Top(*offset, *limit, [responder, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
+  auto range = PageRange(*query);
+  if (!range.ok()) return responder.Send(Error(range.status()));
+  auto [offset, limit] = *range;
+  service.Top(offset, limit, [responder, offset, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res = http::ResponseWithBody(std::move(body));
-    res.body.reserve(64 + r->entries.size() * 56);
-    JsonWriter w(res.body);
-    w.StartObject();
-    w.Key("entries");
-    WriteEntries(w, r->entries);
-    w.Field("total", r->total);
-    w.EndObject();
-    responder.Send(std::move(res));
+    SendPage(responder, std::move(body), *r, offset, nullptr);
   });
+}
+
+void SendPlayer(Responder& responder, const PlayerView& v, bool with_season) {
+  Response res;
+  JsonWriter w(res.body);
+  w.StartObject();
+  w.Field("rank", v.entry.rank);
+  w.Field("clientId", v.entry.client_id);
+  w.Field("score", v.entry.score);
+  if (with_season) w.Field("season", kFirstSeason);
+  if (v.around) {
+    w.Key("around");
+    WriteEntries(w, *v.around);
+  }
+  w.EndObject();
+  responder.Send(std::move(res));
+}
+
+Result<std::optional<int64_t>> ParseAround(const http::Query& q) {
+  if (!q.Get("around")) return std::optional<int64_t>();
+  auto k = q.Int("around", 0);
+  if (!k.ok()) return k.status();
+  return std::optional<int64_t>(*k);
 }
 
 void Player(LeaderboardService& service, const Request& req, Responder responder) {
   const std::string& client_id = req.params.at(0);
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
-  std::optional<int64_t> around;
-  if (query->Get("around")) {
-    auto k = query->Int("around", 0);
-    if (!k.ok()) return responder.Send(Error(k.status()));
-    around = *k;
-  }
-  service.Player(client_id, around, [responder](Result<PlayerView> r) mutable {
+  auto around = ParseAround(*query);
+  if (!around.ok()) return responder.Send(Error(around.status()));
+  service.Player(client_id, *around, [responder](Result<PlayerView> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
-    JsonWriter w(res.body);
-    w.StartObject();
-    w.Field("rank", r->entry.rank);
-    w.Field("clientId", r->entry.client_id);
-    w.Field("score", r->entry.score);
-    if (r->around) {
-      w.Key("around");
-      WriteEntries(w, *r->around);
-    }
-    w.EndObject();
-    responder.Send(std::move(res));
+    SendPlayer(responder, *r, false);
   });
 }
 
 void Remove(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
   if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
-  service.Remove(req.params.at(0), [responder](const Status& s) mutable {
-    if (!s.ok()) return responder.Send(Error(s));
-    Response res;
-    res.status = 204;
+  service.Remove(req.params.at(0),
+                 [responder](const Status& s) mutable { responder.Send(s.ok() ? NoContent() : Error(s)); });
+}
+
+// --- Boards ------------------------------------------------------------------
+
+void CreateBoard(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto board = ParseNewBoard(req.body);
+  if (!board.ok()) return responder.Send(Error(board.status()));
+  service.CreateBoard(std::move(*board), [responder](Result<BoardView> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res = BoardResponse(*r, 201);
+    res.AddHeader("Location", "/api/v1/boards/" + r->info.id);
     responder.Send(std::move(res));
   });
+}
+
+void ListBoards(LeaderboardService& service, const Request& req, Responder responder) {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  auto range = PageRange(*query);
+  if (!range.ok()) return responder.Send(Error(range.status()));
+  auto [offset, limit] = *range;
+  auto list = service.ListBoards(offset, limit);
+  if (!list.ok()) return responder.Send(Error(list.status()));
+  Response res;
+  JsonWriter w(res.body);
+  w.StartObject();
+  w.Key("boards");
+  w.StartArray();
+  for (const auto& b : list->boards) WriteBoard(w, b);
+  w.EndArray();
+  w.Field("total", list->total);
+  WriteNext(w, offset, list->boards.size(), list->total);
+  w.EndObject();
+  responder.Send(std::move(res));
+}
+
+void GetBoard(LeaderboardService& service, const Request& req, Responder responder) {
+  auto board = service.GetBoard(req.params.at(0));
+  responder.Send(board.ok() ? BoardResponse(*board) : Error(board.status()));
+}
+
+void UpdateBoard(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto patch = ParsePatch(req.body);
+  if (!patch.ok()) return responder.Send(Error(patch.status()));
+  service.UpdateBoard(req.params.at(0), std::move(*patch), [responder](Result<BoardView> r) mutable {
+    responder.Send(r.ok() ? BoardResponse(*r) : Error(r.status()));
+  });
+}
+
+void DeleteBoard(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  service.DeleteBoard(req.params.at(0),
+                      [responder](const Status& s) mutable { responder.Send(s.ok() ? NoContent() : Error(s)); });
+}
+
+void BoardScore(LeaderboardService& service, const Request& req, Responder responder) {
+  auto post = ParsePost(req);
+  if (!post.ok()) return responder.Send(Error(post.status()));
+  service.PostScore(req.params.at(0), post->first, post->second, std::nullopt, [responder](Result<Posted> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    responder.Send(PostedResponse(*r, true));
+  });
+}
+
+void BoardRemovePlayer(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  service.Remove(req.params.at(0), req.params.at(1),
+                 [responder](const Status& s) mutable { responder.Send(s.ok() ? NoContent() : Error(s)); });
+}
+
+void BoardTop(LeaderboardService& service, Request& req, Responder responder) {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  std::string board_id = req.params.at(0);
+  if (Status s = CheckSeason(*query, board_id); !s.ok()) return responder.Send(Error(s));
+  auto range = PageRange(*query);
+  if (!range.ok()) return responder.Send(Error(range.status()));
+  auto [offset, limit] = *range;
+  service.Top(board_id, offset, limit,
+              [responder, board_id, offset, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
+                if (!r.ok()) return responder.Send(Error(r.status()));
+                SendPage(responder, std::move(body), *r, offset, &board_id);
+              });
+}
+
+void BoardPlayer(LeaderboardService& service, const Request& req, Responder responder) {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  if (Status s = CheckSeason(*query, req.params.at(0)); !s.ok()) return responder.Send(Error(s));
+  auto around = ParseAround(*query);
+  if (!around.ok()) return responder.Send(Error(around.status()));
+  service.Player(req.params.at(0), req.params.at(1), *around, [responder](Result<PlayerView> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    SendPlayer(responder, *r, true);
+  });
+}
+
+void BoardRanks(LeaderboardService& service, const Request& req, Responder responder) {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  std::string board_id = req.params.at(0);
+  if (Status s = CheckSeason(*query, board_id); !s.ok()) return responder.Send(Error(s));
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return responder.Send(Error(body.status()));
+  if (Status s = body->OnlyFields({"clientIds"}); !s.ok()) return responder.Send(Error(s));
+  auto ids = body->StringArray("clientIds", static_cast<size_t>(kRanksIdsMax));
+  if (!ids.ok()) return responder.Send(Error(ids.status()));
+  service.Ranks(board_id, std::move(*ids), [responder, board_id](Result<RanksView> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    JsonWriter w(res.body);
+    w.StartObject();
+    w.Field("board", board_id);
+    w.Field("season", kFirstSeason);
+    w.Key("entries");
+    WriteEntries(w, r->entries);
+    w.Key("missing");
+    w.StartArray();
+    for (const auto& id : r->missing) w.String(id);
+    w.EndArray();
+    w.EndObject();
+    responder.Send(std::move(res));
+  });
+}
+
+void BoardSeasons(LeaderboardService& service, const Request& req, Responder responder) {
+  auto seasons = service.Seasons(req.params.at(0));
+  if (!seasons.ok()) return responder.Send(Error(seasons.status()));
+  Response res;
+  JsonWriter w(res.body);
+  w.StartObject();
+  w.Key("seasons");
+  w.StartArray();
+  for (const auto& s : *seasons) {
+    w.StartObject();
+    w.Field("season", s.season);
+    WriteTime(w, "startedAt", s.started_us);
+    WriteTime(w, "endedAt", s.ended_us);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  responder.Send(std::move(res));
 }
 
 }  // namespace
@@ -125,15 +444,45 @@ void Remove(LeaderboardService& service, const AdminAuth& admin, const Request& 
 void AddRoutes(http::Router& router, LeaderboardService& service, const AdminAuth& admin) {
   using http::BodyPolicy;
   using http::Method;
-  router.Add(
-      Method::kPost, "/api/v1/score",
-      [&service](Request& req, Responder res) { PostScore(service, req, std::move(res)); }, BodyPolicy::kJson);
-  router.Add(Method::kGet, "/api/v1/leaderboard",
-             [&service](Request& req, Responder res) { Top(service, req, std::move(res)); });
-  router.Add(Method::kGet, "/api/v1/leaderboard/{clientId}",
-             [&service](Request& req, Responder res) { Player(service, req, std::move(res)); });
-  router.Add(Method::kDelete, "/api/v1/leaderboard/{clientId}",
-             [&service, &admin](Request& req, Responder res) { Remove(service, admin, req, std::move(res)); });
+  auto add = [&](Method m, const char* path, auto handler, BodyPolicy body = BodyPolicy::kNone) {
+    router.Add(m, path, std::move(handler), body);
+  };
+  auto& s = service;
+  auto& a = admin;
+  // The reference's routes, on the board `default`.
+  add(
+      Method::kPost, "/api/v1/score", [&s](Request& r, Responder res) { PostScore(s, r, std::move(res)); },
+      BodyPolicy::kJson);
+  add(Method::kGet, "/api/v1/leaderboard", [&s](Request& r, Responder res) { Top(s, r, std::move(res)); });
+  add(Method::kGet, "/api/v1/leaderboard/{clientId}",
+      [&s](Request& r, Responder res) { Player(s, r, std::move(res)); });
+  add(Method::kDelete, "/api/v1/leaderboard/{clientId}",
+      [&s, &a](Request& r, Responder res) { Remove(s, a, r, std::move(res)); });
+  // Boards.
+  add(
+      Method::kPost, "/api/v1/boards", [&s, &a](Request& r, Responder res) { CreateBoard(s, a, r, std::move(res)); },
+      BodyPolicy::kJson);
+  add(Method::kGet, "/api/v1/boards", [&s](Request& r, Responder res) { ListBoards(s, r, std::move(res)); });
+  add(Method::kGet, "/api/v1/boards/{board}", [&s](Request& r, Responder res) { GetBoard(s, r, std::move(res)); });
+  add(
+      Method::kPatch, "/api/v1/boards/{board}",
+      [&s, &a](Request& r, Responder res) { UpdateBoard(s, a, r, std::move(res)); }, BodyPolicy::kJson);
+  add(Method::kDelete, "/api/v1/boards/{board}",
+      [&s, &a](Request& r, Responder res) { DeleteBoard(s, a, r, std::move(res)); });
+  add(
+      Method::kPost, "/api/v1/boards/{board}/scores",
+      [&s](Request& r, Responder res) { BoardScore(s, r, std::move(res)); }, BodyPolicy::kJson);
+  add(Method::kGet, "/api/v1/boards/{board}/leaderboard",
+      [&s](Request& r, Responder res) { BoardTop(s, r, std::move(res)); });
+  add(Method::kGet, "/api/v1/boards/{board}/players/{clientId}",
+      [&s](Request& r, Responder res) { BoardPlayer(s, r, std::move(res)); });
+  add(Method::kDelete, "/api/v1/boards/{board}/players/{clientId}",
+      [&s, &a](Request& r, Responder res) { BoardRemovePlayer(s, a, r, std::move(res)); });
+  add(
+      Method::kPost, "/api/v1/boards/{board}/ranks",
+      [&s](Request& r, Responder res) { BoardRanks(s, r, std::move(res)); }, BodyPolicy::kJson);
+  add(Method::kGet, "/api/v1/boards/{board}/seasons",
+      [&s](Request& r, Responder res) { BoardSeasons(s, r, std::move(res)); });
 }
 
 }  // namespace hotrow::leaderboard

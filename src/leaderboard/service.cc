@@ -1,75 +1,347 @@
 #include "leaderboard/service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <unordered_map>
 #include <vector>
 
+#include "base/time.h"
 #include "ops/log.h"
 
 namespace hotrow::leaderboard {
 
-Status LeaderboardService::Load() {
-  if (ranking_) return Status::Ok();
-  auto start = std::chrono::steady_clock::now();
-  std::vector<std::pair<std::string, Stored>> players;  // one ReplaceAll: the top is built once
-  if (Status s = store_.Load([&](std::string id, Stored st) { players.emplace_back(std::move(id), st); }); !s.ok())
-    return s;
-  board_.ReplaceAll(players);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  log::Info("leaderboard: loaded {} player(s) into memory in {} ms", board_.size(), ms);
+namespace {
+
+Status ValidateSettings(const BoardSettings& s) {
+  if (s.keep_seasons < 1 || s.keep_seasons > kKeepSeasonsMax)
+    return Status::OutOfRange("keepSeasons", 1, kKeepSeasonsMax);
+  if (s.reset != Reset::kNone)
+    return Status::InvalidField("reset",
+                                "boards that reset on a schedule are not built yet; only \"none\" is accepted");
+  if (s.reset_timezone != "UTC")
+    return Status::InvalidField("resetTimezone", "only \"UTC\" is accepted until boards that reset on a schedule land");
+  if (s.auth != BoardAuth::kNone)
+    return Status::InvalidField("auth", "signed submissions are not built yet; only \"none\" is accepted");
   return Status::Ok();
+}
+
+BoardInfo DefaultBoardInfo() { return BoardInfo{.id = std::string(kDefaultBoard), .settings = {}, .created_us = 0}; }
+
+}  // namespace
+
+LeaderboardService::LeaderboardService(LeaderboardStore& store)
+    : store_(store),
+      ranking_(store.shared_ranking()),
+      default_board_(ranking_ ? nullptr : std::make_shared<Board>()),
+      default_info_(DefaultBoardInfo()) {
+  boards_.emplace(default_info_.id, MakeState(default_info_, default_board_));
+  store_.OnBoardChange([this](const std::string& board_id) {
+    if (Status s = ApplyBoardChange(board_id); !s.ok())
+      log::Warn("leaderboard: board '{}' changed on another instance and could not be read: {}", board_id,
+                s.ToString());
+  });
+}
+
+LeaderboardService::~LeaderboardService() { store_.OnBoardChange(nullptr); }
+
+std::shared_ptr<LeaderboardService::State> LeaderboardService::MakeState(BoardInfo info,
+                                                                         std::shared_ptr<Board> board) const {
+  if (!board && !ranking_)
+    board =
+        info.id == kDefaultBoard ? default_board_ : std::make_shared<Board>(info.settings.order, info.settings.ranking);
+  return std::make_shared<State>(State{std::move(info), std::move(board)});
+}
+
+Status LeaderboardService::Load() {
+  auto start = std::chrono::steady_clock::now();
+  std::map<std::string, std::shared_ptr<State>, std::less<>> boards;
+  std::unordered_map<std::string, std::vector<std::pair<std::string, Stored>>> players;
+  Status s = store_.Load(
+      [&](BoardInfo info) {
+        std::string id = info.id;
+        // The same Board objects across reloads: `default`'s is shared with
+        // the legacy routes; each is refilled once below.
+        std::shared_ptr<Board> board;
+        if (auto old = Find(id); old && old->info.settings.order == info.settings.order &&
+                                 old->info.settings.ranking == info.settings.ranking)
+          board = old->board;
+        boards[id] = MakeState(std::move(info), std::move(board));
+      },
+      [&](const std::string& board_id, std::string client_id, Stored st) {
+        players[board_id].emplace_back(std::move(client_id), st);
+      });
+  if (!s.ok()) return s;
+  if (!boards.count(kDefaultBoard)) return Status::Internal("the store holds no board 'default'");
+  int64_t total = 0;
+  for (auto& [id, state] : boards) {
+    if (!state->board) continue;
+    auto it = players.find(id);
+    state->board->ReplaceAll(it == players.end() ? std::vector<std::pair<std::string, Stored>>{} : it->second);
+    total += state->board->size();
+  }
+  size_t count = boards.size();
+  {
+    std::unique_lock lock(mutex_);
+    boards_ = std::move(boards);
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  log::Info("leaderboard: loaded {} board(s) and {} player(s) into memory in {} ms", count, total, ms);
+  return Status::Ok();
+}
+
+size_t LeaderboardService::entries() const {
+  std::shared_lock lock(mutex_);
+  size_t n = 0;
+  for (const auto& [id, state] : boards_) n += state->board ? static_cast<size_t>(state->board->size()) : 0;
+  return n;
+}
+
+std::shared_ptr<LeaderboardService::State> LeaderboardService::Find(std::string_view board_id) const {
+  std::shared_lock lock(mutex_);
+  auto it = boards_.find(board_id);
+  return it == boards_.end() ? nullptr : it->second;
+}
+
+Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::FindOrNotFound(std::string_view board_id) const {
+  if (Status s = ValidateBoardId(board_id, "board"); !s.ok()) return s;
+  auto state = Find(board_id);
+  if (!state) return NoSuchBoard(board_id);
+  return state;
 }
 
 Status LeaderboardService::Follow(std::string_view notification) {
   auto read = store_.Follow(notification);
   if (!read.ok()) return read.status();
-  if (ranking_ || !*read) return Status::Ok();
+  if (!*read) return Status::Ok();
   const ScoreChange& change = **read;
+  if (change.kind == ScoreChange::Kind::kBoard) return ApplyBoardChange(change.board_id);
+  if (ranking_) return Status::Ok();
+  auto state = Find(change.board_id);
+  if (!state)
+    return Status::NotFound("a change to board '" + change.board_id + "', which this instance has not loaded");
   if (change.kind == ScoreChange::Kind::kErase)
-    board_.Erase(change.client_id);
+    state->board->Erase(change.client_id);
   else
-    board_.SetIfNewer(change.client_id, change.score, change.seq);
+    state->board->SetIfNewer(change.client_id, change.score, change.seq);
   return Status::Ok();
 }
 
-void LeaderboardService::PostScore(const std::string& client_id, int64_t score, ScoreMode mode,
-                                   std::function<void(Result<Posted>)> done) {
-  if (Status s = ValidateClientId(client_id); !s.ok()) return done(s);
-  if (score < -kScoreAbsMax || score > kScoreAbsMax)
-    return done(Status::OutOfRange("score", -kScoreAbsMax, kScoreAbsMax));
-  store_.PostScore(client_id, score, mode, [this, client_id, done = std::move(done)](Result<StoredScore> r) {
-    if (!r.ok()) return done(r.status());
-    if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed});
-    // Changes reach the Board in seq order whatever order the commits
-    // answer in; the rank is this request's score's, even when a later post
-    // for the same player reached the Board first.
-    board_.SetIfNewer(client_id, r->score, r->seq);
-    done(Posted{Entry{board_.RankOf(r->score, r->seq), client_id, r->score}, r->changed});
+Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
+  // The store's board, applied unless this instance changed its entry while
+  // it was read (a create or delete of its own that answered meanwhile, and
+  // that the read may predate): then read again.
+  constexpr int kReadsMax = 5;
+  for (int read = 0; read < kReadsMax; ++read) {
+    std::shared_ptr<State> before = Find(board_id);
+    auto info = store_.LoadBoard(board_id);
+    std::unique_lock lock(mutex_);
+    auto it = boards_.find(board_id);
+    if ((it == boards_.end() ? nullptr : it->second) != before) continue;
+    if (!info.ok()) {
+      if (info.status().code() != ErrorCode::kNotFound) return info.status();
+      if (it != boards_.end() && board_id != kDefaultBoard) boards_.erase(it);
+      return Status::Ok();
+    }
+    // Order and ranking never change on a live board: one of another
+    // creation time is a new board of the same id (deleted and made again).
+    bool same = it != boards_.end() && it->second->info.created_us == info->created_us;
+    boards_[board_id] = MakeState(std::move(*info), same ? it->second->board : nullptr);
+    return Status::Ok();
+  }
+  return Status::Unavailable("board '" + board_id + "' kept changing while it was read");
+}
+
+BoardView LeaderboardService::ViewOf(const BoardInfo& info) const {
+  return BoardView{.info = info, .season = kFirstSeason, .season_started_us = info.created_us, .next_reset_us = {}};
+}
+
+void LeaderboardService::CreateBoard(BoardInfo board, std::function<void(Result<BoardView>)> done) {
+  if (Status s = ValidateBoardId(board.id); !s.ok()) return done(s);
+  if (Status s = ValidateSettings(board.settings); !s.ok()) return done(s);
+  board.created_us = NowMicros();
+  auto created = board;
+  store_.CreateBoard(std::move(board), [this, created, done = std::move(done)](const Status& s) {
+    if (!s.ok()) return done(s);
+    {
+      std::unique_lock lock(mutex_);
+      boards_[created.id] = MakeState(created);
+    }
+    done(ViewOf(created));
   });
 }
 
-void LeaderboardService::Remove(const std::string& client_id, std::function<void(Status)> done) {
-  if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
-  store_.Remove(client_id, [this, client_id, done = std::move(done)](const Status& s) {
-    if (s.ok() && !ranking_) board_.Erase(client_id);
+void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch patch,
+                                     std::function<void(Result<BoardView>)> done) {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return done(state.status());
+  BoardInfo info = (*state)->info;
+  if (patch.reset) info.settings.reset = *patch.reset;
+  if (patch.reset_timezone) info.settings.reset_timezone = *patch.reset_timezone;
+  if (patch.keep_seasons) info.settings.keep_seasons = *patch.keep_seasons;
+  if (patch.auth) info.settings.auth = *patch.auth;
+  if (Status s = ValidateSettings(info.settings); !s.ok()) return done(s);
+  auto board = (*state)->board;
+  store_.UpdateBoard(info, [this, info, board, done = std::move(done)](const Status& s) {
+    if (!s.ok()) return done(s);
+    {
+      std::unique_lock lock(mutex_);
+      auto it = boards_.find(info.id);
+      // Unless it was deleted meanwhile, or deleted and made again.
+      if (it != boards_.end() && it->second->info.created_us == info.created_us) it->second = MakeState(info, board);
+    }
+    done(ViewOf(info));
+  });
+}
+
+void LeaderboardService::DeleteBoard(const std::string& board_id, std::function<void(Status)> done) {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return done(state.status());
+  if (board_id == kDefaultBoard) return done(Status::Conflict("the board 'default' cannot be deleted"));
+  int64_t created = (*state)->info.created_us;
+  store_.DeleteBoard((*state)->info, [this, board_id, created, done = std::move(done)](const Status& s) {
+    if (s.ok()) {
+      std::unique_lock lock(mutex_);
+      auto it = boards_.find(board_id);
+      if (it != boards_.end() && it->second->info.created_us == created) boards_.erase(it);
+    }
     done(s);
   });
+}
+
+Result<BoardView> LeaderboardService::GetBoard(const std::string& board_id) const {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return state.status();
+  return ViewOf((*state)->info);
+}
+
+Result<BoardList> LeaderboardService::ListBoards(int64_t offset, int64_t limit) const {
+  if (limit < 1 || limit > kBoardsPageLimitMax) return Status::OutOfRange("limit", 1, kBoardsPageLimitMax);
+  if (offset < 0 || offset > kOffsetMax) return Status::OutOfRange("offset", 0, kOffsetMax);
+  std::shared_lock lock(mutex_);
+  BoardList list;
+  list.total = static_cast<int64_t>(boards_.size());
+  auto it = boards_.begin();
+  std::advance(it, std::min(offset, list.total));
+  for (; it != boards_.end() && static_cast<int64_t>(list.boards.size()) < limit; ++it)
+    list.boards.push_back(ViewOf(it->second->info));
+  return list;
+}
+
+Result<std::vector<SeasonInfo>> LeaderboardService::Seasons(const std::string& board_id) const {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return state.status();
+  return std::vector<SeasonInfo>{{kFirstSeason, (*state)->info.created_us, std::nullopt}};
+}
+
+void LeaderboardService::PostScore(const std::string& board_id, const std::string& client_id, int64_t score,
+                                   std::optional<Operator> op, std::function<void(Result<Posted>)> done) {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return done(state.status());
+  if (Status s = ValidateClientId(client_id); !s.ok()) return done(s);
+  if (score < -kScoreAbsMax || score > kScoreAbsMax)
+    return done(Status::OutOfRange("score", -kScoreAbsMax, kScoreAbsMax));
+  const BoardSettings& settings = (*state)->info.settings;
+  ScorePost post{.board_id = board_id,
+                 .season = kFirstSeason,
+                 .client_id = client_id,
+                 .score = score,
+                 .op = op.value_or(settings.op),
+                 .order = settings.order,
+                 .ranking = settings.ranking};
+  store_.PostScore(std::move(post),
+                   [this, board = (*state)->board, client_id, done = std::move(done)](Result<StoredScore> r) {
+                     if (!r.ok()) return done(r.status());
+                     if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed});
+                     // Changes reach the Board in seq order whatever order the commits
+                     // answer in; the rank is this request's score's, even when a later post
+                     // for the same player reached the Board first.
+                     board->SetIfNewer(client_id, r->score, r->seq);
+                     done(Posted{Entry{board->RankOf(r->score, r->seq), client_id, r->score}, r->changed});
+                   });
+}
+
+void LeaderboardService::Remove(const std::string& board_id, const std::string& client_id,
+                                std::function<void(Status)> done) {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return done(state.status());
+  if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
+  store_.Remove(board_id, kFirstSeason, client_id,
+                [this, board = (*state)->board, client_id, done = std::move(done)](const Status& s) {
+                  if (s.ok() && !ranking_) board->Erase(client_id);
+                  done(s);
+                });
+}
+
+void LeaderboardService::TopOf(const std::shared_ptr<State>& state, int64_t offset, int64_t limit,
+                               Callback<Result<Page>> done) {
+  if (limit < 1 || limit > kPageLimitMax) return done(Status::OutOfRange("limit", 1, kPageLimitMax));
+  if (offset < 0 || offset > kOffsetMax) return done(Status::OutOfRange("offset", 0, kOffsetMax));
+  if (ranking_) return ranking_->Top(state->info, kFirstSeason, offset, limit, std::move(done));
+  done(state->board->Top(offset, limit));
+}
+
+void LeaderboardService::Top(const std::string& board_id, int64_t offset, int64_t limit, Callback<Result<Page>> done) {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return done(state.status());
+  TopOf(*state, offset, limit, std::move(done));
 }
 
 void LeaderboardService::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   if (limit < 1 || limit > kPageLimitMax) return done(Status::OutOfRange("limit", 1, kPageLimitMax));
   if (offset < 0 || offset > kOffsetMax) return done(Status::OutOfRange("offset", 0, kOffsetMax));
-  if (ranking_) return ranking_->Top(offset, limit, std::move(done));
-  done(board_.Top(offset, limit));
+  if (ranking_) return ranking_->Top(default_info_, kFirstSeason, offset, limit, std::move(done));
+  done(default_board_->Top(offset, limit));  // no lock: the hot read
 }
 
-void LeaderboardService::Player(std::string client_id, std::optional<int64_t> around,
+void LeaderboardService::Player(const std::string& board_id, std::string client_id, std::optional<int64_t> around,
                                 std::function<void(Result<PlayerView>)> done) {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return done(state.status());
   if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
   if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
-  if (ranking_) return ranking_->Player(std::move(client_id), around, std::move(done));
-  auto view = board_.Player(client_id, around);
+  if (ranking_) return ranking_->Player((*state)->info, kFirstSeason, std::move(client_id), around, std::move(done));
+  auto view = (*state)->board->Player(client_id, around);
   if (!view) return done(NoSuchPlayer(client_id));
   done(std::move(*view));
+}
+
+void LeaderboardService::Ranks(const std::string& board_id, std::vector<std::string> client_ids,
+                               std::function<void(Result<RanksView>)> done) {
+  auto state = FindOrNotFound(board_id);
+  if (!state.ok()) return done(state.status());
+  if (client_ids.empty() || static_cast<int64_t>(client_ids.size()) > kRanksIdsMax)
+    return done(Status::InvalidField("clientIds", "clientIds must hold 1-" + std::to_string(kRanksIdsMax) + " ids"));
+  std::set<std::string_view> seen;
+  for (const auto& id : client_ids) {
+    if (Status s = ValidateClientId(id, "clientIds"); !s.ok()) return done(s);
+    if (!seen.insert(id).second) return done(Status::InvalidField("clientIds", "clientIds lists '" + id + "' twice"));
+  }
+  // `entries` in rank order; the ids without one, in the order asked.
+  auto finish = [client_ids](std::vector<Entry> entries) {
+    RanksView view;
+    std::set<std::string_view> found;
+    for (const auto& e : entries) found.insert(e.client_id);
+    for (const auto& id : client_ids)
+      if (!found.count(id)) view.missing.push_back(id);
+    view.entries = std::move(entries);
+    return view;
+  };
+  if (ranking_)
+    return ranking_->Ranks((*state)->info, kFirstSeason, client_ids,
+                           [finish, done = std::move(done)](Result<std::vector<Entry>> r) mutable {
+                             if (!r.ok()) return done(r.status());
+                             done(finish(std::move(*r)));
+                           });
+  std::vector<std::pair<int64_t, Entry>> placed;  // (position, entry): equal shared ranks in sequence order
+  for (const auto& id : client_ids)
+    if (auto found = (*state)->board->Locate(id)) placed.push_back(std::move(*found));
+  std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Entry> entries;
+  for (auto& [position, entry] : placed) entries.push_back(std::move(entry));
+  done(finish(std::move(entries)));
 }
 
 }  // namespace hotrow::leaderboard

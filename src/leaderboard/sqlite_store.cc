@@ -8,21 +8,135 @@ namespace hotrow::leaderboard {
 
 namespace sqlite = db::sqlite;
 
+namespace {
+
+// Step 1 (v0.7.0), contract: many boards. v0.1.0's table is created first
+// (as v0.1.0 made it), so a new file and an old one take the same step; its
+// rows become season 1 of `default`, and it is dropped: a release before
+// would serve it empty, so it is refused (sqlite::MigrateComponent).
+constexpr std::string_view kBoards = R"sql(
+  CREATE TABLE IF NOT EXISTS leaderboard (
+    client_id TEXT    PRIMARY KEY,
+    score     INTEGER NOT NULL,
+    seq       INTEGER NOT NULL UNIQUE
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS leaderboard_seq (
+    id   INTEGER PRIMARY KEY CHECK (id = 1),
+    last INTEGER NOT NULL
+  );
+  INSERT OR IGNORE INTO leaderboard_seq (id, last) VALUES (1, 0);
+  CREATE TABLE lb_board (
+    board_id       TEXT    PRIMARY KEY,
+    sort_order     TEXT    NOT NULL,
+    operator       TEXT    NOT NULL,
+    reset          TEXT    NOT NULL,
+    reset_timezone TEXT    NOT NULL,
+    ranking        TEXT    NOT NULL,
+    auth           TEXT    NOT NULL,
+    keep_seasons   INTEGER NOT NULL,
+    created_us     INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  INSERT INTO lb_board VALUES ('default', 'desc', 'replace', 'none', 'UTC', 'unique', 'none', 12,
+                               CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
+  -- seq orders equal scores: taken from leaderboard_seq whenever a stored
+  -- score changes, so a lower seq means "reached this score earlier".
+  CREATE TABLE lb_score (
+    board_id     TEXT    NOT NULL,
+    season       INTEGER NOT NULL,
+    client_id    TEXT    NOT NULL,
+    score        INTEGER NOT NULL,
+    seq          INTEGER NOT NULL,
+    display_name TEXT,
+    metadata     TEXT,
+    PRIMARY KEY (board_id, season, client_id)
+  ) WITHOUT ROWID;
+  INSERT INTO lb_score (board_id, season, client_id, score, seq)
+    SELECT 'default', 1, client_id, score, seq FROM leaderboard;
+  DROP TABLE leaderboard;
+)sql";
+
+constexpr const char* kBoardColumns =
+    "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us";
+
+// A board from a row of kBoardColumns; internal for a setting this release
+// does not know (a newer release wrote it).
+Result<BoardInfo> BoardFrom(const sqlite::Query& q) {
+  BoardInfo b{.id = std::string(q.Text(0)), .settings = {}, .created_us = q.Int(8)};
+  auto order = ParseOrder(q.Text(1));
+  auto op = ParseOperator(q.Text(2));
+  auto reset = ParseReset(q.Text(3));
+  auto ranking = ParseRanking(q.Text(5));
+  auto auth = ParseBoardAuth(q.Text(6));
+  if (!order || !op || !reset || !ranking || !auth)
+    return Status::Internal("board '" + b.id + "' has a setting this release does not know");
+  b.settings = BoardSettings{.order = *order,
+                             .op = *op,
+                             .reset = *reset,
+                             .reset_timezone = std::string(q.Text(4)),
+                             .ranking = *ranking,
+                             .auth = *auth,
+                             .keep_seasons = q.Int(7)};
+  return b;
+}
+
+Status BindSettings(sqlite::Query& q, const BoardInfo& b) {
+  q.Bind(1, b.id).Bind(2, Name(b.settings.order)).Bind(3, Name(b.settings.op)).Bind(4, Name(b.settings.reset));
+  q.Bind(5, b.settings.reset_timezone).Bind(6, Name(b.settings.ranking)).Bind(7, Name(b.settings.auth));
+  q.Bind(8, b.settings.keep_seasons).Bind(9, b.created_us);
+  return q.Run();
+}
+
+Result<bool> BoardExists(sqlite::Connection& c, const std::string& board_id) {
+  auto q = c.Prepare("SELECT 1 FROM lb_board WHERE board_id = ?1");
+  if (!q.ok()) return q.status();
+  return q->Bind(1, board_id).Step();
+}
+
+// Decides and writes one score inside the batch transaction.
+Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
+  auto exists = BoardExists(c, p.board_id);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return NoSuchBoard(p.board_id);
+  auto find = c.Prepare("SELECT score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
+  if (!find.ok()) return find.status();
+  auto row = find->Bind(1, p.board_id).Bind(2, p.season).Bind(3, p.client_id).Step();
+  if (!row.ok()) return row.status();
+  std::optional<Stored> stored;
+  if (*row) stored = Stored{.score = find->Int(0), .seq = find->Int(1)};
+  auto next = ApplyOperator(p.op, p.order, stored ? std::optional(stored->score) : std::nullopt, p.score);
+  if (!next.ok()) return next.status();
+  if (stored && stored->score == *next)
+    return StoredScore{.score = stored->score, .seq = stored->seq, .changed = false};
+  auto bump = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
+  if (!bump.ok()) return bump.status();
+  auto seq_row = bump->Step();
+  if (!seq_row.ok()) return seq_row.status();
+  int64_t seq = bump->Int(0);
+  if (Status s = bump->Run(); !s.ok()) return s;
+  auto upsert = c.Prepare(
+      "INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (?1, ?2, ?3, ?4, ?5) "
+      "ON CONFLICT (board_id, season, client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq");
+  if (!upsert.ok()) return upsert.status();
+  upsert->Bind(1, p.board_id).Bind(2, p.season).Bind(3, p.client_id).Bind(4, *next).Bind(5, seq);
+  if (Status s = upsert->Run(); !s.ok()) return s;
+  return StoredScore{.score = *next, .seq = seq, .changed = true};
+}
+
+// Runs `apply` (a status-only change) on the writer.
+void SubmitStatus(sqlite::Database& db, std::function<Status(sqlite::Connection&)> apply,
+                  std::function<void(Status)> done) {
+  auto run = [apply = std::move(apply)](sqlite::Connection& c) -> Result<sqlite::Unit> {
+    if (Status s = apply(c); !s.ok()) return s;
+    return sqlite::Unit{};
+  };
+  auto finish = [done = std::move(done)](const Result<sqlite::Unit>& r) { done(r.status()); };
+  sqlite::SubmitCall<sqlite::Unit>(db.writer(), std::move(run), std::move(finish));
+}
+
+}  // namespace
+
 Status CreateLeaderboardSchema(sqlite::Connection& conn) {
-  // seq orders equal scores: it is taken from leaderboard_seq whenever a
-  // stored score changes, so a lower seq means "reached this score earlier".
-  return conn.Exec(R"sql(
-    CREATE TABLE IF NOT EXISTS leaderboard (
-      client_id TEXT    PRIMARY KEY,
-      score     INTEGER NOT NULL,
-      seq       INTEGER NOT NULL UNIQUE
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS leaderboard_seq (
-      id   INTEGER PRIMARY KEY CHECK (id = 1),
-      last INTEGER NOT NULL
-    );
-    INSERT OR IGNORE INTO leaderboard_seq (id, last) VALUES (1, 0);
-  )sql");
+  return sqlite::MigrateComponent(conn, "leaderboard", {{.sql = kBoards, .contract = true}}, "leaderboard");
 }
 
 Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db::sqlite::Database& db) {
@@ -30,73 +144,113 @@ Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db:
   return std::unique_ptr<SqliteLeaderboardStore>(new SqliteLeaderboardStore(db));
 }
 
-Status SqliteLeaderboardStore::Load(const std::function<void(std::string, Stored)>& sink) {
+Status SqliteLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
+                                    const std::function<void(const std::string&, std::string, Stored)>& sink) {
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
-  auto q = (*conn)->Prepare("SELECT client_id, score, seq FROM leaderboard");
+  if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return s;  // boards and scores from one snapshot
+  struct End {
+    sqlite::Connection& c;
+    ~End() { log::WarnIfFailed(c.Exec("COMMIT"), "leaderboard: ending the load's read transaction"); }
+  } end{**conn};
+  auto boards = (*conn)->Prepare(std::string("SELECT ") + kBoardColumns + " FROM lb_board ORDER BY board_id");
+  if (!boards.ok()) return boards.status();
+  while (true) {
+    auto row = boards->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    auto board = BoardFrom(*boards);
+    if (!board.ok()) return board.status();
+    board_sink(std::move(*board));
+  }
+  auto q = (*conn)->Prepare("SELECT board_id, client_id, score, seq FROM lb_score WHERE season = ?1");
   if (!q.ok()) return q.status();
+  q->Bind(1, kFirstSeason);
+  std::string board;
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
-    sink(std::string(q->Text(0)), Stored{.score = q->Int(1), .seq = q->Int(2)});
+    if (q->Text(0) != board) board = std::string(q->Text(0));
+    sink(board, std::string(q->Text(1)), Stored{.score = q->Int(2), .seq = q->Int(3)});
   }
 }
 
-namespace {
-
-// Decides and writes one score inside the batch transaction.
-Result<StoredScore> ApplyScore(sqlite::Connection& c, const std::string& client_id, int64_t score, ScoreMode mode) {
-  auto find = c.Prepare("SELECT score, seq FROM leaderboard WHERE client_id = ?1");
-  if (!find.ok()) return find.status();
-  find->Bind(1, client_id);
-  auto row = find->Step();
+Result<BoardInfo> SqliteLeaderboardStore::LoadBoard(const std::string& board_id) {
+  auto conn = db_.OpenReader();
+  if (!conn.ok()) return conn.status();
+  auto q = (*conn)->Prepare(std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE board_id = ?1");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, board_id).Step();
   if (!row.ok()) return row.status();
-  if (*row) {
-    int64_t old_score = find->Int(0), old_seq = find->Int(1);
-    if (old_score == score || (mode == ScoreMode::kBest && old_score > score))
-      return StoredScore{.score = old_score, .seq = old_seq, .changed = false};
-  }
-  auto next = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
-  if (!next.ok()) return next.status();
-  auto seq_row = next->Step();
-  if (!seq_row.ok()) return seq_row.status();
-  int64_t seq = next->Int(0);
-  if (Status s = next->Run(); !s.ok()) return s;
-  auto upsert = c.Prepare(
-      "INSERT INTO leaderboard (client_id, score, seq) VALUES (?1, ?2, ?3) "
-      "ON CONFLICT (client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq");
-  if (!upsert.ok()) return upsert.status();
-  if (Status s = upsert->Bind(1, client_id).Bind(2, score).Bind(3, seq).Run(); !s.ok()) return s;
-  return StoredScore{.score = score, .seq = seq, .changed = true};
+  if (!*row) return NoSuchBoard(board_id);
+  return BoardFrom(*q);
 }
 
-}  // namespace
-
-void SqliteLeaderboardStore::PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                                       std::function<void(Result<StoredScore>)> done) {
-  auto apply = [client_id = std::move(client_id), score, mode](sqlite::Connection& c) {
-    return ApplyScore(c, client_id, score, mode);
-  };
-  db::sqlite::SubmitCall<StoredScore>(db_.writer(), std::move(apply), std::move(done));
-}
-
-void SqliteLeaderboardStore::Remove(std::string client_id, std::function<void(Status)> done) {
-  auto apply = [client_id](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
-    auto q = c.Prepare("DELETE FROM leaderboard WHERE client_id = ?1");
+void SqliteLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Status)> done) {
+  auto apply = [board = std::move(board)](sqlite::Connection& c) -> Status {
+    auto exists = BoardExists(c, board.id);
+    if (!exists.ok()) return exists.status();
+    if (*exists) return Status::AlreadyExists("a board '" + board.id + "' exists already");
+    auto q = c.Prepare(std::string("INSERT INTO lb_board (") + kBoardColumns +
+                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
     if (!q.ok()) return q.status();
-    if (Status s = q->Bind(1, client_id).Run(); !s.ok()) return s;
-    if (c.Changes() == 0) return NoSuchPlayer(client_id);
-    return db::sqlite::Unit{};
+    return BindSettings(*q, board);
   };
-  auto finish = [done = std::move(done)](const Result<db::sqlite::Unit>& r) { done(r.status()); };
-  db::sqlite::SubmitCall<db::sqlite::Unit>(db_.writer(), std::move(apply), std::move(finish));
+  SubmitStatus(db_, std::move(apply), std::move(done));
+}
+
+void SqliteLeaderboardStore::UpdateBoard(BoardInfo board, std::function<void(Status)> done) {
+  auto apply = [board = std::move(board)](sqlite::Connection& c) -> Status {
+    // Only what PATCH may change; order, operator and ranking stay. Not a
+    // board of the same id made again since.
+    auto q = c.Prepare(
+        "UPDATE lb_board SET reset = ?2, reset_timezone = ?3, auth = ?4, keep_seasons = ?5 "
+        "WHERE board_id = ?1 AND created_us = ?6");
+    if (!q.ok()) return q.status();
+    q->Bind(1, board.id).Bind(2, Name(board.settings.reset)).Bind(3, board.settings.reset_timezone);
+    q->Bind(4, Name(board.settings.auth)).Bind(5, board.settings.keep_seasons).Bind(6, board.created_us);
+    if (Status s = q->Run(); !s.ok()) return s;
+    if (c.Changes() == 0) return NoSuchBoard(board.id);
+    return Status::Ok();
+  };
+  SubmitStatus(db_, std::move(apply), std::move(done));
+}
+
+void SqliteLeaderboardStore::DeleteBoard(BoardInfo info, std::function<void(Status)> done) {
+  auto apply = [board_id = std::move(info.id), created = info.created_us](sqlite::Connection& c) -> Status {
+    auto board = c.Prepare("DELETE FROM lb_board WHERE board_id = ?1 AND created_us = ?2");
+    if (!board.ok()) return board.status();
+    if (Status s = board->Bind(1, board_id).Bind(2, created).Run(); !s.ok()) return s;
+    if (c.Changes() == 0) return NoSuchBoard(board_id);
+    auto scores = c.Prepare("DELETE FROM lb_score WHERE board_id = ?1");
+    if (!scores.ok()) return scores.status();
+    return scores->Bind(1, board_id).Run();
+  };
+  SubmitStatus(db_, std::move(apply), std::move(done));
+}
+
+void SqliteLeaderboardStore::PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) {
+  auto apply = [post = std::move(post)](sqlite::Connection& c) { return ApplyScore(c, post); };
+  sqlite::SubmitCall<StoredScore>(db_.writer(), std::move(apply), std::move(done));
+}
+
+void SqliteLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
+                                    std::function<void(Status)> done) {
+  auto apply = [board_id = std::move(board_id), season, client_id = std::move(client_id)](sqlite::Connection& c) {
+    auto q = c.Prepare("DELETE FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
+    if (!q.ok()) return q.status();
+    if (Status s = q->Bind(1, board_id).Bind(2, season).Bind(3, client_id).Run(); !s.ok()) return s;
+    if (c.Changes() == 0) return NoSuchPlayer(client_id);
+    return Status::Ok();
+  };
+  SubmitStatus(db_, std::move(apply), std::move(done));
 }
 
 Status SeedLeaderboard(sqlite::Connection& conn, int64_t clients, uint64_t seed,
                        const std::function<void(int64_t)>& progress) {
   if (Status s = CreateLeaderboardSchema(conn); !s.ok()) return s;
-  auto existing = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM leaderboard");
+  auto existing = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM lb_score WHERE board_id = 'default'");
   if (!existing.ok()) return existing.status();
   if (*existing > 0)
     return Status::Conflict("the database already holds " + std::to_string(*existing) +
@@ -106,7 +260,8 @@ Status SeedLeaderboard(sqlite::Connection& conn, int64_t clients, uint64_t seed,
   auto last = sqlite::QueryInt(conn, "SELECT last FROM leaderboard_seq WHERE id = 1");
   if (!last.ok()) return last.status();
   for (int64_t i = 1; i <= clients; ++i) {
-    auto q = conn.Prepare("INSERT INTO leaderboard (client_id, score, seq) VALUES (?1, ?2, ?3)");
+    auto q = conn.Prepare(
+        "INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES ('default', 1, ?1, ?2, ?3)");
     if (!q.ok()) return q.status();
     int64_t score = DemoScore(rng);
     if (Status s = q->Bind(1, "player-" + std::to_string(i)).Bind(2, score).Bind(3, *last + i).Run(); !s.ok()) {

@@ -1,10 +1,20 @@
-// The leaderboard on the embedded SQLite database: the table
-// leaderboard(client_id, score, seq) is the truth, written through the
-// group-commit writer (a 200 is durable). seq comes from the one-row counter
-// table leaderboard_seq, bumped in the same transaction whenever a stored
-// score changes. The service's Board answers every read and changes right
-// after each commit.
+// The leaderboard on the embedded SQLite database (the main file): the
+// tables lb_board (a row per board: its settings) and lb_score (a row per
+// player of a board's season: score, seq, display name, metadata) are the
+// truth, written through the group-commit writer (a 200 is durable). seq
+// comes from the one-row counter table leaderboard_seq, bumped in the same
+// transaction whenever a stored score changes. The service's Boards answer
+// every read and change right after each commit.
+//
+// Schema: the component "leaderboard" of the main file
+// (sqlite::MigrateComponent). Step 1 creates the board tables with the board
+// `default` and moves v0.1.0's table leaderboard(client_id, score, seq) into
+// it, as season 1 of `default`.
 #pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "db/sqlite_database.h"
 #include "leaderboard/store.h"
@@ -13,13 +23,17 @@ namespace hotrow::leaderboard {
 
 class SqliteLeaderboardStore final : public LeaderboardStore {
  public:
-  // Creates the schema if needed (before db.writer().Start()).
+  // Creates and migrates the schema if needed (before db.writer().Start()).
   static Result<std::unique_ptr<SqliteLeaderboardStore>> Open(db::sqlite::Database& db);
 
-  Status Load(const std::function<void(std::string, Stored)>& sink) override;
-  void PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                 std::function<void(Result<StoredScore>)> done) override;
-  void Remove(std::string client_id, std::function<void(Status)> done) override;
+  Status Load(const std::function<void(BoardInfo)>& board_sink,
+              const std::function<void(const std::string&, std::string, Stored)>& sink) override;
+  Result<BoardInfo> LoadBoard(const std::string& board_id) override;
+  void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void UpdateBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
+  void Remove(std::string board_id, int64_t season, std::string client_id, std::function<void(Status)> done) override;
 
  private:
   explicit SqliteLeaderboardStore(db::sqlite::Database& db) : db_(db) {}
@@ -28,8 +42,9 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
 
 Status CreateLeaderboardSchema(db::sqlite::Connection& conn);
 
-// Inserts `clients` players "player-1".."player-N" with random scores into an
-// empty table (seeding). progress(done) is called now and then.
+// Inserts `clients` players "player-1".."player-N" with random scores into
+// the board `default` when it has none (seeding). progress(done) is called
+// now and then.
 Status SeedLeaderboard(db::sqlite::Connection& conn, int64_t clients, uint64_t seed,
                        const std::function<void(int64_t)>& progress);
 

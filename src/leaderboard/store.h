@@ -1,11 +1,13 @@
-// Where scores are kept for good: the embedded SQLite table, a PostgreSQL
-// table shared by every instance, or Redis sorted sets shared by every
-// instance. Persistence only; the rules and the read model (the Board) are
-// the service's (service.h).
+// Where boards and scores are kept for good: the embedded SQLite tables, the
+// PostgreSQL tables shared by every instance, or Redis sorted sets shared by
+// every instance. Persistence only; the rules and the read model (a Board per
+// board) are the service's (service.h).
 //
 // Lifecycle, the same for every store of every domain (cmd/serve.cc):
-//   Open      a static factory per backend: connects, migrates the schema;
-//   Load      every stored player, for the service's Board;
+//   Open      a static factory per backend: connects, migrates the schema
+//             (the board `default` exists from the first migration on);
+//   Load      every board, and every stored player of every board's current
+//             season, for the service's Boards;
 //   Follow    one change another instance made, as the store's change feed
 //             reports it (PostgreSQL NOTIFY on channel()), parsed here, next
 //             to the statement that sends it;
@@ -13,26 +15,44 @@
 //             threads (at shutdown, while the event loops still run).
 //
 // Writes: `done` runs exactly once, after the change is durable (SQLite or
-// PostgreSQL commit, or Redis with appendfsync always) or has failed.
+// PostgreSQL commit, or Redis with appendfsync always) or has failed. A write
+// to a board checks, in its own transaction (or script), that the board
+// exists: a post that races a delete is not_found, never an orphan score.
 //
-// Redis ranks for every instance itself (ZREVRANK on one sorted set), so it
-// has no players to load: it answers reads through SharedRanking, and the
-// service keeps no Board beside it.
+// Redis ranks for every instance itself (ZREVRANK on a board's sorted set),
+// so it has no players to load: it answers reads through SharedRanking, and
+// the service keeps no Board beside it.
 #pragma once
 
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/inline_function.h"
 #include "leaderboard/model.h"
 
 namespace hotrow::leaderboard {
 
-// The player's stored score after a post: the request's score, or the one it
-// did not beat (kBest), or the same one again (an equal score changes
-// nothing, so the player keeps their place among equal scores).
+// The season every board is in until seasons that reset land (reset "none").
+inline constexpr int64_t kFirstSeason = 1;
+
+// A post, with what the store of record needs to decide it: the operator
+// (the board's, or the legacy route's ?mode) and the board's order.
+struct ScorePost {
+  std::string board_id = {};
+  int64_t season = kFirstSeason;
+  std::string client_id = {};
+  int64_t score = 0;
+  Operator op = Operator::kReplace;
+  Order order = Order::kDesc;
+  Ranking ranking = Ranking::kUnique;  // for the rank a SharedRanking store answers
+};
+
+// The player's stored score after a post: what the operator made of it (an
+// equal result changes nothing, so the player keeps their place among equal
+// scores).
 struct StoredScore {
   int64_t score = 0;
   int64_t seq = 0;       // the order among equal scores (0 from a SharedRanking store)
@@ -40,11 +60,17 @@ struct StoredScore {
   int64_t rank = 0;      // 1-based, from a SharedRanking store only
 };
 
-// A change to the board, as another instance made it.
+// A change another instance made.
 struct ScoreChange {
-  enum class Kind { kSet, kErase };
+  enum class Kind {
+    kSet,    // a stored score changed
+    kErase,  // a player was removed
+    kBoard,  // board `board_id` was created, changed or deleted: read it again
+  };
   Kind kind = Kind::kSet;
-  std::string client_id;
+  std::string board_id = {};
+  int64_t season = kFirstSeason;
+  std::string client_id = {};  // kSet and kErase
   int64_t score = 0, seq = 0;  // kSet only
 };
 
@@ -54,19 +80,26 @@ class SharedRanking {
  public:
   virtual ~SharedRanking() = default;
   // Entries at 0-based positions [offset, offset + limit), and the total.
-  virtual void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) = 0;
+  virtual void Top(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit,
+                   Callback<Result<Page>> done) = 0;
   // not_found for an unknown player.
-  virtual void Player(std::string client_id, std::optional<int64_t> around,
+  virtual void Player(const BoardInfo& board, int64_t season, std::string client_id, std::optional<int64_t> around,
                       std::function<void(Result<PlayerView>)> done) = 0;
+  // The entries of those of `client_ids` that have a score, in rank order.
+  virtual void Ranks(const BoardInfo& board, int64_t season, std::vector<std::string> client_ids,
+                     std::function<void(Result<std::vector<Entry>>)> done) = 0;
 };
 
 class LeaderboardStore {
  public:
   virtual ~LeaderboardStore() = default;
 
-  // Calls sink once per stored player. Stores that rank themselves
-  // (shared_ranking() != nullptr) call it for none.
-  virtual Status Load(const std::function<void(std::string client_id, Stored stored)>& sink) = 0;
+  // Calls board_sink once per board, then (stores that do not rank
+  // themselves) sink once per stored player of a board's current season.
+  virtual Status Load(const std::function<void(BoardInfo)>& board_sink,
+                      const std::function<void(const std::string& board_id, std::string client_id, Stored)>& sink) = 0;
+  // One board as stored now; not_found when it does not exist.
+  virtual Result<BoardInfo> LoadBoard(const std::string& board_id) = 0;
   // The channel whose notifications Follow parses; nullptr when no other
   // instance can change this store.
   virtual const char* channel() const { return nullptr; }
@@ -78,16 +111,34 @@ class LeaderboardStore {
     return Status::Internal("this store has no change feed: " + std::string(notification));
   }
   virtual void Stop() {}
+  // For a store with a change feed of its own (Redis pub/sub): `f` runs, on
+  // the store's thread, with the id of each board another instance
+  // created, changed or deleted.
+  virtual void OnBoardChange(std::function<void(const std::string& board_id)> f) { (void)f; }
 
-  // Stores `score` for the player (kReplace) or the higher of it and the
-  // stored one (kBest). `done` gets what is stored after the commit.
-  virtual void PostScore(std::string client_id, int64_t score, ScoreMode mode,
-                         std::function<void(Result<StoredScore>)> done) = 0;
-  // not_found when the player has no score.
-  virtual void Remove(std::string client_id, std::function<void(Status)> done) = 0;
+  // already_exists when the id is taken.
+  virtual void CreateBoard(BoardInfo board, std::function<void(Status)> done) = 0;
+  // Stores `board`'s settings; not_found when it does not exist.
+  virtual void UpdateBoard(BoardInfo board, std::function<void(Status)> done) = 0;
+  // Deletes the board (of that creation time: not one made again since) and
+  // every score of it; not_found when it does not exist. (The service
+  // refuses `default`.)
+  virtual void DeleteBoard(BoardInfo board, std::function<void(Status)> done) = 0;
+
+  // `done` gets what is stored after the commit; not_found for an unknown
+  // board; invalid_field `score` when an increment leaves the range.
+  virtual void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) = 0;
+  // not_found when the player has no score (or the board does not exist).
+  virtual void Remove(std::string board_id, int64_t season, std::string client_id,
+                      std::function<void(Status)> done) = 0;
 
   // Non-null for a store that ranks for every instance itself (Redis).
   virtual SharedRanking* shared_ranking() { return nullptr; }
 };
+
+// The error every backend answers for an unknown board.
+inline Status NoSuchBoard(std::string_view board_id) {
+  return Status::NotFound("no board '" + std::string(board_id) + "'");
+}
 
 }  // namespace hotrow::leaderboard

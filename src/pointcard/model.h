@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/time.h"
 
 namespace hotrow::metrics {
 class Histogram;
@@ -142,11 +143,10 @@ inline constexpr const char* kGrantPhaseHelp =
 // Its phase="fold" series, observed in nanoseconds by the stores.
 metrics::Histogram& GrantFoldSeconds();
 
-// "2026-11-30T06:00:00.123456Z".
-std::string FormatTime(int64_t us);
-// The same into `out` (at least kTimeTextMax bytes); returns its length.
-inline constexpr size_t kTimeTextMax = 40;
-size_t FormatTimeTo(int64_t us, char* out);
+// "2026-11-30T06:00:00.123456Z" (base/time.h).
+using ::hotrow::FormatTime;
+using ::hotrow::FormatTimeTo;
+using ::hotrow::kTimeTextMax;
 // RFC 3339: "2026-01-01T00:00:00Z", with optional fraction (up to 6 digits)
 // and "Z" or a "+09:00"-style offset. nullopt when malformed.
 std::optional<int64_t> ParseTime(std::string_view text);

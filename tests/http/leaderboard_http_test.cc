@@ -43,7 +43,8 @@ TEST(LeaderboardHttp, ScoresSurviveAServerRestartOnTheEmbeddedStore) {
   ASSERT_TRUE(server.Start());
   HttpClient c(server.port());
   EXPECT_EQ(c.Get("/api/v1/leaderboard").body,
-            R"({"entries":[{"rank":1,"clientId":"a","score":7},{"rank":2,"clientId":"b","score":7}],"total":2})");
+            R"({"entries":[{"rank":1,"clientId":"a","score":7},{"rank":2,"clientId":"b","score":7}],"total":2,)"
+            R"("next":null})");
 }
 
 TEST(LeaderboardHttp, AcknowledgedScoresSurviveKill9OnTheEmbeddedStore) {

@@ -54,12 +54,18 @@ TEST_F(FromV010, ADatabaseTheReleaseMadeIsMigratedAndServed) {
   EXPECT_EQ(edit.status, 200) << edit.body;
   EXPECT_EQ(c.Post("/datePlan/1/like").status, 200);
   ASSERT_EQ(p->Stop(), 0);
-  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 2);
+  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 3);
+  // The leaderboard's rows are season 1 of the board `default`, and its
+  // steps are recorded per component from the main file's step 3 on.
+  EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'leaderboard'"), 0);
+  EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM lb_score WHERE board_id = 'default' AND client_id = 'fixture-player'"),
+            1);
+  EXPECT_EQ(QueryOne(path, "SELECT MAX(version) FROM schema_migrations WHERE component = 'leaderboard'"), 1);
   // The point card moved into its own file (pointcard/sqlite_file.h), and
   // releases before that may no longer open the main file.
   EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'S_ACCOUNT'"), 0);
   EXPECT_EQ(QueryOne(pointcard::PointCardPath(path), "SELECT COUNT(*) FROM S_ACCOUNT"), 50);
-  EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 2);
+  EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 3);
   EXPECT_EQ(QueryOne(path, "SELECT version FROM datePlans WHERE id = 2"), 2);
   EXPECT_EQ(QueryOne(path, "SELECT version FROM datePlans WHERE id = 1"), 1) << "a like is not an edit";
   // A second start finds nothing to migrate.
@@ -152,7 +158,8 @@ class FromV040 : public ::testing::Test {
     EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION"), rows + 1);
     EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM P_GRANT WHERE IDEMPOTENCY_KEY = 'fixture-grant'"), 1);
     EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM P_IDEMPOTENCY WHERE KEY = 'fixture-1'"), 1);
-    EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 2) << "v0.4.0 may no longer open it";
+    EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 3)
+        << "v0.4.0 (and every release before per-component steps) may no longer open it";
     auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
     EXPECT_EQ(check.exit_code, 0) << check.output;
   }
@@ -166,7 +173,7 @@ TEST_F(FromV040, ThePointCardMovesIntoItsOwnFile) {
   ASSERT_TRUE(p);
   EXPECT_NE(p->Log().find("moved 50 card(s) and"), std::string::npos) << p->Log();
   ASSERT_EQ(p->Stop(), 0);
-  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 2);
+  EXPECT_EQ(QueryOne(path, "PRAGMA user_version"), 3);
   ExpectMoved();
 }
 
@@ -175,8 +182,8 @@ TEST_F(FromV040, ThePointCardMovesIntoItsOwnFile) {
 TEST_F(FromV040, SeedingAnotherDataSetMovesThePointCardFirst) {
   auto seed = RunHotrow({"seed", "leaderboard", "--clients", "5", "--if-empty", "--db", "sqlite:" + path});
   ASSERT_EQ(seed.exit_code, 0) << seed.output;
-  EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 2)
-      << "closed to v0.4.0 in the move's own transaction, before any migration";
+  EXPECT_EQ(QueryOne(path, "SELECT oldest_schema FROM schema_compat"), 3)
+      << "closed to v0.4.0 by the move, then to every release before per-component steps by the leaderboard's";
   ExpectMoved();
 }
 

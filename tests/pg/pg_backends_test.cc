@@ -1,7 +1,9 @@
 // The three store contracts, unchanged, on PostgreSQL: a throwaway cluster
 // (one per test binary), a fresh database per test.
+#include <fstream>
 #include <future>
 #include <latch>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +15,7 @@
 #include "harness/or_throw.h"
 #include "harness/postgres_process.h"
 #include "leaderboard/postgres_store.h"
+#include "leaderboard/service.h"
 #include "pointcard/postgres_store.h"
 
 namespace hotrow::testing {
@@ -85,6 +88,38 @@ TEST(PgMigration, AV010DatabaseGainsTheVersionColumnOnce) {
 // `seed` ran them unlocked, and two at once failed on PostgreSQL's own
 // catalog (a concurrent CREATE TABLE IF NOT EXISTS) or on the second ALTER
 // TABLE ... ADD COLUMN.
+// A database v0.5.0 made (its leaderboard table is the one every release
+// before 0.7.0 wrote) takes leaderboard step 1: its players are season 1 of
+// `default`, ties and sequence kept, and the table's name is now a view that
+// reads them but fails a release-before's write, instead of taking it where
+// nobody reads.
+TEST(PgMigration, AV050LeaderboardBecomesTheBoardDefault) {
+  std::ifstream in(std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.5.0-postgres.sql");
+  std::stringstream dump;
+  dump << in.rdbuf();
+  std::string url = PostgresProcess::Shared()->CreateDatabase();
+  std::string database = url.substr(url.rfind('/') + 1), out;
+  ASSERT_EQ(PostgresProcess::Shared()->Psql(database, dump.str(), &out), 0) << out;
+  auto pool = OpenPool(url);
+  auto store = OrThrow(leaderboard::PostgresLeaderboardStore::Open(*pool));
+  leaderboard::LeaderboardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  std::promise<Result<leaderboard::Page>> page;
+  service.Top(0, 2, [&](Result<leaderboard::Page> r) { page.set_value(std::move(r)); });
+  auto top = page.get_future().get();
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  EXPECT_EQ(top->total, 21);
+  ASSERT_EQ(top->entries.size(), 2u);
+  EXPECT_EQ(top->entries[0].client_id, "fixture-player");
+  EXPECT_EQ(top->entries[1].client_id, "player-8");
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  EXPECT_EQ(OrThrow(conn->Query("SELECT COUNT(*) FROM leaderboard")).Int(0, 0), 21) << "the view reads default";
+  auto old_write = conn->Query("INSERT INTO leaderboard (client_id, score, seq) VALUES ('old', 1, 999)");
+  EXPECT_FALSE(old_write.ok()) << "a write of a release before fails";
+  EXPECT_EQ(
+      OrThrow(conn->Query("SELECT MAX(version) FROM schema_migrations WHERE component = 'leaderboard'")).Int(0, 0), 1);
+}
+
 TEST(PgMigration, SchemasCreatedByManyConnectionsAtOnceAreCreatedOnce) {
   using Create = Status (*)(db::pg::Connection&);
   const Create creates[] = {dateplan::CreatePostgresDatePlanSchema, leaderboard::CreatePostgresLeaderboardSchema,

@@ -96,10 +96,37 @@ TEST_F(TwoInstances, AScorePostedOnOneIsRankedOnTheOther) {
   // Ties are decided by the database's sequence: the same order everywhere.
   ASSERT_EQ(cb.Post("/api/v1/score", R"({"score":4242})", {{"ClientId", "from-b"}}).status, 200);
   std::string expected =
-      R"({"entries":[{"rank":1,"clientId":"from-a","score":4242},{"rank":2,"clientId":"from-b","score":4242}],"total":2})";
+      R"({"entries":[{"rank":1,"clientId":"from-a","score":4242},{"rank":2,"clientId":"from-b","score":4242}],"total":2,)"
+      R"("next":null})";
   EXPECT_TRUE(Eventually([&] { return ca.Get("/api/v1/leaderboard").body == expected; }, std::chrono::seconds(2)))
       << ca.Get("/api/v1/leaderboard").body;
   EXPECT_EQ(cb.Get("/api/v1/leaderboard").body, expected);
+}
+
+// A board made on one instance reaches the other (a "board" NOTIFY), its
+// scores with it, and so does its deletion.
+TEST_F(TwoInstances, BoardsMadeOnOneAppearOnTheOther) {
+  HttpClient ca(a->port()), cb(b->port());
+  const std::pair<std::string, std::string> admin{"Authorization", std::string("Bearer ") + kTestAdminToken};
+  auto made = ca.Post("/api/v1/boards", R"({"id":"race","order":"asc"})", {admin});
+  ASSERT_EQ(made.status, 201) << made.body;
+  ASSERT_TRUE(Eventually([&] { return cb.Get("/api/v1/boards/race").status == 200; }, std::chrono::seconds(2)));
+  EXPECT_NE(cb.Get("/api/v1/boards/race").body.find(R"("order":"asc")"), std::string::npos);
+  ASSERT_EQ(cb.Post("/api/v1/boards/race/scores", R"({"score":59})", {{"ClientId", "fast"}}).status, 200);
+  ASSERT_EQ(cb.Post("/api/v1/boards/race/scores", R"({"score":71})", {{"ClientId", "slow"}}).status, 200);
+  std::string expected = R"({"board":"race","season":1,"entries":[{"rank":1,"clientId":"fast","score":59},)"
+                         R"({"rank":2,"clientId":"slow","score":71}],"total":2,"next":null})";
+  EXPECT_TRUE(
+      Eventually([&] { return ca.Get("/api/v1/boards/race/leaderboard").body == expected; }, std::chrono::seconds(2)))
+      << ca.Get("/api/v1/boards/race/leaderboard").body;
+  auto patched = cb.Request("PATCH", "/api/v1/boards/race", R"({"keepSeasons":3})", {admin});
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_TRUE(
+      Eventually([&] { return ca.Get("/api/v1/boards/race").body.find(R"("keepSeasons":3)") != std::string::npos; },
+                 std::chrono::seconds(2)));
+  ASSERT_EQ(ca.Delete("/api/v1/boards/race", {admin}).status, 204);
+  EXPECT_TRUE(Eventually([&] { return cb.Get("/api/v1/boards/race").status == 404; }, std::chrono::seconds(2)));
+  EXPECT_EQ(cb.Post("/api/v1/boards/race/scores", R"({"score":1})", {{"ClientId", "late"}}).status, 404);
 }
 
 TEST_F(TwoInstances, PlansMadeOnOneAppearOnTheOther) {
@@ -155,7 +182,8 @@ TEST_F(TwoInstances, ConcurrentScoresLeaveEveryBoardEqualToTheTableInCommitOrder
   auto conn = db::pg::Connection::Connect(url);
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   auto rows = (*conn)->Query(
-      "SELECT client_id, score, seq, pg_xact_commit_timestamp(xmin) FROM leaderboard ORDER BY score DESC, seq");
+      "SELECT client_id, score, seq, pg_xact_commit_timestamp(xmin) FROM lb_score WHERE board_id = 'default' "
+      "ORDER BY score DESC, seq");
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 33);
   std::string expected = R"({"entries":[)";
@@ -164,7 +192,7 @@ TEST_F(TwoInstances, ConcurrentScoresLeaveEveryBoardEqualToTheTableInCommitOrder
     expected += R"({"rank":)" + std::to_string(i + 1) + R"(,"clientId":")" + std::string(rows->Text(i, 0)) +
                 R"(","score":)" + std::string(rows->Text(i, 1)) + "}";
   }
-  expected += R"(],"total":33})";
+  expected += R"(],"total":33,"next":null})";
   for (TestServer* s : {a.get(), b.get()}) {
     HttpClient c(s->port());
     EXPECT_TRUE(
@@ -175,7 +203,8 @@ TEST_F(TwoInstances, ConcurrentScoresLeaveEveryBoardEqualToTheTableInCommitOrder
   }
   auto order = (*conn)->Query(
       "SELECT COUNT(*) FROM (SELECT pg_xact_commit_timestamp(xmin) AS t, "
-      "lag(pg_xact_commit_timestamp(xmin)) OVER (ORDER BY seq) AS prev FROM leaderboard) x WHERE t < prev");
+      "lag(pg_xact_commit_timestamp(xmin)) OVER (ORDER BY seq) AS prev FROM lb_score WHERE board_id = 'default') x "
+      "WHERE t < prev");
   ASSERT_TRUE(order.ok()) << order.status().ToString();
   EXPECT_EQ(order->Int(0, 0), 0) << "a row with a higher seq committed before one with a lower seq";
 }

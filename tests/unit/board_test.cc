@@ -70,5 +70,50 @@ TEST(Board, RankMatchesALinearRecount) {
   EXPECT_EQ(deep.entries[0].client_id, order[100].second);
 }
 
+// Every order and ranking against a linear recount: asc boards put the
+// lowest score first; shared ranks are 1 + the number of strictly better
+// scores, on pages that start inside a tie too.
+TEST(Board, EveryOrderAndRankingMatchesALinearRecount) {
+  for (Order order : {Order::kDesc, Order::kAsc}) {
+    for (Ranking ranking : {Ranking::kUnique, Ranking::kShared}) {
+      Board b(order, ranking);
+      std::mt19937_64 rng(11);
+      std::map<std::string, std::pair<int64_t, int64_t>> truth;
+      for (int64_t seq = 1; seq <= 3000; ++seq) {
+        std::string id = "p" + std::to_string(rng() % 500);
+        int64_t score = static_cast<int64_t>(rng() % 40) - 20;
+        b.Set(id, score, seq);
+        truth[id] = {score, seq};
+      }
+      auto better = [&](const std::pair<int64_t, int64_t>& w, const std::pair<int64_t, int64_t>& v) {
+        return order == Order::kDesc ? w.first > v.first : w.first < v.first;
+      };
+      std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> listed;
+      for (const auto& [id, v] : truth) {
+        int64_t above = 0;  // strictly better, or equal and earlier
+        int64_t strictly = 0;
+        for (const auto& [other, w] : truth) {
+          strictly += better(w, v);
+          above += better(w, v) || (w.first == v.first && w.second < v.second);
+        }
+        int64_t expected = ranking == Ranking::kUnique ? above + 1 : strictly + 1;
+        EXPECT_EQ(b.Player(id, std::nullopt)->entry.rank, expected) << id;
+        EXPECT_EQ(b.RankOf(v.first, v.second), expected) << id;
+        listed.push_back({{order == Order::kDesc ? -v.first : v.first, v.second}, id});
+      }
+      std::sort(listed.begin(), listed.end());
+      for (int64_t offset : {0, 13, 95, 250}) {
+        auto page = b.Top(offset, 10);
+        ASSERT_EQ(page.entries.size(), 10u);
+        for (size_t i = 0; i < 10; ++i) {
+          const auto& [key, id] = listed[static_cast<size_t>(offset) + i];
+          EXPECT_EQ(page.entries[i].client_id, id);
+          EXPECT_EQ(page.entries[i].rank, b.Player(id, std::nullopt)->entry.rank) << "offset " << offset;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hotrow::leaderboard

@@ -1,10 +1,12 @@
 // Runs the leaderboard contract on both backends: the embedded SQLite store
 // and Redis (a real redis-server started for the suite).
 #include "contract/leaderboard_contract.h"
+#include "contract/wait.h"
 #include "db/sqlite_database.h"
 #include "harness/or_throw.h"
 #include "harness/redis_process.h"
 #include "leaderboard/redis_store.h"
+#include "leaderboard/service.h"
 #include "leaderboard/sqlite_store.h"
 
 namespace hotrow::testing {
@@ -68,7 +70,7 @@ TEST(RedisSchema, TheLayoutIsMarkedAndALayoutClosedToThisReleaseIsRefused) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     auto version = (*store)->client().CommandSync({"HGET", "hotrow:schema", "version"});
     ASSERT_TRUE(version.ok());
-    EXPECT_EQ(version->str, "0");
+    EXPECT_EQ(version->str, "1") << "step 1: many boards";
     ASSERT_TRUE(
         (*store)->client().CommandSync({"HSET", "hotrow:schema", "oldest_schema", "3", "oldest_binary", "9.9.0"}).ok());
   }
@@ -76,6 +78,36 @@ TEST(RedisSchema, TheLayoutIsMarkedAndALayoutClosedToThisReleaseIsRefused) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("needs hotrow 9.9.0 or newer (schema 3)"), std::string::npos)
       << refused.status().ToString();
+}
+
+// Step 1 of the layout: v0.1.0's keys, as a release before wrote them,
+// become season 1 of `default`, scores, ties and sequence numbers kept.
+TEST(RedisSchema, TheKeysOfOneBoardBecomeTheBoardDefault) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  {
+    auto raw = OrThrow(db::redis::Client::Connect(redis->url()));
+    // a and b tie at 10, a reached it first (seq 1); c has 20 (seq 3).
+    for (std::vector<std::string> cmd :
+         {std::vector<std::string>{"ZADD", "hotrow:lb:z", "10", "9007199254740990a", "10", "9007199254740989b", "20",
+                                   "9007199254740988c"},
+          {"HSET", "hotrow:lb:m", "a", "9007199254740990a", "b", "9007199254740989b", "c", "9007199254740988c"},
+          {"SET", "hotrow:lb:seq", "3"}})
+      ASSERT_TRUE(raw->CommandSync(cmd).ok());
+  }
+  auto store = OrThrow(leaderboard::RedisLeaderboardStore::Open(redis->url()));
+  leaderboard::LeaderboardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  auto page = Wait<Result<leaderboard::Page>>([&](auto done) { service.Top(0, 10, done); });
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  std::vector<std::string> ids;
+  for (const auto& e : page->entries) ids.push_back(e.client_id + ":" + std::to_string(e.rank));
+  EXPECT_EQ(ids, (std::vector<std::string>{"c:1", "a:2", "b:3"}));
+  EXPECT_EQ(store->client().CommandSync({"EXISTS", "hotrow:lb:z"})->integer, 0);
+  auto d = Wait<Result<leaderboard::Posted>>(
+      [&](auto done) { service.PostScore("d", 10, leaderboard::ScoreMode::kReplace, done); });
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->entry.rank, 4) << "the sequence goes on after the old ones";
 }
 
 }  // namespace
