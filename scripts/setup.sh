@@ -14,6 +14,8 @@ packages=(
   libboost-dev libsqlite3-dev sqlite3 libssl-dev
   rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
   libpq-dev libhiredis-dev libicu-dev libsystemd-dev
+  # leaderboard seasons: local midnights in IANA time zones
+  libcctz-dev tzdata
   # docs/openapi.yaml -> JSON at build time, and its check against the server
   python3 python3-yaml python3-jsonschema
   # the systemd unit's check (systemd-analyze verify)
