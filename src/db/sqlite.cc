@@ -266,8 +266,13 @@ Status Migrate(Connection& conn, const std::vector<MigrationStep>& steps, std::s
     Status s = conn.Exec(steps[step].sql);
     if (s.ok()) s = conn.Exec("PRAGMA user_version = " + std::to_string(step + 1));
     if (s.ok() && steps[step].contract) {
-      auto record =
-          conn.Prepare("INSERT OR REPLACE INTO schema_compat (id, oldest_schema, oldest_binary) VALUES (1, ?1, ?2)");
+      // Only ever raised: a component's contract step may have set it
+      // higher already (MigrateComponent), and lowering it would let an
+      // older binary in.
+      auto record = conn.Prepare(
+          "INSERT INTO schema_compat (id, oldest_schema, oldest_binary) VALUES (1, ?1, ?2) "
+          "ON CONFLICT (id) DO UPDATE SET oldest_schema = excluded.oldest_schema, "
+          "oldest_binary = excluded.oldest_binary WHERE schema_compat.oldest_schema < excluded.oldest_schema");
       s = record.ok() ? record->Bind(1, static_cast<int64_t>(step + 1)).Bind(2, std::string(Version())).Run()
                       : record.status();
     }
@@ -291,6 +296,7 @@ Status MigrateComponent(Connection& conn, std::string_view component, const std:
                     "oldest_schema INTEGER NOT NULL, oldest_binary TEXT NOT NULL)");
       !s.ok())
     return s;
+  // schema_compat, which a contract step raises (below), exists from here on.
   if (auto file_compat = ReadCompat(conn); !file_compat.ok()) return file_compat.status();
   auto compat = conn.Prepare("SELECT oldest_schema, oldest_binary FROM schema_component_compat WHERE component = ?1");
   if (!compat.ok()) return compat.status();

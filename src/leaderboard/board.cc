@@ -1,5 +1,6 @@
 #include "leaderboard/board.h"
 
+#include <algorithm>
 #include <cassert>
 #include <climits>
 #include <mutex>
@@ -142,13 +143,22 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
   return view;
 }
 
-std::optional<std::pair<int64_t, Entry>> Board::Locate(std::string_view client_id) const {
-  std::shared_lock lock(mutex_);
-  auto it = impl_->players.find(client_id);
-  if (it == impl_->players.end()) return std::nullopt;
-  Key key = impl_->KeyOf(it->second.score, it->second.seq);
-  auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
-  return std::pair{position, Entry{impl_->Rank(position, key), it->first, it->second.score}};
+std::vector<Entry> Board::Locate(const std::vector<std::string>& client_ids) const {
+  std::vector<std::pair<int64_t, Entry>> placed;  // (position, entry)
+  {
+    std::shared_lock lock(mutex_);
+    for (const auto& id : client_ids) {
+      auto it = impl_->players.find(id);
+      if (it == impl_->players.end()) continue;
+      Key key = impl_->KeyOf(it->second.score, it->second.seq);
+      auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
+      placed.push_back({position, Entry{impl_->Rank(position, key), it->first, it->second.score}});
+    }
+  }
+  std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Entry> out;
+  for (auto& [position, entry] : placed) out.push_back(std::move(entry));
+  return out;
 }
 
 int64_t Board::RankOf(int64_t score, int64_t seq) const {

@@ -59,8 +59,9 @@ class Board {
   // The player's entry with its rank, and the K entries either side.
   std::optional<PlayerView> Player(std::string_view client_id, std::optional<int64_t> around) const;
   Page Top(int64_t offset, int64_t limit) const;
-  // The player's 0-based position in rank order and entry.
-  std::optional<std::pair<int64_t, Entry>> Locate(std::string_view client_id) const;
+  // The entries of those of `client_ids` that are on the board, in rank
+  // order (equal shared ranks in sequence order), from one moment.
+  std::vector<Entry> Locate(const std::vector<std::string>& client_ids) const;
   int64_t size() const;
   // The 1-based rank an entry (score, seq) has, or would have, now.
   int64_t RankOf(int64_t score, int64_t seq) const;

@@ -54,10 +54,11 @@ constexpr std::string_view kBoards = R"sql(
     ranking        text   NOT NULL,
     auth           text   NOT NULL,
     keep_seasons   int    NOT NULL,
-    created_us     bigint NOT NULL
+    created_us     bigint NOT NULL,
+    deleting       bool   NOT NULL DEFAULT false
   );
   INSERT INTO lb_board VALUES ('default', 'desc', 'replace', 'none', 'UTC', 'unique', 'none', 12,
-                               (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint);
+                               (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint, false);
   CREATE TABLE lb_score (
     board_id     text   NOT NULL REFERENCES lb_board ON DELETE CASCADE,
     season       int    NOT NULL,
@@ -71,56 +72,71 @@ constexpr std::string_view kBoards = R"sql(
   INSERT INTO lb_score (board_id, season, client_id, score, seq)
     SELECT 'default', 1, client_id, score, seq FROM leaderboard;
   DROP TABLE leaderboard;
-  CREATE VIEW leaderboard AS SELECT client_id, score, seq FROM lb_score WHERE board_id = 'default' AND season = 1;
+  -- OFFSET 0: not automatically updatable, so an old instance's DELETE fails
+  -- as its INSERT does (it would remove a player nobody is told about).
+  CREATE VIEW leaderboard AS
+    SELECT client_id, score, seq FROM lb_score WHERE board_id = 'default' AND season = 1 OFFSET 0;
 )sql";
 
-// The post: decides the stored score (the operator, the board's order) and
-// writes it in one transaction. The board's row is taken FOR KEY SHARE (a
-// delete waits, and a post after it finds no board: never an orphan score),
-// then the clock's row lock, held to the commit, so seq order is commit
-// order (CreateSchema); then the player's row, read after that lock, so two
-// posts for one player see each other. outcome: 0 changed, 1 unchanged (an
-// equal result keeps the player's seq), 2 no board, 3 an increment left
-// +-(2^53 - 1) (nothing written).
+// The post: decides the stored score with the board's settings as stored
+// (p_op, when not NULL, overrides the operator: the legacy ?mode) and writes
+// it in one transaction. A board being deleted is refused before any lock,
+// so that a stream of posts cannot starve its DELETE; otherwise the board's
+// row is taken FOR KEY SHARE (a delete waits, and a post after it finds no
+// board: never an orphan score), then the clock's row lock, held to the
+// commit, so seq order is commit order (CreateSchema); then the player's row
+// FOR UPDATE, so a remove and a post of one player are ordered too. outcome:
+// 0 changed, 1 unchanged (an equal result keeps the player's seq), 2 no
+// board, 3 an increment left +-(2^53 - 1) (nothing written); with the
+// board's creation time, order and ranking.
 constexpr std::string_view kFunctions = R"sql(
   CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_season int, p_client text, p_score bigint,
-                                               p_op text, p_order text)
-  RETURNS TABLE (outcome smallint, score bigint, seq bigint) LANGUAGE plpgsql AS $$
+                                               p_op text)
+  RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text)
+  LANGUAGE plpgsql AS $$
   DECLARE
+    b lb_board%ROWTYPE;
     old_score bigint;
     old_seq bigint;
+    op text;
     v bigint;
     n bigint;
   BEGIN
-    PERFORM 1 FROM lb_board WHERE board_id = p_board FOR KEY SHARE;
-    IF NOT FOUND THEN
-      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
+    IF NOT EXISTS (SELECT 1 FROM lb_board x WHERE x.board_id = p_board AND NOT x.deleting) THEN
+      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text;
       RETURN;
     END IF;
+    SELECT * INTO b FROM lb_board x WHERE x.board_id = p_board FOR KEY SHARE;
+    IF NOT FOUND OR b.deleting THEN
+      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text;
+      RETURN;
+    END IF;
+    op := COALESCE(p_op, b.operator);
     UPDATE leaderboard_clock SET n = GREATEST(leaderboard_clock.n + 1, nextval('leaderboard_seq')) WHERE id = 1
       RETURNING leaderboard_clock.n INTO n;
     SELECT s.score, s.seq INTO old_score, old_seq FROM lb_score s
-      WHERE s.board_id = p_board AND s.season = p_season AND s.client_id = p_client;
-    IF old_score IS NULL OR p_op = 'replace' THEN
+      WHERE s.board_id = p_board AND s.season = p_season AND s.client_id = p_client FOR UPDATE;
+    IF old_score IS NULL OR op = 'replace' THEN
       v := p_score;
-    ELSIF p_op = 'best' THEN
-      v := CASE WHEN (p_order = 'desc' AND p_score > old_score) OR (p_order = 'asc' AND p_score < old_score)
+    ELSIF op = 'best' THEN
+      v := CASE WHEN (b.sort_order = 'desc' AND p_score > old_score) OR (b.sort_order = 'asc' AND p_score < old_score)
                 THEN p_score ELSE old_score END;
     ELSE
       v := old_score + p_score;
       IF v < -9007199254740991 OR v > 9007199254740991 THEN
-        RETURN QUERY SELECT 3::smallint, v, NULL::bigint;
+        RETURN QUERY SELECT 3::smallint, v, NULL::bigint, b.created_us, b.sort_order, b.ranking;
         RETURN;
       END IF;
     END IF;
     IF old_score IS NOT NULL AND v = old_score THEN
-      RETURN QUERY SELECT 1::smallint, old_score, old_seq;
+      RETURN QUERY SELECT 1::smallint, old_score, old_seq, b.created_us, b.sort_order, b.ranking;
       RETURN;
     END IF;
     INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (p_board, p_season, p_client, v, n)
       ON CONFLICT (board_id, season, client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq;
-    PERFORM pg_notify('hotrow_lb', 'set2 ' || p_board || ' ' || p_season || ' ' || v || ' ' || n || ' ' || p_client);
-    RETURN QUERY SELECT 0::smallint, v, n;
+    PERFORM pg_notify('hotrow_lb', 'set2 ' || p_board || ' ' || b.created_us || ' ' || p_season || ' ' || v || ' ' ||
+                                   n || ' ' || p_client);
+    RETURN QUERY SELECT 0::smallint, v, n, b.created_us, b.sort_order, b.ranking;
   END $$;
 )sql";
 
@@ -172,17 +188,21 @@ Status PostgresLeaderboardStore::Load(const std::function<void(BoardInfo)>& boar
   // Boards and scores from one snapshot.
   auto rows = pool_.Run<std::vector<pg::Rows>>(
       [](pg::Connection& c) {
-        return c.Pipeline({{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"},
-                           {std::string("SELECT ") + kBoardColumns + " FROM lb_board ORDER BY board_id"},
-                           {"SELECT board_id, client_id, score, seq FROM lb_score WHERE season = 1"},
-                           {"COMMIT"}});
+        return c.Pipeline(
+            {{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"},
+             {std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE NOT deleting ORDER BY board_id"},
+             {"SELECT board_id, client_id, score, seq FROM lb_score WHERE season = 1"},
+             {"COMMIT"}});
       },
       /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   const pg::Rows& boards = (*rows)[1];
   for (int i = 0; i < boards.size(); ++i) {
     auto board = BoardFrom(boards, i);
-    if (!board.ok()) return board.status();
+    if (!board.ok()) {
+      log::Warn("leaderboard: {}; it is not served", board.status().message());
+      continue;
+    }
     board_sink(std::move(*board));
   }
   const pg::Rows& scores = (*rows)[2];
@@ -197,7 +217,8 @@ Status PostgresLeaderboardStore::Load(const std::function<void(BoardInfo)>& boar
 Result<BoardInfo> PostgresLeaderboardStore::LoadBoard(const std::string& board_id) {
   auto rows = pool_.Run<pg::Rows>(
       [&](pg::Connection& c) {
-        return c.Query(std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE board_id = $1", {board_id});
+        return c.Query(std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE board_id = $1 AND NOT deleting",
+                       {board_id});
       },
       /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
@@ -227,9 +248,11 @@ std::optional<int64_t> Number(std::string_view text) {
 // The notifications this release's statements send on kBoardChannel (those
 // of v0.1.0-v0.6, "set <score> <seq> <client>" and "del <client>", are
 // ignored: no instance of this release sends them):
-//   "set2 <board> <season> <score> <seq> <client id>"   a stored score changed
-//   "del2 <board> <season> <client id>"                 a player was removed
-//   "board <board>"                                     a board was created, changed or deleted
+//   "set2 <board> <created> <season> <score> <seq> <client id>"   a stored score changed
+//   "del2 <board> <created> <season> <client id>"                 a player was removed
+//   "board <board>"                       a board was created, changed or deleted
+// <created> is the board's creation time: a late change of a board deleted
+// and made again since is not one of the new board.
 Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_view payload) {
   auto bad = [&]() -> std::optional<ScoreChange> {
     log::Debug("ignoring an unreadable leaderboard notification: {}", payload);
@@ -245,12 +268,15 @@ Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_
     return std::make_optional(std::move(change));
   }
   auto board = Token(rest);
-  auto season = board ? Token(rest) : std::nullopt;
+  auto created = board ? Token(rest) : std::nullopt;
+  auto season = created ? Token(rest) : std::nullopt;
+  auto created_number = created ? Number(*created) : std::nullopt;
   auto season_number = season ? Number(*season) : std::nullopt;
-  if (!season_number) return bad();
+  if (!created_number || !season_number) return bad();
   ScoreChange change;
   change.board_id = std::string(*board);
   change.season = *season_number;
+  change.board_created_us = *created_number;
   if (*kind == "del2") {
     change.kind = ScoreChange::Kind::kErase;
   } else if (*kind == "set2") {
@@ -272,23 +298,38 @@ Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_
 namespace {
 
 // The statements of the request path, prepared once per connection.
-constexpr pg::NamedSql kPostScore{"lb_post",
-                                  "SELECT outcome, score, seq FROM hotrow_lb_post_v1($1, $2, $3, $4, $5, $6)"};
+constexpr pg::NamedSql kPostScore{
+    "lb_post",
+    "SELECT outcome, score, seq, created_us, sort_order, ranking FROM hotrow_lb_post_v1($1, $2, $3, $4, $5)"};
 constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
-  WITH d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 RETURNING client_id)
-  SELECT pg_notify('hotrow_lb', 'del2 ' || $1 || ' ' || $2 || ' ' || client_id) FROM d)"};
+  WITH b AS (SELECT created_us FROM lb_board WHERE board_id = $1 AND NOT deleting),
+  d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 AND EXISTS (SELECT 1 FROM b)
+        RETURNING client_id)
+  SELECT (SELECT created_us FROM b),
+         pg_notify('hotrow_lb', 'del2 ' || $1 || ' ' || (SELECT created_us FROM b) || ' ' || $2 || ' ' || client_id)
+  FROM d)"};
+// A board left half deleted (its DELETE failed after the flag) is finished
+// first (kFinishDelete, in the same transaction), then the id is free.
+constexpr pg::NamedSql kFinishDelete{"lb_board_finish_delete", "DELETE FROM lb_board WHERE board_id = $1 AND deleting"};
 constexpr pg::NamedSql kCreateBoard{"lb_board_create", R"(
-  WITH b AS (INSERT INTO lb_board VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (board_id) DO NOTHING
+  WITH b AS (INSERT INTO lb_board VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false) ON CONFLICT (board_id) DO NOTHING
              RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 constexpr pg::NamedSql kUpdateBoard{"lb_board_update", R"(
   WITH b AS (UPDATE lb_board SET reset = $2, reset_timezone = $3, auth = $4, keep_seasons = $5
-             WHERE board_id = $1 AND created_us = $6 RETURNING board_id)
+             WHERE board_id = $1 AND created_us = $6 AND NOT deleting RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
-// Its scores go with it (ON DELETE CASCADE), after every post holding its
-// row (FOR KEY SHARE) has committed.
+// A delete in two commits: first the flag, which posts read before they
+// lock the board (an UPDATE of a non-key column, compatible with their FOR
+// KEY SHARE), so that no new post holds the row; then the DELETE, which
+// waits only for the posts already in, and takes the scores with it (ON
+// DELETE CASCADE). Both tell the other instances.
+constexpr pg::NamedSql kMarkDeleting{"lb_board_mark_deleting", R"(
+  WITH b AS (UPDATE lb_board SET deleting = true WHERE board_id = $1 AND created_us = $2 AND NOT deleting
+             RETURNING board_id)
+  SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 constexpr pg::NamedSql kDeleteBoard{"lb_board_delete", R"(
-  WITH b AS (DELETE FROM lb_board WHERE board_id = $1 AND created_us = $2 RETURNING board_id)
+  WITH b AS (DELETE FROM lb_board WHERE board_id = $1 AND created_us = $2 AND deleting RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 
 // Runs one statement whose rows say whether it found its row.
@@ -306,11 +347,21 @@ void SubmitFound(pg::Pool& pool, const pg::NamedSql& sql, std::vector<pg::Param>
 }  // namespace
 
 void PostgresLeaderboardStore::CreateBoard(BoardInfo b, std::function<void(Status)> done) {
-  const BoardSettings& s = b.settings;
-  SubmitFound(pool_, kCreateBoard,
-              {b.id, Name(s.order), Name(s.op), Name(s.reset), s.reset_timezone, Name(s.ranking), Name(s.auth),
-               std::to_string(s.keep_seasons), std::to_string(b.created_us)},
-              Status::AlreadyExists("a board '" + b.id + "' exists already"), std::move(done));
+  pool_.Submit([b = std::move(b), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    const BoardSettings& s = b.settings;
+    auto rows = (*c)->Pipeline({{"BEGIN"},
+                                {kFinishDelete, {b.id}},
+                                {kCreateBoard,
+                                 {b.id, Name(s.order), Name(s.op), Name(s.reset), s.reset_timezone, Name(s.ranking),
+                                  Name(s.auth), std::to_string(s.keep_seasons), std::to_string(b.created_us)}},
+                                {"COMMIT"}});
+    if (!rows.ok()) {
+      if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();
+      return done(rows.status());
+    }
+    done((*rows)[2].empty() ? Status::AlreadyExists("a board '" + b.id + "' exists already") : Status::Ok());
+  });
 }
 
 void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, std::function<void(Status)> done) {
@@ -322,21 +373,40 @@ void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, std::function<void(Statu
 }
 
 void PostgresLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Status)> done) {
-  Status none = NoSuchBoard(board.id);
-  SubmitFound(pool_, kDeleteBoard, {board.id, std::to_string(board.created_us)}, std::move(none), std::move(done));
+  pool_.Submit([board = std::move(board), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    const std::vector<pg::Param> params = {board.id, std::to_string(board.created_us)};
+    auto marked = (*c)->Query(kMarkDeleting, params);
+    if (!marked.ok()) return done(marked.status());
+    if (marked->empty()) return done(NoSuchBoard(board.id));
+    auto deleted = (*c)->Query(kDeleteBoard, params);
+    // A DELETE that failed (a timeout behind a long post) leaves the board
+    // flagged: gone for every reader and post, finished by the next create
+    // of its id.
+    done(deleted.ok() ? Status::Ok() : deleted.status());
+  });
 }
 
 void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<StoredScore>)> done) {
   pool_.Submit([p = std::move(p), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     auto rows = (*c)->Query(kPostScore, {p.board_id, std::to_string(p.season), p.client_id, std::to_string(p.score),
-                                         Name(p.op), Name(p.order)});
+                                         p.op ? pg::Param(Name(*p.op)) : pg::Param()});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(Status::Internal("the post function answered nothing"));
     switch (rows->Int(0, 0)) {
       case 0:
-      case 1:
-        return done(StoredScore{.score = rows->Int(0, 1), .seq = rows->Int(0, 2), .changed = rows->Int(0, 0) == 0});
+      case 1: {
+        auto order = ParseOrder(rows->Text(0, 4));
+        auto ranking = ParseRanking(rows->Text(0, 5));
+        if (!order || !ranking) return done(Status::Internal("board '" + p.board_id + "' has unknown settings"));
+        return done(StoredScore{.score = rows->Int(0, 1),
+                                .seq = rows->Int(0, 2),
+                                .changed = rows->Int(0, 0) == 0,
+                                .board_created_us = rows->Int(0, 3),
+                                .board_order = *order,
+                                .board_ranking = *ranking});
+      }
       case 2:
         return done(NoSuchBoard(p.board_id));
       case 3:
@@ -348,10 +418,15 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
 }
 
 void PostgresLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
-                                      std::function<void(Status)> done) {
-  Status none = NoSuchPlayer(client_id);
-  SubmitFound(pool_, kRemovePlayer, {std::move(board_id), std::to_string(season), std::move(client_id)},
-              std::move(none), std::move(done));
+                                      std::function<void(Result<int64_t>)> done) {
+  pool_.Submit([board_id = std::move(board_id), season, client_id = std::move(client_id),
+                done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(kRemovePlayer, {board_id, std::to_string(season), client_id});
+    if (!rows.ok()) return done(rows.status());
+    if (rows->empty()) return done(NoSuchPlayer(client_id));
+    done(rows->Int(0, 0));
+  });
 }
 
 Status SeedPostgresLeaderboard(pg::Connection& conn, int64_t clients, uint64_t seed) {

@@ -39,7 +39,8 @@ class PostgresLeaderboardStore final : public LeaderboardStore {
   void UpdateBoard(BoardInfo board, std::function<void(Status)> done) override;
   void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
   void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
-  void Remove(std::string board_id, int64_t season, std::string client_id, std::function<void(Status)> done) override;
+  void Remove(std::string board_id, int64_t season, std::string client_id,
+              std::function<void(Result<int64_t>)> done) override;
 
  private:
   explicit PostgresLeaderboardStore(db::pg::Pool& pool) : pool_(pool) {}

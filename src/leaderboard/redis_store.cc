@@ -49,27 +49,34 @@ if redis.call('EXISTS', 'hotrow:lb:z') == 1 then redis.call('RENAME', 'hotrow:lb
 if redis.call('EXISTS', 'hotrow:lb:m') == 1 then redis.call('RENAME', 'hotrow:lb:m', 'hotrow:lb:b:default:1:m') end
 )lua";
 
-// KEYS: boards, zset, members, seq. ARGV: board, client, score, operator,
-// order, ranking, channel. Returns {'ok', score, rank, changed}, {'noboard'}
-// or {'range', sum}.
+// KEYS: boards, zset, members, seq. ARGV: board, client, score, operator
+// ('' for the board's own), channel. Decides with the board's settings as
+// stored (the hash's "<order> <operator> <reset> <zone> <ranking> <auth>
+// <keep> <created>"). Returns {'ok', score, rank, changed, created, order,
+// ranking}, {'noboard'} or {'range', the stored score}.
 const db::redis::Script kPostScript{WithHelpers(R"lua(
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'noboard'} end
-local desc = ARGV[5] == 'desc'
+local settings = redis.call('HGET', KEYS[1], ARGV[1])
+if not settings then return {'noboard'} end
+local f = {}
+for w in string.gmatch(settings, '%S+') do f[#f + 1] = w end
+local order, op, ranking, created = f[1], f[2], f[5], f[8]
+if ARGV[4] ~= '' then op = ARGV[4] end
+local desc = order == 'desc'
 local old = redis.call('HGET', KEYS[3], ARGV[2])
 local n = tonumber(ARGV[3])
 local v = n
 if old then
   local o = tonumber(redis.call('ZSCORE', KEYS[2], old))
-  if ARGV[4] == 'best' then
+  if op == 'best' then
     if (desc and o >= n) or (not desc and o <= n) then v = o end
-  elseif ARGV[4] == 'increment' then
+  elseif op == 'increment' then
     v = o + n
-    if v < -9007199254740991 or v > 9007199254740991 then return {'range', num(v)} end
+    if v < -9007199254740991 or v > 9007199254740991 then return {'range', num(o)} end
   end
   if v == o then
     local rank = rank_of(KEYS[2], old, desc) + 1
-    if ARGV[6] == 'shared' then rank = better_than(KEYS[2], o, desc) + 1 end
-    return {'ok', num(o), rank, 0}
+    if ranking == 'shared' then rank = better_than(KEYS[2], o, desc) + 1 end
+    return {'ok', num(o), rank, 0, created, order, ranking}
   end
   redis.call('ZREM', KEYS[2], old)
 end
@@ -79,20 +86,23 @@ if desc then digits = 9007199254740991 - seq end
 local member = string.format('%016d', digits) .. ARGV[2]
 redis.call('ZADD', KEYS[2], num(v), member)
 redis.call('HSET', KEYS[3], ARGV[2], member)
-redis.call('PUBLISH', ARGV[7], ARGV[1])
+redis.call('PUBLISH', ARGV[5], ARGV[1])
 local rank = rank_of(KEYS[2], member, desc) + 1
-if ARGV[6] == 'shared' then rank = better_than(KEYS[2], v, desc) + 1 end
-return {'ok', num(v), rank, 1}
+if ranking == 'shared' then rank = better_than(KEYS[2], v, desc) + 1 end
+return {'ok', num(v), rank, 1, created, order, ranking}
 )lua")};
 
-// KEYS: zset, members. ARGV: client, channel, board. Returns 1 if removed.
+// KEYS: boards, zset, members. ARGV: board, client, channel. Returns the
+// board's creation time (as text), 0 for no such player, -1 for no board.
 const db::redis::Script kRemoveScript{R"lua(
-local old = redis.call('HGET', KEYS[2], ARGV[1])
+local settings = redis.call('HGET', KEYS[1], ARGV[1])
+if not settings then return -1 end
+local old = redis.call('HGET', KEYS[3], ARGV[2])
 if not old then return 0 end
-redis.call('ZREM', KEYS[1], old)
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
+redis.call('ZREM', KEYS[2], old)
+redis.call('HDEL', KEYS[3], ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
+return string.match(settings, '(%S+)$')
 )lua"};
 
 // KEYS: boards. ARGV: board, settings, channel, mode (create | update |
@@ -254,7 +264,14 @@ Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const
   if (Status s = db::redis::Migrate(*store->client_, {{.sql = kBoardsStep, .contract = true}}); !s.ok()) return s;
   auto* raw = store.get();
   auto subscriber = db::redis::Subscriber::Start(
-      url, kChannel, [raw](const std::string& payload) { raw->OnMessage(payload); }, [raw] { raw->InvalidateAll(); });
+      url, kChannel, [raw](const std::string& payload) { raw->OnMessage(payload); },
+      [raw] {
+        // Messages may have been missed: every cache is stale, and every
+        // board is read again.
+        raw->InvalidateAll();
+        std::lock_guard lock(raw->listener_mutex_);
+        if (raw->on_board_change_) raw->on_board_change_("");
+      });
   if (!subscriber.ok()) return subscriber.status();
   store->subscriber_ = std::move(subscriber).value();
   return store;
@@ -275,6 +292,10 @@ void RedisLeaderboardStore::OnBoardChange(std::function<void(const std::string&)
 void RedisLeaderboardStore::OnMessage(const std::string& payload) {
   if (payload.starts_with("board ")) {
     std::string id = payload.substr(6);
+    {
+      std::lock_guard lock(cache_mutex_);  // a board made again starts a cache of its own
+      if (auto it = caches_.find(id); it != caches_.end() && it->second.waiters.empty()) caches_.erase(it);
+    }
     Invalidate(id);
     std::lock_guard lock(listener_mutex_);
     if (on_board_change_) on_board_change_(id);
@@ -283,9 +304,11 @@ void RedisLeaderboardStore::OnMessage(const std::string& payload) {
   Invalidate(payload);  // a score of that board changed
 }
 
+// Only boards this instance reads have a cache: a message for any other (a
+// board it never read, or an older release's payload) makes none.
 void RedisLeaderboardStore::Invalidate(const std::string& board_id) {
   std::lock_guard lock(cache_mutex_);
-  ++caches_[board_id].version;
+  if (auto it = caches_.find(board_id); it != caches_.end()) ++it->second.version;
 }
 
 void RedisLeaderboardStore::InvalidateAll() {
@@ -346,33 +369,45 @@ void RedisLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Stat
 
 void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<StoredScore>)> done) {
   std::string board_id = p.board_id;
+  const int64_t posted = p.score;
   client_->Eval(kPostScript,
                 {"4", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq, p.board_id,
-                 p.client_id, std::to_string(p.score), Name(p.op), Name(p.order), Name(p.ranking), kChannel},
-                [this, board_id, done = std::move(done)](Result<db::redis::Reply> r) {
+                 p.client_id, std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel},
+                [this, board_id, posted, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   const auto& e = r->elements;
                   if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));
                   if (e[0].str == "noboard") return done(NoSuchBoard(board_id));
-                  if (e[0].str == "range" && e.size() == 2) return done(IncrementOutOfRange(ParseScore(e[1])));
-                  if (e[0].str != "ok" || e.size() != 4)
+                  // The stored score, exact; the sum in int64 (Lua's double may round it).
+                  if (e[0].str == "range" && e.size() == 2) return done(IncrementOutOfRange(ParseScore(e[1]) + posted));
+                  auto order = e.size() == 7 ? ParseOrder(e[5].str) : std::nullopt;
+                  auto ranking = e.size() == 7 ? ParseRanking(e[6].str) : std::nullopt;
+                  if (e[0].str != "ok" || !order || !ranking)
                     return done(Status::Internal("unexpected reply from the score script"));
                   bool changed = ReplyInt(e[3]) == 1;
                   if (changed) Invalidate(board_id);  // before answering: our next read must see it
-                  done(StoredScore{.score = ParseScore(e[1]), .changed = changed, .rank = ReplyInt(e[2])});
+                  done(StoredScore{.score = ParseScore(e[1]),
+                                   .changed = changed,
+                                   .rank = ReplyInt(e[2]),
+                                   .board_created_us = ReplyInt(e[4]),
+                                   .board_order = *order,
+                                   .board_ranking = *ranking});
                 });
 }
 
 void RedisLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
-                                   std::function<void(Status)> done) {
-  client_->Eval(kRemoveScript,
-                {"2", KeyOf(board_id, season, "z"), KeyOf(board_id, season, "m"), client_id, kChannel, board_id},
-                [this, board_id, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
-                  if (!r.ok()) return done(r.status());
-                  if (r->integer != 1) return done(NoSuchPlayer(client_id));
-                  Invalidate(board_id);
-                  done(Status::Ok());
-                });
+                                   std::function<void(Result<int64_t>)> done) {
+  client_->Eval(
+      kRemoveScript,
+      {"3", kBoards, KeyOf(board_id, season, "z"), KeyOf(board_id, season, "m"), board_id, client_id, kChannel},
+      [this, board_id, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
+        if (!r.ok()) return done(r.status());
+        int64_t answer = ReplyInt(*r);
+        if (answer == -1) return done(NoSuchBoard(board_id));
+        if (answer == 0) return done(NoSuchPlayer(client_id));
+        Invalidate(board_id);
+        done(answer);
+      });
 }
 
 namespace {
@@ -397,6 +432,12 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
   }
   std::unique_lock lock(cache_mutex_);
   BoardCache& cache = caches_[board.id];
+  if (cache.board.created_us != board.created_us && !cache.fetching) {
+    // Another incarnation of the id (deleted and made again): start over.
+    cache.cached.reset();
+    ++cache.version;
+  }
+  cache.board = board;
   uint64_t version = cache.version;
   if (cache.cached && cache.cached->version >= version &&
       std::chrono::steady_clock::now() - cache.cached->fetched < std::chrono::milliseconds(kCacheAgeMaxMs)) {

@@ -82,7 +82,8 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   void UpdateBoard(BoardInfo board, std::function<void(Status)> done) override;
   void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
   void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
-  void Remove(std::string board_id, int64_t season, std::string client_id, std::function<void(Status)> done) override;
+  void Remove(std::string board_id, int64_t season, std::string client_id,
+              std::function<void(Result<int64_t>)> done) override;
 
   void Top(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit, Callback<Result<Page>> done) override;
   void Player(const BoardInfo& board, int64_t season, std::string client_id, std::optional<int64_t> around,
@@ -121,6 +122,7 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   };
   // One board's cache, under cache_mutex_.
   struct BoardCache {
+    BoardInfo board;  // as the newest reader had it: its incarnation and order
     uint64_t version = 1;
     std::shared_ptr<const Cached> cached;
     bool fetching = false;

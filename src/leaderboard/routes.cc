@@ -126,6 +126,7 @@ Result<BoardInfo> ParseNewBoard(std::string_view text) {
     return s;
   auto id = body->String("id");
   if (!id.ok()) return id.status();
+  if (Status s = ValidateBoardId(*id); !s.ok()) return s;
   BoardInfo b{.id = *id, .settings = {}, .created_us = 0};
   BoardSettings& s = b.settings;
   for (Status st :
@@ -157,14 +158,17 @@ Result<BoardPatch> ParsePatch(std::string_view text) {
   return patch;
 }
 
-// ?season=N on a read: the current season, or 404 for any other (archived
-// seasons come with boards that reset).
-Status CheckSeason(const http::Query& q, const std::string& board_id) {
-  if (!q.Get("season")) return Status::Ok();
+// ?season=N on a read, checked after the request's other parameters: the
+// board must exist, and N be its current season; 404 for any other
+// (archived seasons come with boards that reset).
+Status CheckSeason(const LeaderboardService& service, const http::Query& q, const std::string& board_id) {
+  auto board = service.GetBoard(board_id);
+  if (!board.ok()) return board.status();
+  auto text = q.Get("season");
+  if (!text) return Status::Ok();
   auto season = q.Int("season", kFirstSeason);
   if (!season.ok()) return season.status();
-  if (*season != kFirstSeason)
-    return Status::NotFound("board '" + board_id + "' has no season " + std::to_string(*season));
+  if (*season != board->season) return Status::NotFound("board '" + board_id + "' has no season " + std::string(*text));
   return Status::Ok();
 }
 
@@ -350,6 +354,15 @@ void DeleteBoard(LeaderboardService& service, const AdminAuth& admin, const Requ
 }
 
 void BoardScore(LeaderboardService& service, const Request& req, Responder responder) {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  // Not silently ignored: a board's operator decides (?mode is the legacy
+  // route's), and a score goes to the current season.
+  if (query->Get("mode"))
+    return responder.Send(Error(
+        Status::InvalidField("mode", "mode is a parameter of /api/v1/score only; on a board, its operator decides")));
+  if (query->Get("season"))
+    return responder.Send(Error(Status::InvalidField("season", "a score goes to the board's current season")));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
   service.PostScore(req.params.at(0), post->first, post->second, std::nullopt, [responder](Result<Posted> r) mutable {
@@ -368,9 +381,9 @@ void BoardTop(LeaderboardService& service, Request& req, Responder responder) {
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
   std::string board_id = req.params.at(0);
-  if (Status s = CheckSeason(*query, board_id); !s.ok()) return responder.Send(Error(s));
   auto range = PageRange(*query);
   if (!range.ok()) return responder.Send(Error(range.status()));
+  if (Status s = CheckSeason(service, *query, board_id); !s.ok()) return responder.Send(Error(s));
   auto [offset, limit] = *range;
   service.Top(board_id, offset, limit,
               [responder, board_id, offset, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
@@ -382,9 +395,9 @@ void BoardTop(LeaderboardService& service, Request& req, Responder responder) {
 void BoardPlayer(LeaderboardService& service, const Request& req, Responder responder) {
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
-  if (Status s = CheckSeason(*query, req.params.at(0)); !s.ok()) return responder.Send(Error(s));
   auto around = ParseAround(*query);
   if (!around.ok()) return responder.Send(Error(around.status()));
+  if (Status s = CheckSeason(service, *query, req.params.at(0)); !s.ok()) return responder.Send(Error(s));
   service.Player(req.params.at(0), req.params.at(1), *around, [responder](Result<PlayerView> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     SendPlayer(responder, *r, true);
@@ -395,12 +408,12 @@ void BoardRanks(LeaderboardService& service, const Request& req, Responder respo
   auto query = http::Query::Parse(req.query);
   if (!query.ok()) return responder.Send(Error(query.status()));
   std::string board_id = req.params.at(0);
-  if (Status s = CheckSeason(*query, board_id); !s.ok()) return responder.Send(Error(s));
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
   if (Status s = body->OnlyFields({"clientIds"}); !s.ok()) return responder.Send(Error(s));
   auto ids = body->StringArray("clientIds", static_cast<size_t>(kRanksIdsMax));
   if (!ids.ok()) return responder.Send(Error(ids.status()));
+  if (Status s = CheckSeason(service, *query, board_id); !s.ok()) return responder.Send(Error(s));
   service.Ranks(board_id, std::move(*ids), [responder, board_id](Result<RanksView> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res;

@@ -39,9 +39,12 @@ LeaderboardService::LeaderboardService(LeaderboardStore& store)
       default_info_(DefaultBoardInfo()) {
   boards_.emplace(default_info_.id, MakeState(default_info_, default_board_));
   store_.OnBoardChange([this](const std::string& board_id) {
-    if (Status s = ApplyBoardChange(board_id); !s.ok())
-      log::Warn("leaderboard: board '{}' changed on another instance and could not be read: {}", board_id,
-                s.ToString());
+    // "": the feed reconnected and may have missed changes: every board.
+    Status s = board_id.empty() ? Load() : ApplyBoardChange(board_id);
+    if (s.ok()) return;
+    log::Warn("leaderboard: boards changed on another instance and could not be read ({}); reading them all",
+              s.ToString());
+    if (Status all = Load(); !all.ok()) log::Error("leaderboard: cannot read the boards: {}", all.ToString());
   });
 }
 
@@ -56,18 +59,29 @@ std::shared_ptr<LeaderboardService::State> LeaderboardService::MakeState(BoardIn
 }
 
 Status LeaderboardService::Load() {
+  // A board change applied while the store is read may be older or newer
+  // than what the read saw: then read again, so the swap below never drops
+  // one (a few tries; changes are rare).
+  constexpr int kLoadsMax = 5;
+  for (int load = 0; load < kLoadsMax; ++load) {
+    uint64_t changes = changes_.load(std::memory_order_acquire);
+    auto loaded = LoadOnce(changes);
+    if (!loaded.ok() || *loaded) return loaded.status();
+  }
+  return Status::Unavailable("the boards kept changing while they were read");
+}
+
+Result<bool> LeaderboardService::LoadOnce(uint64_t changes) {
   auto start = std::chrono::steady_clock::now();
   std::map<std::string, std::shared_ptr<State>, std::less<>> boards;
   std::unordered_map<std::string, std::vector<std::pair<std::string, Stored>>> players;
   Status s = store_.Load(
       [&](BoardInfo info) {
         std::string id = info.id;
-        // The same Board objects across reloads: `default`'s is shared with
-        // the legacy routes; each is refilled once below.
+        // The same Board objects across reloads (`default`'s is shared with
+        // the legacy routes): refilled once below.
         std::shared_ptr<Board> board;
-        if (auto old = Find(id); old && old->info.settings.order == info.settings.order &&
-                                 old->info.settings.ranking == info.settings.ranking)
-          board = old->board;
+        if (auto old = Find(id); old && old->info.created_us == info.created_us) board = old->board;
         boards[id] = MakeState(std::move(info), std::move(board));
       },
       [&](const std::string& board_id, std::string client_id, Stored st) {
@@ -85,11 +99,13 @@ Status LeaderboardService::Load() {
   size_t count = boards.size();
   {
     std::unique_lock lock(mutex_);
+    if (changes_.load(std::memory_order_acquire) != changes) return false;
     boards_ = std::move(boards);
+    changes_.fetch_add(1, std::memory_order_acq_rel);
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   log::Info("leaderboard: loaded {} board(s) and {} player(s) into memory in {} ms", count, total, ms);
-  return Status::Ok();
+  return true;
 }
 
 size_t LeaderboardService::entries() const {
@@ -119,14 +135,43 @@ Status LeaderboardService::Follow(std::string_view notification) {
   const ScoreChange& change = **read;
   if (change.kind == ScoreChange::Kind::kBoard) return ApplyBoardChange(change.board_id);
   if (ranking_) return Status::Ok();
-  auto state = Find(change.board_id);
-  if (!state)
-    return Status::NotFound("a change to board '" + change.board_id + "', which this instance has not loaded");
+  auto state = StateOf(change.board_id, change.board_created_us);
+  if (!state) {
+    // A change of a board deleted since (a late message), or of one this
+    // instance has not heard of: its "board" notification came first, so
+    // that board is read, and changes of another incarnation are dropped.
+    log::Debug("leaderboard: a change of board '{}' made at {} that this instance does not hold", change.board_id,
+               change.board_created_us);
+    return Status::Ok();
+  }
   if (change.kind == ScoreChange::Kind::kErase)
     state->board->Erase(change.client_id);
   else
     state->board->SetIfNewer(change.client_id, change.score, change.seq);
   return Status::Ok();
+}
+
+std::shared_ptr<LeaderboardService::State> LeaderboardService::StateOf(const std::string& board_id,
+                                                                       int64_t created_us) const {
+  auto state = Find(board_id);
+  return state && state->info.created_us == created_us ? state : nullptr;
+}
+
+std::shared_ptr<Board> LeaderboardService::BoardFor(const std::string& board_id, const StoredScore& stored) {
+  std::unique_lock lock(mutex_);
+  auto it = boards_.find(board_id);
+  if (it != boards_.end() && it->second->info.created_us == stored.board_created_us) return it->second->board;
+  if (it != boards_.end() && it->second->info.created_us > stored.board_created_us) return nullptr;  // gone since
+  // A board made again on another instance, whose notification has not
+  // reached this one yet: its Board starts here (the notification then
+  // fills in the rest of its settings, and the changes after it follow).
+  BoardInfo info{.id = board_id,
+                 .settings = {.order = stored.board_order, .ranking = stored.board_ranking},
+                 .created_us = stored.board_created_us};
+  auto state = MakeState(std::move(info));
+  boards_[board_id] = state;
+  changes_.fetch_add(1, std::memory_order_acq_rel);
+  return state->board;
 }
 
 Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
@@ -140,6 +185,7 @@ Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
     std::unique_lock lock(mutex_);
     auto it = boards_.find(board_id);
     if ((it == boards_.end() ? nullptr : it->second) != before) continue;
+    changes_.fetch_add(1, std::memory_order_acq_rel);
     if (!info.ok()) {
       if (info.status().code() != ErrorCode::kNotFound) return info.status();
       if (it != boards_.end() && board_id != kDefaultBoard) boards_.erase(it);
@@ -167,7 +213,10 @@ void LeaderboardService::CreateBoard(BoardInfo board, std::function<void(Result<
     if (!s.ok()) return done(s);
     {
       std::unique_lock lock(mutex_);
-      boards_[created.id] = MakeState(created);
+      auto& entry = boards_[created.id];
+      // Unless its own notification (and a score after it) got here first.
+      if (!entry || entry->info.created_us != created.created_us) entry = MakeState(created);
+      changes_.fetch_add(1, std::memory_order_acq_rel);
     }
     done(ViewOf(created));
   });
@@ -206,6 +255,7 @@ void LeaderboardService::DeleteBoard(const std::string& board_id, std::function<
       std::unique_lock lock(mutex_);
       auto it = boards_.find(board_id);
       if (it != boards_.end() && it->second->info.created_us == created) boards_.erase(it);
+      changes_.fetch_add(1, std::memory_order_acq_rel);
     }
     done(s);
   });
@@ -243,24 +293,24 @@ void LeaderboardService::PostScore(const std::string& board_id, const std::strin
   if (Status s = ValidateClientId(client_id); !s.ok()) return done(s);
   if (score < -kScoreAbsMax || score > kScoreAbsMax)
     return done(Status::OutOfRange("score", -kScoreAbsMax, kScoreAbsMax));
-  const BoardSettings& settings = (*state)->info.settings;
-  ScorePost post{.board_id = board_id,
-                 .season = kFirstSeason,
-                 .client_id = client_id,
-                 .score = score,
-                 .op = op.value_or(settings.op),
-                 .order = settings.order,
-                 .ranking = settings.ranking};
-  store_.PostScore(std::move(post),
-                   [this, board = (*state)->board, client_id, done = std::move(done)](Result<StoredScore> r) {
-                     if (!r.ok()) return done(r.status());
-                     if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed});
-                     // Changes reach the Board in seq order whatever order the commits
-                     // answer in; the rank is this request's score's, even when a later post
-                     // for the same player reached the Board first.
-                     board->SetIfNewer(client_id, r->score, r->seq);
-                     done(Posted{Entry{board->RankOf(r->score, r->seq), client_id, r->score}, r->changed});
-                   });
+  ScorePost post{.board_id = board_id, .season = kFirstSeason, .client_id = client_id, .score = score, .op = op};
+  store_.PostScore(std::move(post), [this, board_id, client_id, done = std::move(done)](Result<StoredScore> r) {
+    if (!r.ok()) return done(r.status());
+    if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed});
+    // The Board of the board the post went to, as the store says. Changes
+    // reach it in seq order whatever order the commits answer in; the rank
+    // is this request's score's, even when a later post for the same player
+    // reached the Board first.
+    auto board = BoardFor(board_id, *r);
+    if (!board) {
+      // The board was deleted (and made again) since: the score went with
+      // it; its rank is what it was, which this instance no longer holds.
+      Board gone(r->board_order, r->board_ranking);
+      return done(Posted{Entry{gone.RankOf(r->score, r->seq), client_id, r->score}, r->changed});
+    }
+    board->SetIfNewer(client_id, r->score, r->seq);
+    done(Posted{Entry{board->RankOf(r->score, r->seq), client_id, r->score}, r->changed});
+  });
 }
 
 void LeaderboardService::Remove(const std::string& board_id, const std::string& client_id,
@@ -269,9 +319,10 @@ void LeaderboardService::Remove(const std::string& board_id, const std::string& 
   if (!state.ok()) return done(state.status());
   if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
   store_.Remove(board_id, kFirstSeason, client_id,
-                [this, board = (*state)->board, client_id, done = std::move(done)](const Status& s) {
-                  if (s.ok() && !ranking_) board->Erase(client_id);
-                  done(s);
+                [this, board_id, client_id, done = std::move(done)](Result<int64_t> created) {
+                  if (!created.ok()) return done(created.status());
+                  if (auto state = StateOf(board_id, *created); state && !ranking_) state->board->Erase(client_id);
+                  done(Status::Ok());
                 });
 }
 
@@ -335,13 +386,7 @@ void LeaderboardService::Ranks(const std::string& board_id, std::vector<std::str
                              if (!r.ok()) return done(r.status());
                              done(finish(std::move(*r)));
                            });
-  std::vector<std::pair<int64_t, Entry>> placed;  // (position, entry): equal shared ranks in sequence order
-  for (const auto& id : client_ids)
-    if (auto found = (*state)->board->Locate(id)) placed.push_back(std::move(*found));
-  std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Entry> entries;
-  for (auto& [position, entry] : placed) entries.push_back(std::move(entry));
-  done(finish(std::move(entries)));
+  done(finish((*state)->board->Locate(client_ids)));
 }
 
 }  // namespace hotrow::leaderboard

@@ -22,6 +22,7 @@
 // read from a Board) or on a store thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -139,12 +140,20 @@ class LeaderboardService final : public DomainService {
   BoardView ViewOf(const BoardInfo& info) const;
   // Reads the board again (another instance created, changed or deleted it).
   Status ApplyBoardChange(const std::string& board_id);
+  // One load; false when a board change landed meanwhile (read again).
+  Result<bool> LoadOnce(uint64_t changes);
+  // The board's state if it is that incarnation (creation time).
+  std::shared_ptr<State> StateOf(const std::string& board_id, int64_t created_us) const;
+  // The Board a post's answer belongs to, made here when this instance has
+  // not heard of that incarnation yet; null when it is gone since.
+  std::shared_ptr<Board> BoardFor(const std::string& board_id, const StoredScore& stored);
   void TopOf(const std::shared_ptr<State>& state, int64_t offset, int64_t limit, Callback<Result<Page>> done);
 
   LeaderboardStore& store_;
   SharedRanking* const ranking_;  // the store's, or nullptr: then each State's Board answers
   mutable RwLock mutex_;
   std::map<std::string, std::shared_ptr<State>, std::less<>> boards_;
+  std::atomic<uint64_t> changes_{0};  // bumped by every change of boards_ (Load's check)
   // `default`'s Board: the same object for the service's life (a reload
   // refills it), so the legacy routes' hot reads take no lock. Its order and
   // ranking never change (desc, unique).

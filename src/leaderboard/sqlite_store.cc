@@ -92,21 +92,50 @@ Result<bool> BoardExists(sqlite::Connection& c, const std::string& board_id) {
   return q->Bind(1, board_id).Step();
 }
 
+// What a post needs of its board, as stored now.
+struct PostBoard {
+  Order order = Order::kDesc;
+  Operator op = Operator::kReplace;
+  Ranking ranking = Ranking::kUnique;
+  int64_t created_us = 0;
+};
+Result<PostBoard> BoardForPost(sqlite::Connection& c, const std::string& board_id) {
+  auto q = c.Prepare("SELECT sort_order, operator, ranking, created_us FROM lb_board WHERE board_id = ?1");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, board_id).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NoSuchBoard(board_id);
+  auto order = ParseOrder(q->Text(0));
+  auto op = ParseOperator(q->Text(1));
+  auto ranking = ParseRanking(q->Text(2));
+  if (!order || !op || !ranking)
+    return Status::Internal("board '" + board_id + "' has a setting this release does not know");
+  return PostBoard{*order, *op, *ranking, q->Int(3)};
+}
+
+StoredScore Answer(const PostBoard& b, int64_t score, int64_t seq, bool changed) {
+  return StoredScore{.score = score,
+                     .seq = seq,
+                     .changed = changed,
+                     .board_created_us = b.created_us,
+                     .board_order = b.order,
+                     .board_ranking = b.ranking};
+}
+
 // Decides and writes one score inside the batch transaction.
 Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
-  auto exists = BoardExists(c, p.board_id);
-  if (!exists.ok()) return exists.status();
-  if (!*exists) return NoSuchBoard(p.board_id);
+  auto board = BoardForPost(c, p.board_id);
+  if (!board.ok()) return board.status();
   auto find = c.Prepare("SELECT score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
   if (!find.ok()) return find.status();
   auto row = find->Bind(1, p.board_id).Bind(2, p.season).Bind(3, p.client_id).Step();
   if (!row.ok()) return row.status();
   std::optional<Stored> stored;
   if (*row) stored = Stored{.score = find->Int(0), .seq = find->Int(1)};
-  auto next = ApplyOperator(p.op, p.order, stored ? std::optional(stored->score) : std::nullopt, p.score);
+  auto next = ApplyOperator(p.op.value_or(board->op), board->order,
+                            stored ? std::optional(stored->score) : std::nullopt, p.score);
   if (!next.ok()) return next.status();
-  if (stored && stored->score == *next)
-    return StoredScore{.score = stored->score, .seq = stored->seq, .changed = false};
+  if (stored && stored->score == *next) return Answer(*board, stored->score, stored->seq, false);
   auto bump = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
   if (!bump.ok()) return bump.status();
   auto seq_row = bump->Step();
@@ -119,7 +148,7 @@ Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
   if (!upsert.ok()) return upsert.status();
   upsert->Bind(1, p.board_id).Bind(2, p.season).Bind(3, p.client_id).Bind(4, *next).Bind(5, seq);
   if (Status s = upsert->Run(); !s.ok()) return s;
-  return StoredScore{.score = *next, .seq = seq, .changed = true};
+  return Answer(*board, *next, seq, true);
 }
 
 // Runs `apply` (a status-only change) on the writer.
@@ -160,7 +189,10 @@ Status SqliteLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_
     if (!row.ok()) return row.status();
     if (!*row) break;
     auto board = BoardFrom(*boards);
-    if (!board.ok()) return board.status();
+    if (!board.ok()) {
+      log::Warn("leaderboard: {}; it is not served", board.status().message());
+      continue;
+    }
     board_sink(std::move(*board));
   }
   auto q = (*conn)->Prepare("SELECT board_id, client_id, score, seq FROM lb_score WHERE season = ?1");
@@ -236,15 +268,18 @@ void SqliteLeaderboardStore::PostScore(ScorePost post, std::function<void(Result
 }
 
 void SqliteLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
-                                    std::function<void(Status)> done) {
-  auto apply = [board_id = std::move(board_id), season, client_id = std::move(client_id)](sqlite::Connection& c) {
+                                    std::function<void(Result<int64_t>)> done) {
+  auto apply = [board_id = std::move(board_id), season,
+                client_id = std::move(client_id)](sqlite::Connection& c) -> Result<int64_t> {
+    auto board = BoardForPost(c, board_id);
+    if (!board.ok()) return board.status();
     auto q = c.Prepare("DELETE FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
     if (!q.ok()) return q.status();
     if (Status s = q->Bind(1, board_id).Bind(2, season).Bind(3, client_id).Run(); !s.ok()) return s;
     if (c.Changes() == 0) return NoSuchPlayer(client_id);
-    return Status::Ok();
+    return board->created_us;
   };
-  SubmitStatus(db_, std::move(apply), std::move(done));
+  sqlite::SubmitCall<int64_t>(db_.writer(), std::move(apply), std::move(done));
 }
 
 Status SeedLeaderboard(sqlite::Connection& conn, int64_t clients, uint64_t seed,

@@ -33,7 +33,8 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
   void UpdateBoard(BoardInfo board, std::function<void(Status)> done) override;
   void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
   void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
-  void Remove(std::string board_id, int64_t season, std::string client_id, std::function<void(Status)> done) override;
+  void Remove(std::string board_id, int64_t season, std::string client_id,
+              std::function<void(Result<int64_t>)> done) override;
 
  private:
   explicit SqliteLeaderboardStore(db::sqlite::Database& db) : db_(db) {}

@@ -38,16 +38,16 @@ namespace hotrow::leaderboard {
 // The season every board is in until seasons that reset land (reset "none").
 inline constexpr int64_t kFirstSeason = 1;
 
-// A post, with what the store of record needs to decide it: the operator
-// (the board's, or the legacy route's ?mode) and the board's order.
+// A post. The store of record decides it with the board's settings as it
+// stores them (not as an instance remembers them: the board may have been
+// deleted and made again with others), unless `op` overrides the operator
+// (the legacy route's ?mode).
 struct ScorePost {
   std::string board_id = {};
   int64_t season = kFirstSeason;
   std::string client_id = {};
   int64_t score = 0;
-  Operator op = Operator::kReplace;
-  Order order = Order::kDesc;
-  Ranking ranking = Ranking::kUnique;  // for the rank a SharedRanking store answers
+  std::optional<Operator> op = std::nullopt;
 };
 
 // The player's stored score after a post: what the operator made of it (an
@@ -58,6 +58,11 @@ struct StoredScore {
   int64_t seq = 0;       // the order among equal scores (0 from a SharedRanking store)
   bool changed = false;  // whether this post changed the stored score
   int64_t rank = 0;      // 1-based, from a SharedRanking store only
+  // The board the post went to, as stored: its creation time (a board made
+  // again is another), order and ranking.
+  int64_t board_created_us = 0;
+  Order board_order = Order::kDesc;
+  Ranking board_ranking = Ranking::kUnique;
 };
 
 // A change another instance made.
@@ -70,8 +75,9 @@ struct ScoreChange {
   Kind kind = Kind::kSet;
   std::string board_id = {};
   int64_t season = kFirstSeason;
-  std::string client_id = {};  // kSet and kErase
-  int64_t score = 0, seq = 0;  // kSet only
+  std::string client_id = {};    // kSet and kErase
+  int64_t score = 0, seq = 0;    // kSet only
+  int64_t board_created_us = 0;  // kSet and kErase: the board's creation time (a board made again is another)
 };
 
 // Reads answered by a store that ranks for every instance (Redis). `done`
@@ -94,7 +100,8 @@ class LeaderboardStore {
  public:
   virtual ~LeaderboardStore() = default;
 
-  // Calls board_sink once per board, then (stores that do not rank
+  // Calls board_sink once per board (a board whose settings this release
+  // cannot read is left out, with a warning), then (stores that do not rank
   // themselves) sink once per stored player of a board's current season.
   virtual Status Load(const std::function<void(BoardInfo)>& board_sink,
                       const std::function<void(const std::string& board_id, std::string client_id, Stored)>& sink) = 0;
@@ -111,10 +118,6 @@ class LeaderboardStore {
     return Status::Internal("this store has no change feed: " + std::string(notification));
   }
   virtual void Stop() {}
-  // For a store with a change feed of its own (Redis pub/sub): `f` runs, on
-  // the store's thread, with the id of each board another instance
-  // created, changed or deleted.
-  virtual void OnBoardChange(std::function<void(const std::string& board_id)> f) { (void)f; }
 
   // already_exists when the id is taken.
   virtual void CreateBoard(BoardInfo board, std::function<void(Status)> done) = 0;
@@ -128,12 +131,19 @@ class LeaderboardStore {
   // `done` gets what is stored after the commit; not_found for an unknown
   // board; invalid_field `score` when an increment leaves the range.
   virtual void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) = 0;
-  // not_found when the player has no score (or the board does not exist).
+  // not_found when the player has no score (or the board does not exist);
+  // `done` gets the board's creation time.
   virtual void Remove(std::string board_id, int64_t season, std::string client_id,
-                      std::function<void(Status)> done) = 0;
+                      std::function<void(Result<int64_t>)> done) = 0;
 
   // Non-null for a store that ranks for every instance itself (Redis).
   virtual SharedRanking* shared_ranking() { return nullptr; }
+
+  // For a store with a change feed of its own (Redis pub/sub): `f` runs, on
+  // the store's thread, with the id of each board another instance
+  // created, changed or deleted, and with "" when changes may have been
+  // missed (the feed reconnected): then every board is read again.
+  virtual void OnBoardChange(std::function<void(const std::string& board_id)> f) { (void)f; }
 };
 
 // The error every backend answers for an unknown board.

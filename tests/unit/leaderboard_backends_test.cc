@@ -3,6 +3,7 @@
 #include "contract/leaderboard_contract.h"
 #include "contract/wait.h"
 #include "db/sqlite_database.h"
+#include "harness/http_client.h"
 #include "harness/or_throw.h"
 #include "harness/redis_process.h"
 #include "leaderboard/redis_store.h"
@@ -108,6 +109,40 @@ TEST(RedisSchema, TheKeysOfOneBoardBecomeTheBoardDefault) {
       [&](auto done) { service.PostScore("d", 10, leaderboard::ScoreMode::kReplace, done); });
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->entry.rank, 4) << "the sequence goes on after the old ones";
+}
+
+// Boards reach another instance by pub/sub; a message lost while its
+// subscriber reconnects must not leave it without the board for good: the
+// reconnect reads every board again. (Before, B answered 404 for a board A
+// made while B's subscriber was down, until B restarted.)
+TEST(RedisBoards, ABoardMadeWhileTheOtherInstanceWasDeafReachesItAfterItsReconnect) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  auto store_a = OrThrow(leaderboard::RedisLeaderboardStore::Open(redis->url()));
+  auto store_b = OrThrow(leaderboard::RedisLeaderboardStore::Open(redis->url()));
+  leaderboard::LeaderboardService a(*store_a), b(*store_b);
+  ASSERT_TRUE(a.Load().ok());
+  ASSERT_TRUE(b.Load().ok());
+  ASSERT_TRUE(store_a->client().CommandSync({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  auto made = Wait<Result<leaderboard::BoardView>>(
+      [&](auto done) { a.CreateBoard(leaderboard::BoardInfo{.id = "lost", .settings = {}, .created_us = 0}, done); });
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_TRUE(Eventually([&] { return b.GetBoard("lost").ok(); }, std::chrono::seconds(10)));
+  // And a board made again with other settings is posted to with those,
+  // whatever an instance remembers: the store decides with its own.
+  ASSERT_TRUE(Wait<Status>([&](auto done) { a.DeleteBoard("lost", done); }).ok());
+  ASSERT_TRUE(Wait<Result<leaderboard::BoardView>>([&](auto done) {
+                a.CreateBoard(leaderboard::BoardInfo{.id = "lost",
+                                                     .settings = {.order = leaderboard::Order::kAsc,
+                                                                  .op = leaderboard::Operator::kBest},
+                                                     .created_us = 0},
+                              done);
+              }).ok());
+  for (int64_t score : {10, 20}) {
+    auto r = Wait<Result<leaderboard::Posted>>([&](auto done) { b.PostScore("lost", "p", score, std::nullopt, done); });
+    if (!r.ok()) continue;  // b may not know the board yet
+    EXPECT_EQ(r->entry.score, 10) << "best on the asc board keeps the lower score";
+  }
 }
 
 }  // namespace
