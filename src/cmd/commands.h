@@ -30,6 +30,7 @@ struct ServeFlags {
   std::string access_log = "off";
   std::string log_format = "text";
   bool print_config = false;
+  bool test_hooks = false;  // boards with seasons of seconds (tests)
   bool print_routes = false;
   std::string config;  // read before parsing (cmd/config.h)
 };

@@ -150,6 +150,10 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
   c->add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
       ->envname("HOTROW_LOG_LEVEL")
       ->capture_default_str();
+  c->add_flag(
+       "--test-hooks", f.test_hooks,
+       "Accept boards whose seasons last seconds (\"reset\":{\"everySeconds\":N}), for tests; never in production")
+      ->envname("HOTROW_TEST_HOOKS");
   c->add_flag("--print-config", f.print_config,
               "Print the settings in effect (flag > environment > --config file > default) and exit");
   c->add_flag("--print-routes", f.print_routes,
@@ -452,7 +456,8 @@ int RunServe(const ServeFlags& f) {
   ops.follows = postgres;
 
   b.plans = std::make_unique<dateplan::DatePlanService>(*b.plan_store, admin);
-  b.board = std::make_unique<leaderboard::LeaderboardService>(*b.board_store);
+  b.board = std::make_unique<leaderboard::LeaderboardService>(
+      *b.board_store, leaderboard::LeaderboardOptions{.test_hooks = f.test_hooks});
   b.cards = std::make_unique<pointcard::PointCardService>(*b.card_store);
   for (DomainService* s : b.services()) {
     if (Status st = s->Load(); !st.ok()) {

@@ -45,6 +45,11 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
       auto& f = obj->fields_.back();
       f.kind = kind;
       if (text) f.text.assign(text, length);
+    } else if (depth == 2 && in_object_) {
+      // A member of a top-level field's object (JsonObject::Object).
+      auto& m = obj->fields_.back().members.back();
+      m.kind = kind;
+      if (text) m.text.assign(text, length);
     } else if (depth == 2 && obj->fields_.back().kind == JsonObject::Kind::kArray && in_array_) {
       auto& f = obj->fields_.back();
       ++f.item_count;
@@ -55,7 +60,8 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
     }
     return true;
   }
-  bool in_array_ = false;  // depth 2 is a top-level field's array (not an object's members)
+  bool in_array_ = false;   // depth 2 is a top-level field's array (not an object's members)
+  bool in_object_ = false;  // depth 2 is a top-level field's object's members
   bool Null() { return Value(JsonObject::Kind::kNull); }
   bool Bool(bool b) {
     return b ? Value(JsonObject::Kind::kBool, "true", 4) : Value(JsonObject::Kind::kBool, "false", 5);
@@ -67,6 +73,7 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
       root_is_object = true;
     else if (!Value(JsonObject::Kind::kObject))
       return false;
+    in_object_ = depth == 1;
     if (depth == 1) in_array_ = false;
     ++depth;
     return true;
@@ -78,14 +85,23 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
         duplicate.assign(name);
         return false;
       }
-      obj->fields_.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true});
+      obj->fields_.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true, {}});
+    } else if (depth == 2 && in_object_) {
+      auto& members = obj->fields_.back().members;
+      std::string_view name(s, n);
+      for (const auto& m : members)
+        if (m.name == name) {
+          duplicate = obj->fields_.back().name + "." + std::string(name);
+          return false;
+        }
+      members.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true, {}});
     }
     return true;
   }
   bool EndObject(rapidjson::SizeType) { return --depth, true; }
   bool StartArray() {
     if (!Value(JsonObject::Kind::kArray)) return false;
-    if (depth == 1) in_array_ = true;
+    if (depth == 1) in_array_ = true, in_object_ = false;
     ++depth;
     return true;
   }
@@ -138,6 +154,15 @@ Status JsonObject::OnlyFields(std::initializer_list<std::string_view> allowed) c
     if (!known) return Status::InvalidField(f.name, "unknown field '" + f.name + "'");
   }
   return Status::Ok();
+}
+
+Result<JsonObject> JsonObject::Object(std::string_view name) const {
+  const Field* f = Find(name);
+  if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
+  if (f->kind != Kind::kObject) return Status::InvalidField(f->name, f->name + " must be an object");
+  JsonObject child;
+  for (const auto& m : f->members) child.fields_.push_back({m.name, m.kind, m.text, {}, 0, true, {}});
+  return child;
 }
 
 Result<std::vector<std::string>> JsonObject::StringArray(std::string_view name, size_t items_max) const {

@@ -109,6 +109,10 @@ class JsonObject {
   Result<double> Number(std::string_view name) const;
   // A required array of strings with at most `items_max` items.
   Result<std::vector<std::string>> StringArray(std::string_view name, size_t items_max) const;
+  // A required object field, as a JsonObject of its members (their own
+  // insides are skipped, as at the top level).
+  Result<JsonObject> Object(std::string_view name) const;
+  Kind KindOf(std::string_view name) const { return Find(name) ? Find(name)->kind : Kind::kNull; }
 
  private:
   Result<int64_t> IntegerOf(std::string_view name, int64_t min, int64_t max, bool saturate) const;
@@ -119,6 +123,7 @@ class JsonObject {
     std::vector<std::string> items;  // an array's string items (up to a bound)
     size_t item_count = 0;           // an array's items, of any kind
     bool items_strings = true;       // whether every item is a string
+    std::vector<Field> members;      // an object's members (their insides skipped)
   };
   friend struct JsonObjectBuilder;
   const Field* Find(std::string_view name) const;

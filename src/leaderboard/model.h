@@ -68,6 +68,9 @@ struct BoardSettings {
   Ranking ranking = Ranking::kUnique;
   BoardAuth auth = BoardAuth::kNone;
   int64_t keep_seasons = kKeepSeasonsDefault;
+  // > 0 (only with --test-hooks: "reset":{"everySeconds":N}): a season every
+  // so many seconds instead of `reset`.
+  int64_t reset_every_s = 0;
   bool operator==(const BoardSettings&) const = default;
 };
 
@@ -75,7 +78,15 @@ struct BoardInfo {
   std::string id;
   BoardSettings settings;
   int64_t created_us = 0;  // UTC microseconds
+  // Where its season schedule counts from (season.h): season epoch_season
+  // begins at epoch_us; before it the board is in season epoch_season - 1,
+  // begun at pre_epoch_started_us. A new board: (1, created_us).
+  int64_t epoch_season = 1;
+  int64_t epoch_us = 0;
+  int64_t pre_epoch_started_us = 0;
 };
+
+inline constexpr int64_t kResetEverySecondsMax = 86400;
 
 // The names the API and the stores use for each setting, both ways.
 const char* Name(Order v);
@@ -149,6 +160,7 @@ struct PlayerView {
 struct Posted {
   Entry entry;  // the stored score and the rank after the request
   bool changed = false;
+  int64_t season = 1;  // the season it went to
 };
 
 // A demo player's score: around 5,000 with a long tail, so there are many

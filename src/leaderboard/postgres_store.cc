@@ -55,10 +55,23 @@ constexpr std::string_view kBoards = R"sql(
     auth           text   NOT NULL,
     keep_seasons   int    NOT NULL,
     created_us     bigint NOT NULL,
+    reset_every_s  int    NOT NULL DEFAULT 0,
+    epoch_season   int    NOT NULL DEFAULT 1,
+    epoch_us       bigint NOT NULL DEFAULT 0,
+    pre_epoch_started_us bigint NOT NULL DEFAULT 0,
+    purged_season  int    NOT NULL DEFAULT 0,
     deleting       bool   NOT NULL DEFAULT false
   );
-  INSERT INTO lb_board VALUES ('default', 'desc', 'replace', 'none', 'UTC', 'unique', 'none', 12,
-                               (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint, false);
+  INSERT INTO lb_board (board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons,
+                        created_us, epoch_us)
+    SELECT 'default', 'desc', 'replace', 'none', 'UTC', 'unique', 'none', 12, t, t
+    FROM (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint AS t) n;
+  CREATE TABLE lb_season (
+    board_id   text   NOT NULL REFERENCES lb_board ON DELETE CASCADE,
+    season     int    NOT NULL,
+    started_us bigint NOT NULL,
+    PRIMARY KEY (board_id, season)
+  );
   CREATE TABLE lb_score (
     board_id     text   NOT NULL REFERENCES lb_board ON DELETE CASCADE,
     season       int    NOT NULL,
@@ -87,11 +100,13 @@ constexpr std::string_view kBoards = R"sql(
 // commit, so seq order is commit order (CreateSchema); then the player's row
 // FOR UPDATE, so a remove and a post of one player are ordered too. outcome:
 // 0 changed, 1 unchanged (an equal result keeps the player's seq), 2 no
-// board, 3 an increment left +-(2^53 - 1) (nothing written); with the
-// board's creation time, order and ranking.
+// board, 3 an increment left +-(2^53 - 1) (nothing written), 4 this clock
+// is outside [p_start_us, p_next_us) (nothing written; `score` is the
+// clock: post again for its season); with the board's creation time, order
+// and ranking. A season's first post deletes the seasons past keepSeasons.
 constexpr std::string_view kFunctions = R"sql(
-  CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_season int, p_client text, p_score bigint,
-                                               p_op text)
+  CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_client text, p_score bigint, p_op text, p_season int,
+                                               p_start_us bigint, p_next_us bigint)
   RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text)
   LANGUAGE plpgsql AS $$
   DECLARE
@@ -101,6 +116,7 @@ constexpr std::string_view kFunctions = R"sql(
     op text;
     v bigint;
     n bigint;
+    now_us bigint;
   BEGIN
     IF NOT EXISTS (SELECT 1 FROM lb_board x WHERE x.board_id = p_board AND NOT x.deleting) THEN
       RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text;
@@ -114,6 +130,18 @@ constexpr std::string_view kFunctions = R"sql(
     op := COALESCE(p_op, b.operator);
     UPDATE leaderboard_clock SET n = GREATEST(leaderboard_clock.n + 1, nextval('leaderboard_seq')) WHERE id = 1
       RETURNING leaderboard_clock.n INTO n;
+    -- The season is the one this clock, read after the locks, is in.
+    now_us := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint;
+    IF now_us < p_start_us OR (p_next_us IS NOT NULL AND now_us >= p_next_us) THEN
+      RETURN QUERY SELECT 4::smallint, now_us, NULL::bigint, b.created_us, b.sort_order, b.ranking;
+      RETURN;
+    END IF;
+    IF p_season - b.keep_seasons - 1 > b.purged_season THEN
+      DELETE FROM lb_score s WHERE s.board_id = p_board AND s.season <= p_season - b.keep_seasons - 1;
+      DELETE FROM lb_season s WHERE s.board_id = p_board AND s.season <= p_season - b.keep_seasons - 1;
+      UPDATE lb_board x SET purged_season = GREATEST(x.purged_season, p_season - b.keep_seasons - 1)
+        WHERE x.board_id = p_board;
+    END IF;
     SELECT s.score, s.seq INTO old_score, old_seq FROM lb_score s
       WHERE s.board_id = p_board AND s.season = p_season AND s.client_id = p_client FOR UPDATE;
     IF old_score IS NULL OR op = 'replace' THEN
@@ -160,10 +188,16 @@ Result<std::unique_ptr<PostgresLeaderboardStore>> PostgresLeaderboardStore::Open
 namespace {
 
 constexpr const char* kBoardColumns =
-    "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us";
+    "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us, reset_every_s, "
+    "epoch_season, epoch_us, pre_epoch_started_us";
 
 Result<BoardInfo> BoardFrom(const pg::Rows& r, int i) {
-  BoardInfo b{.id = std::string(r.Text(i, 0)), .settings = {}, .created_us = r.Int(i, 8)};
+  BoardInfo b{.id = std::string(r.Text(i, 0)),
+              .settings = {},
+              .created_us = r.Int(i, 8),
+              .epoch_season = r.Int(i, 10),
+              .epoch_us = r.Int(i, 11),
+              .pre_epoch_started_us = r.Int(i, 12)};
   auto order = ParseOrder(r.Text(i, 1));
   auto op = ParseOperator(r.Text(i, 2));
   auto reset = ParseReset(r.Text(i, 3));
@@ -177,21 +211,23 @@ Result<BoardInfo> BoardFrom(const pg::Rows& r, int i) {
                              .reset_timezone = std::string(r.Text(i, 4)),
                              .ranking = *ranking,
                              .auth = *auth,
-                             .keep_seasons = r.Int(i, 7)};
+                             .keep_seasons = r.Int(i, 7),
+                             .reset_every_s = r.Int(i, 9)};
   return b;
 }
 
 }  // namespace
 
-Status PostgresLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
-                                      const std::function<void(const std::string&, std::string, Stored)>& sink) {
+Status PostgresLeaderboardStore::Load(
+    const std::function<void(BoardInfo)>& board_sink,
+    const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) {
   // Boards and scores from one snapshot.
   auto rows = pool_.Run<std::vector<pg::Rows>>(
       [](pg::Connection& c) {
         return c.Pipeline(
             {{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"},
              {std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE NOT deleting ORDER BY board_id"},
-             {"SELECT board_id, client_id, score, seq FROM lb_score WHERE season = 1"},
+             {"SELECT board_id, season, client_id, score, seq FROM lb_score"},
              {"COMMIT"}});
       },
       /*unbounded=*/true);
@@ -209,9 +245,36 @@ Status PostgresLeaderboardStore::Load(const std::function<void(BoardInfo)>& boar
   std::string board;
   for (int i = 0; i < scores.size(); ++i) {
     if (scores.Text(i, 0) != board) board = std::string(scores.Text(i, 0));
-    sink(board, std::string(scores.Text(i, 1)), Stored{.score = scores.Int(i, 2), .seq = scores.Int(i, 3)});
+    sink(board, scores.Int(i, 1), std::string(scores.Text(i, 2)),
+         Stored{.score = scores.Int(i, 3), .seq = scores.Int(i, 4)});
   }
   return Status::Ok();
+}
+
+Status PostgresLeaderboardStore::LoadSeason(const std::string& board_id, int64_t season,
+                                            const std::function<void(std::string, Stored)>& sink) {
+  auto rows = pool_.Run<pg::Rows>(
+      [&](pg::Connection& c) {
+        return c.Query("SELECT client_id, score, seq FROM lb_score WHERE board_id = $1 AND season = $2",
+                       {board_id, std::to_string(season)});
+      },
+      /*unbounded=*/true);
+  if (!rows.ok()) return rows.status();
+  for (int i = 0; i < rows->size(); ++i)
+    sink(std::string(rows->Text(i, 0)), Stored{.score = rows->Int(i, 1), .seq = rows->Int(i, 2)});
+  return Status::Ok();
+}
+
+Result<std::vector<RecordedSeason>> PostgresLeaderboardStore::SeasonHistory(const std::string& board_id) {
+  auto rows = pool_.Run<pg::Rows>(
+      [&](pg::Connection& c) {
+        return c.Query("SELECT season, started_us FROM lb_season WHERE board_id = $1 ORDER BY season", {board_id});
+      },
+      /*unbounded=*/true);
+  if (!rows.ok()) return rows.status();
+  std::vector<RecordedSeason> out;
+  for (int i = 0; i < rows->size(); ++i) out.push_back({rows->Int(i, 0), rows->Int(i, 1)});
+  return out;
 }
 
 Result<BoardInfo> PostgresLeaderboardStore::LoadBoard(const std::string& board_id) {
@@ -300,7 +363,7 @@ namespace {
 // The statements of the request path, prepared once per connection.
 constexpr pg::NamedSql kPostScore{
     "lb_post",
-    "SELECT outcome, score, seq, created_us, sort_order, ranking FROM hotrow_lb_post_v1($1, $2, $3, $4, $5)"};
+    "SELECT outcome, score, seq, created_us, sort_order, ranking FROM hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7)"};
 constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
   WITH b AS (SELECT created_us FROM lb_board WHERE board_id = $1 AND NOT deleting),
   d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 AND EXISTS (SELECT 1 FROM b)
@@ -312,11 +375,14 @@ constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
 // first (kFinishDelete, in the same transaction), then the id is free.
 constexpr pg::NamedSql kFinishDelete{"lb_board_finish_delete", "DELETE FROM lb_board WHERE board_id = $1 AND deleting"};
 constexpr pg::NamedSql kCreateBoard{"lb_board_create", R"(
-  WITH b AS (INSERT INTO lb_board VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false) ON CONFLICT (board_id) DO NOTHING
+  WITH b AS (INSERT INTO lb_board (board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons,
+                                    created_us, reset_every_s, epoch_season, epoch_us, pre_epoch_started_us)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (board_id) DO NOTHING
              RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 constexpr pg::NamedSql kUpdateBoard{"lb_board_update", R"(
-  WITH b AS (UPDATE lb_board SET reset = $2, reset_timezone = $3, auth = $4, keep_seasons = $5
+  WITH b AS (UPDATE lb_board SET reset = $2, reset_timezone = $3, auth = $4, keep_seasons = $5, reset_every_s = $7,
+                                  epoch_season = $8, epoch_us = $9, pre_epoch_started_us = $10
              WHERE board_id = $1 AND created_us = $6 AND NOT deleting RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 // A delete in two commits: first the flag, which posts read before they
@@ -332,30 +398,20 @@ constexpr pg::NamedSql kDeleteBoard{"lb_board_delete", R"(
   WITH b AS (DELETE FROM lb_board WHERE board_id = $1 AND created_us = $2 AND deleting RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 
-// Runs one statement whose rows say whether it found its row.
-void SubmitFound(pg::Pool& pool, const pg::NamedSql& sql, std::vector<pg::Param> params, Status if_none,
-                 std::function<void(Status)> done) {
-  pool.Submit([&sql, params = std::move(params), if_none = std::move(if_none),
-               done = std::move(done)](Result<pg::Connection*> c) {
-    if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(sql, params);
-    if (!rows.ok()) return done(rows.status());
-    done(rows->empty() ? if_none : Status::Ok());
-  });
-}
-
 }  // namespace
 
 void PostgresLeaderboardStore::CreateBoard(BoardInfo b, std::function<void(Status)> done) {
   pool_.Submit([b = std::move(b), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     const BoardSettings& s = b.settings;
-    auto rows = (*c)->Pipeline({{"BEGIN"},
-                                {kFinishDelete, {b.id}},
-                                {kCreateBoard,
-                                 {b.id, Name(s.order), Name(s.op), Name(s.reset), s.reset_timezone, Name(s.ranking),
-                                  Name(s.auth), std::to_string(s.keep_seasons), std::to_string(b.created_us)}},
-                                {"COMMIT"}});
+    auto rows = (*c)->Pipeline(
+        {{"BEGIN"},
+         {kFinishDelete, {b.id}},
+         {kCreateBoard,
+          {b.id, Name(s.order), Name(s.op), Name(s.reset), s.reset_timezone, Name(s.ranking), Name(s.auth),
+           std::to_string(s.keep_seasons), std::to_string(b.created_us), std::to_string(s.reset_every_s),
+           std::to_string(b.epoch_season), std::to_string(b.epoch_us), std::to_string(b.pre_epoch_started_us)}},
+         {"COMMIT"}});
     if (!rows.ok()) {
       if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();
       return done(rows.status());
@@ -364,12 +420,31 @@ void PostgresLeaderboardStore::CreateBoard(BoardInfo b, std::function<void(Statu
   });
 }
 
-void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, std::function<void(Status)> done) {
-  const BoardSettings& s = b.settings;
-  SubmitFound(pool_, kUpdateBoard,
-              {b.id, Name(s.reset), s.reset_timezone, Name(s.auth), std::to_string(s.keep_seasons),
-               std::to_string(b.created_us)},
-              NoSuchBoard(b.id), std::move(done));
+constexpr pg::NamedSql kRecordSeason{
+    "lb_season_record",
+    "INSERT INTO lb_season (board_id, season, started_us) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"};
+
+void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, std::vector<RecordedSeason> history,
+                                           std::function<void(Status)> done) {
+  pool_.Submit([b = std::move(b), history = std::move(history), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    const BoardSettings& s = b.settings;
+    std::vector<pg::Connection::Statement> work = {
+        {"BEGIN"},
+        {kUpdateBoard,
+         {b.id, Name(s.reset), s.reset_timezone, Name(s.auth), std::to_string(s.keep_seasons),
+          std::to_string(b.created_us), std::to_string(s.reset_every_s), std::to_string(b.epoch_season),
+          std::to_string(b.epoch_us), std::to_string(b.pre_epoch_started_us)}}};
+    for (const RecordedSeason& h : history)
+      work.push_back({kRecordSeason, {b.id, std::to_string(h.season), std::to_string(h.started_us)}});
+    work.push_back({"COMMIT"});
+    auto rows = (*c)->Pipeline(work);
+    if (!rows.ok()) {
+      if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();
+      return done(rows.status());
+    }
+    done((*rows)[1].empty() ? NoSuchBoard(b.id) : Status::Ok());
+  });
 }
 
 void PostgresLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Status)> done) {
@@ -390,8 +465,10 @@ void PostgresLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(S
 void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<StoredScore>)> done) {
   pool_.Submit([p = std::move(p), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(kPostScore, {p.board_id, std::to_string(p.season), p.client_id, std::to_string(p.score),
-                                         p.op ? pg::Param(Name(*p.op)) : pg::Param()});
+    auto rows = (*c)->Query(
+        kPostScore, {p.board_id, p.client_id, std::to_string(p.score), p.op ? pg::Param(Name(*p.op)) : pg::Param(),
+                     std::to_string(p.season), std::to_string(p.season_start_us),
+                     p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param()});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(Status::Internal("the post function answered nothing"));
     switch (rows->Int(0, 0)) {
@@ -405,7 +482,13 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
                                 .changed = rows->Int(0, 0) == 0,
                                 .board_created_us = rows->Int(0, 3),
                                 .board_order = *order,
-                                .board_ranking = *ranking});
+                                .board_ranking = *ranking,
+                                .season = p.season});
+      }
+      case 4: {
+        StoredScore moved;
+        moved.moved_at_us = rows->Int(0, 1);
+        return done(moved);
       }
       case 2:
         return done(NoSuchBoard(p.board_id));

@@ -12,6 +12,7 @@ namespace {
 
 constexpr const char* kBoards = "hotrow:lb:boards";
 constexpr const char* kSeq = "hotrow:lb:seq";
+constexpr const char* kPurged = "hotrow:lb:purged";  // board -> the season up to which its keys are deleted
 constexpr const char* kChannel = "hotrow:lb:changed";
 constexpr size_t kSeqDigits = 16;  // width of the sequence prefix
 
@@ -42,24 +43,45 @@ std::string WithHelpers(std::string_view body) { return std::string(kLuaHelpers)
 constexpr std::string_view kBoardsStep = R"lua(
 if redis.call('HEXISTS', 'hotrow:lb:boards', 'default') == 0 then
   local t = redis.call('TIME')
-  redis.call('HSET', 'hotrow:lb:boards', 'default',
-             'desc replace none UTC unique none 12 ' .. t[1] .. string.format('%06d', tonumber(t[2])))
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('HSET', 'hotrow:lb:boards', 'default', 'desc replace none UTC unique none 12 ' .. now .. ' 0 1 ' .. now .. ' 0')
 end
 if redis.call('EXISTS', 'hotrow:lb:z') == 1 then redis.call('RENAME', 'hotrow:lb:z', 'hotrow:lb:b:default:1:z') end
 if redis.call('EXISTS', 'hotrow:lb:m') == 1 then redis.call('RENAME', 'hotrow:lb:m', 'hotrow:lb:b:default:1:m') end
+redis.call('SADD', 'hotrow:lb:b:default:written', '1')
 )lua";
 
-// KEYS: boards, zset, members, seq. ARGV: board, client, score, operator
-// ('' for the board's own), channel. Decides with the board's settings as
-// stored (the hash's "<order> <operator> <reset> <zone> <ranking> <auth>
-// <keep> <created>"). Returns {'ok', score, rank, changed, created, order,
-// ranking}, {'noboard'} or {'range', the stored score}.
+// KEYS: boards, zset, members, seq, purged. ARGV: board, client, score,
+// operator ('' for the board's own), channel, season, its start, its next
+// ('' for none). Decides with the board's settings as stored (the hash's
+// "<order> <operator> <reset> <zone> <ranking> <auth> <keep> <created>
+// <every> <epoch season> <epoch> <pre-epoch start>") in the season given,
+// when TIME is inside it; a season's first post deletes the seasons past
+// keepSeasons (those the board's `written` set lists). Returns {'ok',
+// score, rank, changed, created, order, ranking}, {'noboard'}, {'range',
+// the stored score} or {'season', TIME in microseconds}.
 const db::redis::Script kPostScript{WithHelpers(R"lua(
 local settings = redis.call('HGET', KEYS[1], ARGV[1])
 if not settings then return {'noboard'} end
 local f = {}
 for w in string.gmatch(settings, '%S+') do f[#f + 1] = w end
-local order, op, ranking, created = f[1], f[2], f[5], f[8]
+local order, op, ranking, keep, created = f[1], f[2], f[5], tonumber(f[7]), f[8]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local season = tonumber(ARGV[6])
+if now < tonumber(ARGV[7]) or (ARGV[8] ~= '' and now >= tonumber(ARGV[8])) then return {'season', num(now)} end
+local prefix = 'hotrow:lb:b:' .. ARGV[1] .. ':'
+local last_gone = season - keep - 1
+if last_gone > (tonumber(redis.call('HGET', KEYS[5], ARGV[1])) or 0) then
+  for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
+    if tonumber(s) <= last_gone then
+      redis.call('DEL', prefix .. s .. ':z', prefix .. s .. ':m')
+      redis.call('SREM', prefix .. 'written', s)
+      redis.call('HDEL', prefix .. 'seasons', s)
+    end
+  end
+  redis.call('HSET', KEYS[5], ARGV[1], last_gone)
+end
 if ARGV[4] ~= '' then op = ARGV[4] end
 local desc = order == 'desc'
 local old = redis.call('HGET', KEYS[3], ARGV[2])
@@ -86,6 +108,7 @@ if desc then digits = 9007199254740991 - seq end
 local member = string.format('%016d', digits) .. ARGV[2]
 redis.call('ZADD', KEYS[2], num(v), member)
 redis.call('HSET', KEYS[3], ARGV[2], member)
+redis.call('SADD', prefix .. 'written', ARGV[6])
 redis.call('PUBLISH', ARGV[5], ARGV[1])
 local rank = rank_of(KEYS[2], member, desc) + 1
 if ranking == 'shared' then rank = better_than(KEYS[2], v, desc) + 1 end
@@ -102,25 +125,44 @@ if not old then return 0 end
 redis.call('ZREM', KEYS[2], old)
 redis.call('HDEL', KEYS[3], ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[1])
-return string.match(settings, '(%S+)$')
+local n = 0
+for w in string.gmatch(settings, '%S+') do
+  n = n + 1
+  if n == 8 then return w end
+end
+return -1
 )lua"};
 
-// KEYS: boards. ARGV: board, settings, channel, mode (create | update |
-// delete), created_us (update: the board's, which must match), then for a
-// delete the keys of its seasons. Returns 1, or 0 (create: taken; update
-// or delete: no such board).
+// KEYS: boards, purged. ARGV: board, settings, channel, mode (create |
+// update | delete), created_us (update or delete: the board's, which must
+// match), then for an update the (season, start) pairs of its history.
+// Returns 1, or 0 (create: taken; update or delete: no such board). A
+// delete takes every season's keys with it (the `written` set).
 const db::redis::Script kBoardScript{R"lua(
 local current = redis.call('HGET', KEYS[1], ARGV[1])
+local function created(s)
+  local n = 0
+  for w in string.gmatch(s, '%S+') do
+    n = n + 1
+    if n == 8 then return w end
+  end
+end
+local prefix = 'hotrow:lb:b:' .. ARGV[1] .. ':'
 if ARGV[4] == 'create' then
   if current then return 0 end
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-elseif not current or string.sub(current, -string.len(ARGV[5]) - 1) ~= ' ' .. ARGV[5] then
+elseif not current or created(current) ~= ARGV[5] then
   return 0
 elseif ARGV[4] == 'update' then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  for i = 6, #ARGV - 1, 2 do redis.call('HSETNX', prefix .. 'seasons', ARGV[i], ARGV[i + 1]) end
 else
+  for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
+    redis.call('DEL', prefix .. s .. ':z', prefix .. s .. ':m')
+  end
+  redis.call('DEL', prefix .. 'written', prefix .. 'seasons')
   redis.call('HDEL', KEYS[1], ARGV[1])
-  for i = 6, #ARGV do redis.call('DEL', ARGV[i]) end
+  redis.call('HDEL', KEYS[2], ARGV[1])
 end
 redis.call('PUBLISH', ARGV[3], 'board ' .. ARGV[1])
 return 1
@@ -225,14 +267,15 @@ std::string Encode(const BoardInfo& b) {
   const BoardSettings& s = b.settings;
   return std::string(Name(s.order)) + " " + Name(s.op) + " " + Name(s.reset) + " " + s.reset_timezone + " " +
          Name(s.ranking) + " " + Name(s.auth) + " " + std::to_string(s.keep_seasons) + " " +
-         std::to_string(b.created_us);
+         std::to_string(b.created_us) + " " + std::to_string(s.reset_every_s) + " " + std::to_string(b.epoch_season) +
+         " " + std::to_string(b.epoch_us) + " " + std::to_string(b.pre_epoch_started_us);
 }
 
 Result<BoardInfo> Decode(const std::string& id, const std::string& text) {
   std::istringstream in(text);
   std::string order, op, reset, tz, ranking, auth;
-  int64_t keep = 0, created = 0;
-  in >> order >> op >> reset >> tz >> ranking >> auth >> keep >> created;
+  int64_t keep = 0, created = 0, every = 0, epoch_season = 1, epoch = 0, pre_epoch = 0;
+  in >> order >> op >> reset >> tz >> ranking >> auth >> keep >> created >> every >> epoch_season >> epoch >> pre_epoch;
   auto o = ParseOrder(order);
   auto p = ParseOperator(op);
   auto r = ParseReset(reset);
@@ -240,11 +283,19 @@ Result<BoardInfo> Decode(const std::string& id, const std::string& text) {
   auto a = ParseBoardAuth(auth);
   if (!in || !o || !p || !r || !k || !a)
     return Status::Internal("board '" + id + "' has settings this release cannot read: " + text);
-  return BoardInfo{
-      .id = id,
-      .settings =
-          {.order = *o, .op = *p, .reset = *r, .reset_timezone = tz, .ranking = *k, .auth = *a, .keep_seasons = keep},
-      .created_us = created};
+  return BoardInfo{.id = id,
+                   .settings = {.order = *o,
+                                .op = *p,
+                                .reset = *r,
+                                .reset_timezone = tz,
+                                .ranking = *k,
+                                .auth = *a,
+                                .keep_seasons = keep,
+                                .reset_every_s = every},
+                   .created_us = created,
+                   .epoch_season = epoch_season,
+                   .epoch_us = epoch,
+                   .pre_epoch_started_us = pre_epoch};
 }
 
 }  // namespace
@@ -294,7 +345,8 @@ void RedisLeaderboardStore::OnMessage(const std::string& payload) {
     std::string id = payload.substr(6);
     {
       std::lock_guard lock(cache_mutex_);  // a board made again starts a cache of its own
-      if (auto it = caches_.find(id); it != caches_.end() && it->second.waiters.empty()) caches_.erase(it);
+      for (auto it = caches_.lower_bound({id, INT64_MIN}); it != caches_.end() && it->first.first == id;)
+        it = it->second.waiters.empty() ? caches_.erase(it) : std::next(it);
     }
     Invalidate(id);
     std::lock_guard lock(listener_mutex_);
@@ -308,7 +360,8 @@ void RedisLeaderboardStore::OnMessage(const std::string& payload) {
 // board it never read, or an older release's payload) makes none.
 void RedisLeaderboardStore::Invalidate(const std::string& board_id) {
   std::lock_guard lock(cache_mutex_);
-  if (auto it = caches_.find(board_id); it != caches_.end()) ++it->second.version;
+  for (auto it = caches_.lower_bound({board_id, INT64_MIN}); it != caches_.end() && it->first.first == board_id; ++it)
+    ++it->second.version;
 }
 
 void RedisLeaderboardStore::InvalidateAll() {
@@ -317,16 +370,30 @@ void RedisLeaderboardStore::InvalidateAll() {
 }
 
 Status RedisLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
-                                   const std::function<void(const std::string&, std::string, Stored)>&) {
+                                   const std::function<void(const std::string&, int64_t, std::string, Stored)>&) {
   auto all = client_->CommandSync({"HGETALL", kBoards});
   if (!all.ok()) return all.status();
   const auto& e = all->elements;
   for (size_t i = 0; i + 1 < e.size(); i += 2) {
     auto board = Decode(e[i].str, e[i + 1].str);
-    if (!board.ok()) return board.status();
+    if (!board.ok()) {
+      log::Warn("leaderboard: {}; it is not served", board.status().message());
+      continue;
+    }
     board_sink(std::move(*board));
   }
   return Status::Ok();
+}
+
+Result<std::vector<RecordedSeason>> RedisLeaderboardStore::SeasonHistory(const std::string& board_id) {
+  auto all = client_->CommandSync({"HGETALL", "hotrow:lb:b:" + board_id + ":seasons"});
+  if (!all.ok()) return all.status();
+  std::vector<RecordedSeason> out;
+  const auto& e = all->elements;
+  for (size_t i = 0; i + 1 < e.size(); i += 2) out.push_back({ReplyInt(e[i]), ReplyInt(e[i + 1])});
+  std::sort(out.begin(), out.end(),
+            [](const RecordedSeason& a, const RecordedSeason& b) { return a.season < b.season; });
+  return out;
 }
 
 Result<BoardInfo> RedisLeaderboardStore::LoadBoard(const std::string& board_id) {
@@ -337,7 +404,7 @@ Result<BoardInfo> RedisLeaderboardStore::LoadBoard(const std::string& board_id) 
 }
 
 void RedisLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Status)> done) {
-  client_->Eval(kBoardScript, {"1", kBoards, board.id, Encode(board), kChannel, "create", "0"},
+  client_->Eval(kBoardScript, {"2", kBoards, kPurged, board.id, Encode(board), kChannel, "create", "0"},
                 [this, id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   if (r->integer != 1) return done(Status::AlreadyExists("a board '" + id + "' exists already"));
@@ -346,19 +413,23 @@ void RedisLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Stat
                 });
 }
 
-void RedisLeaderboardStore::UpdateBoard(BoardInfo board, std::function<void(Status)> done) {
-  client_->Eval(kBoardScript,
-                {"1", kBoards, board.id, Encode(board), kChannel, "update", std::to_string(board.created_us)},
-                [id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
-                  if (!r.ok()) return done(r.status());
-                  done(r->integer == 1 ? Status::Ok() : NoSuchBoard(id));
-                });
+void RedisLeaderboardStore::UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history,
+                                        std::function<void(Status)> done) {
+  std::vector<std::string> args = {"2",           kBoards,  kPurged,  board.id,
+                                   Encode(board), kChannel, "update", std::to_string(board.created_us)};
+  for (const RecordedSeason& h : history) {
+    args.push_back(std::to_string(h.season));
+    args.push_back(std::to_string(h.started_us));
+  }
+  client_->Eval(kBoardScript, std::move(args), [id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
+    if (!r.ok()) return done(r.status());
+    done(r->integer == 1 ? Status::Ok() : NoSuchBoard(id));
+  });
 }
 
 void RedisLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Status)> done) {
   client_->Eval(kBoardScript,
-                {"1", kBoards, board.id, "", kChannel, "delete", std::to_string(board.created_us),
-                 KeyOf(board.id, kFirstSeason, "z"), KeyOf(board.id, kFirstSeason, "m")},
+                {"2", kBoards, kPurged, board.id, "", kChannel, "delete", std::to_string(board.created_us)},
                 [this, board_id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
                   if (!r.ok()) return done(r.status());
                   if (r->integer != 1) return done(NoSuchBoard(board_id));
@@ -370,29 +441,38 @@ void RedisLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Stat
 void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<StoredScore>)> done) {
   std::string board_id = p.board_id;
   const int64_t posted = p.score;
-  client_->Eval(kPostScript,
-                {"4", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq, p.board_id,
-                 p.client_id, std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel},
-                [this, board_id, posted, done = std::move(done)](Result<db::redis::Reply> r) {
-                  if (!r.ok()) return done(r.status());
-                  const auto& e = r->elements;
-                  if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));
-                  if (e[0].str == "noboard") return done(NoSuchBoard(board_id));
-                  // The stored score, exact; the sum in int64 (Lua's double may round it).
-                  if (e[0].str == "range" && e.size() == 2) return done(IncrementOutOfRange(ParseScore(e[1]) + posted));
-                  auto order = e.size() == 7 ? ParseOrder(e[5].str) : std::nullopt;
-                  auto ranking = e.size() == 7 ? ParseRanking(e[6].str) : std::nullopt;
-                  if (e[0].str != "ok" || !order || !ranking)
-                    return done(Status::Internal("unexpected reply from the score script"));
-                  bool changed = ReplyInt(e[3]) == 1;
-                  if (changed) Invalidate(board_id);  // before answering: our next read must see it
-                  done(StoredScore{.score = ParseScore(e[1]),
-                                   .changed = changed,
-                                   .rank = ReplyInt(e[2]),
-                                   .board_created_us = ReplyInt(e[4]),
-                                   .board_order = *order,
-                                   .board_ranking = *ranking});
-                });
+  const int64_t season = p.season;
+  client_->Eval(
+      kPostScript,
+      {"5", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq, kPurged, p.board_id,
+       p.client_id, std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
+       std::to_string(p.season_start_us), p.season_next_us ? std::to_string(*p.season_next_us) : ""},
+      [this, board_id, posted, season, done = std::move(done)](Result<db::redis::Reply> r) {
+        if (!r.ok()) return done(r.status());
+        const auto& e = r->elements;
+        if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));
+        if (e[0].str == "noboard") return done(NoSuchBoard(board_id));
+        if (e[0].str == "season" && e.size() == 2) {
+          StoredScore moved;
+          moved.moved_at_us = ParseScore(e[1]);
+          return done(moved);
+        }
+        // The stored score, exact; the sum in int64 (Lua's double may round it).
+        if (e[0].str == "range" && e.size() == 2) return done(IncrementOutOfRange(ParseScore(e[1]) + posted));
+        auto order = e.size() == 7 ? ParseOrder(e[5].str) : std::nullopt;
+        auto ranking = e.size() == 7 ? ParseRanking(e[6].str) : std::nullopt;
+        if (e[0].str != "ok" || !order || !ranking)
+          return done(Status::Internal("unexpected reply from the score script"));
+        bool changed = ReplyInt(e[3]) == 1;
+        if (changed) Invalidate(board_id);  // before answering: our next read must see it
+        done(StoredScore{.score = ParseScore(e[1]),
+                         .changed = changed,
+                         .rank = ReplyInt(e[2]),
+                         .board_created_us = ReplyInt(e[4]),
+                         .board_order = *order,
+                         .board_ranking = *ranking,
+                         .season = season});
+      });
 }
 
 void RedisLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
@@ -431,7 +511,7 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
     return;
   }
   std::unique_lock lock(cache_mutex_);
-  BoardCache& cache = caches_[board.id];
+  BoardCache& cache = caches_[{board.id, season}];
   if (cache.board.created_us != board.created_us && !cache.fetching) {
     // Another incarnation of the id (deleted and made again): start over.
     cache.cached.reset();
@@ -476,7 +556,7 @@ void RedisLeaderboardStore::FetchTop(const BoardInfo& board, int64_t season, uin
                   uint64_t next_version = 0;
                   {
                     std::lock_guard lock(cache_mutex_);
-                    BoardCache& cache = caches_[board.id];
+                    BoardCache& cache = caches_[{board.id, season}];
                     if (result.ok()) cache.cached = *result;
                     std::vector<Waiter> later;
                     for (auto& w : cache.waiters) {
@@ -496,7 +576,14 @@ void RedisLeaderboardStore::FetchTop(const BoardInfo& board, int64_t season, uin
                     else
                       w.done(result.status());
                   }
-                  if (next_version) FetchTop(board, season, next_version);
+                  if (next_version) {
+                    BoardInfo latest;
+                    {
+                      std::lock_guard lock(cache_mutex_);
+                      latest = caches_[{board.id, season}].board;  // as the newest reader had it
+                    }
+                    FetchTop(latest, season, next_version);
+                  }
                 });
 }
 
@@ -544,14 +631,21 @@ Status RedisLeaderboardStore::Clear() {
   auto boards = client_->CommandSync({"HKEYS", kBoards});
   if (!boards.ok()) return boards.status();
   for (const auto& id : boards->elements) {
-    auto r = client_->CommandSync({"DEL", KeyOf(id.str, kFirstSeason, "z"), KeyOf(id.str, kFirstSeason, "m")});
+    std::string prefix = "hotrow:lb:b:" + id.str + ":";
+    auto seasons = client_->CommandSync({"SMEMBERS", prefix + "written"});
+    if (!seasons.ok()) return seasons.status();
+    for (const auto& s : seasons->elements) {
+      auto r = client_->CommandSync({"DEL", prefix + s.str + ":z", prefix + s.str + ":m"});
+      if (!r.ok()) return r.status();
+    }
+    auto r = client_->CommandSync({"DEL", prefix + "written", prefix + "seasons"});
     if (!r.ok()) return r.status();
     if (id.str != kDefaultBoard) {
       auto h = client_->CommandSync({"HDEL", kBoards, id.str});
       if (!h.ok()) return h.status();
     }
   }
-  auto r = client_->CommandSync({"DEL", kSeq});
+  auto r = client_->CommandSync({"DEL", kSeq, kPurged});
   InvalidateAll();
   return r.status();
 }

@@ -6,7 +6,15 @@
 // ZADDs, HSETs and PUBLISHes in one script):
 //   hotrow:lb:boards            hash board id -> its settings, "<order>
 //                               <operator> <reset> <timezone> <ranking>
-//                               <auth> <keepSeasons> <created_us>"
+//                               <auth> <keepSeasons> <created_us>
+//                               <everySeconds> <epoch_season> <epoch_us>
+//                               <pre_epoch_started_us>" (season.h)
+//   hotrow:lb:purged            hash board id -> the season up to which its
+//                               seasons' keys are deleted (keepSeasons)
+//   hotrow:lb:b:<board>:written set of the seasons that have keys (a purge
+//                               and a delete take them all)
+//   hotrow:lb:b:<board>:seasons hash season -> its start, for the seasons
+//                               before a schedule change (SeasonHistory)
 //   hotrow:lb:b:<board>:<season>:z
 //                               sorted set; score = the player's score
 //                               (exact: |score| < 2^53), member = 16 decimal
@@ -24,6 +32,12 @@
 // better scores. Every score change PUBLISHes the board's id on
 // hotrow:lb:changed; a board's creation, change or deletion publishes
 // "board <id>", on which every instance reads that board again.
+//
+// Seasons: a post is given the season the instance's clock chose and its
+// bounds; the script checks them against Redis's TIME and answers "season"
+// (nothing written) when its clock is outside them (store.h, ScorePost).
+// The first post of a season deletes the keys of the seasons past
+// keepSeasons.
 //
 // Key layout migrations (db::redis::Migrate, hotrow:schema): step 1
 // (v0.7.0, contract) creates `default` and renames v0.1.0's hotrow:lb:z and
@@ -51,9 +65,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "db/redis.h"
@@ -72,14 +86,15 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   // reach the cache by pub/sub (below), not through the service, and their
   // board changes through OnBoardChange.
   Status Load(const std::function<void(BoardInfo)>& board_sink,
-              const std::function<void(const std::string&, std::string, Stored)>& sink) override;
+              const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) override;
+  Result<std::vector<RecordedSeason>> SeasonHistory(const std::string& board_id) override;
   Result<BoardInfo> LoadBoard(const std::string& board_id) override;
   void OnBoardChange(std::function<void(const std::string& board_id)> f) override;
   void Stop() override;
   SharedRanking* shared_ranking() override { return this; }
 
   void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;
-  void UpdateBoard(BoardInfo board, std::function<void(Status)> done) override;
+  void UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history, std::function<void(Status)> done) override;
   void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
   void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
   void Remove(std::string board_id, int64_t season, std::string client_id,
@@ -133,7 +148,7 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   std::unique_ptr<db::redis::Client> client_;
   std::unique_ptr<db::redis::Subscriber> subscriber_;
   std::mutex cache_mutex_;
-  std::unordered_map<std::string, BoardCache> caches_;  // by board id
+  std::map<std::pair<std::string, int64_t>, BoardCache> caches_;  // by (board id, season)
   std::mutex listener_mutex_;
   std::function<void(const std::string&)> on_board_change_;
 };

@@ -52,7 +52,14 @@ void WriteBoard(JsonWriter& w, const BoardView& b) {
   w.Field("id", b.info.id);
   w.Field("order", Name(s.order));
   w.Field("operator", Name(s.op));
-  w.Field("reset", Name(s.reset));
+  if (s.reset_every_s > 0) {
+    w.Key("reset");
+    w.StartObject();
+    w.Field("everySeconds", s.reset_every_s);
+    w.EndObject();
+  } else {
+    w.Field("reset", Name(s.reset));
+  }
   w.Field("resetTimezone", s.reset_timezone);
   w.Field("ranking", Name(s.ranking));
   w.Field("auth", Name(s.auth));
@@ -109,6 +116,23 @@ Status ReadTimezone(const http::JsonObject& body, std::string* out) {
   return Status::Ok();
 }
 
+// "reset": one of kResets, or (a --test-hooks server) {"everySeconds": N}.
+Status ReadReset(const http::JsonObject& body, Reset* reset, int64_t* every_s) {
+  if (!body.Has("reset")) return Status::Ok();
+  if (body.KindOf("reset") != http::JsonObject::Kind::kObject) {
+    *every_s = 0;
+    return ReadChoice(body, "reset", ParseReset, kResets, reset);
+  }
+  auto object = body.Object("reset");
+  if (!object.ok()) return object.status();
+  if (Status s = object->OnlyFields({"everySeconds"}); !s.ok()) return s;
+  auto every = object->Integer("everySeconds", 1, kResetEverySecondsMax);
+  if (!every.ok()) return every.status();
+  *reset = Reset::kNone;
+  *every_s = *every;
+  return Status::Ok();
+}
+
 Status ReadKeepSeasons(const http::JsonObject& body, int64_t* out) {
   if (!body.Has("keepSeasons")) return Status::Ok();
   auto keep = body.Integer("keepSeasons", 1, kKeepSeasonsMax);
@@ -131,9 +155,8 @@ Result<BoardInfo> ParseNewBoard(std::string_view text) {
   BoardSettings& s = b.settings;
   for (Status st :
        {ReadChoice(*body, "order", ParseOrder, kOrders, &s.order),
-        ReadChoice(*body, "operator", ParseOperator, kOperators, &s.op),
-        ReadChoice(*body, "reset", ParseReset, kResets, &s.reset), ReadTimezone(*body, &s.reset_timezone),
-        ReadChoice(*body, "ranking", ParseRanking, kRankings, &s.ranking),
+        ReadChoice(*body, "operator", ParseOperator, kOperators, &s.op), ReadReset(*body, &s.reset, &s.reset_every_s),
+        ReadTimezone(*body, &s.reset_timezone), ReadChoice(*body, "ranking", ParseRanking, kRankings, &s.ranking),
         ReadChoice(*body, "auth", ParseBoardAuth, kAuths, &s.auth), ReadKeepSeasons(*body, &s.keep_seasons)})
     if (!st.ok()) return st;
   return b;
@@ -145,13 +168,15 @@ Result<BoardPatch> ParsePatch(std::string_view text) {
   if (Status s = body->OnlyFields({"reset", "resetTimezone", "keepSeasons", "auth"}); !s.ok()) return s;
   BoardPatch patch;
   Reset reset{};
+  int64_t every_s = 0;
   BoardAuth auth{};
   std::string tz;
   int64_t keep = 0;
-  for (Status st : {ReadChoice(*body, "reset", ParseReset, kResets, &reset), ReadTimezone(*body, &tz),
+  for (Status st : {ReadReset(*body, &reset, &every_s), ReadTimezone(*body, &tz),
                     ReadChoice(*body, "auth", ParseBoardAuth, kAuths, &auth), ReadKeepSeasons(*body, &keep)})
     if (!st.ok()) return st;
-  if (body->Has("reset")) patch.reset = reset;
+  if (body->Has("reset") && every_s > 0) patch.reset_every_s = every_s;
+  if (body->Has("reset") && every_s == 0) patch.reset = reset;
   if (body->Has("resetTimezone")) patch.reset_timezone = tz;
   if (body->Has("auth")) patch.auth = auth;
   if (body->Has("keepSeasons")) patch.keep_seasons = keep;
@@ -159,17 +184,16 @@ Result<BoardPatch> ParsePatch(std::string_view text) {
 }
 
 // ?season=N on a read, checked after the request's other parameters: the
-// board must exist, and N be its current season; 404 for any other
-// (archived seasons come with boards that reset).
-Status CheckSeason(const LeaderboardService& service, const http::Query& q, const std::string& board_id) {
-  auto board = service.GetBoard(board_id);
-  if (!board.ok()) return board.status();
-  auto text = q.Get("season");
-  if (!text) return Status::Ok();
-  auto season = q.Int("season", kFirstSeason);
-  if (!season.ok()) return season.status();
-  if (*season != board->season) return Status::NotFound("board '" + board_id + "' has no season " + std::string(*text));
-  return Status::Ok();
+// season read (the current one without it); 404 for an unknown board or a
+// season it does not keep.
+Result<int64_t> ReadSeason(LeaderboardService& service, const http::Query& q, const std::string& board_id) {
+  std::optional<int64_t> asked;
+  if (q.Get("season")) {
+    auto season = q.Int("season", kFirstSeason);
+    if (!season.ok()) return season.status();
+    asked = *season;
+  }
+  return service.ReadSeason(board_id, asked);
 }
 
 // A post's ClientId and score, from the header and a {"score": N} body.
@@ -190,7 +214,7 @@ Response PostedResponse(const Posted& p, bool with_season) {
   w.Field("clientId", p.entry.client_id);
   w.Field("score", p.entry.score);
   w.Field("rank", p.entry.rank);
-  if (with_season) w.Field("season", kFirstSeason);
+  if (with_season) w.Field("season", p.season);
   w.EndObject();
   return res;
 }
@@ -228,14 +252,15 @@ void PostScore(LeaderboardService& service, const Request& req, Responder respon
 
 // A page: {"entries", "total", "next"} and, for a board route, "board" and
 // "season" first.
-void SendPage(Responder& responder, std::string body, const Page& page, int64_t offset, const std::string* board_id) {
+void SendPage(Responder& responder, std::string body, const Page& page, int64_t offset, const std::string* board_id,
+              int64_t season = kFirstSeason) {
   Response res = http::ResponseWithBody(std::move(body));
   res.body.reserve(96 + page.entries.size() * 56);
   JsonWriter w(res.body);
   w.StartObject();
   if (board_id) {
     w.Field("board", *board_id);
-    w.Field("season", kFirstSeason);
+    w.Field("season", season);
   }
   w.Key("entries");
   WriteEntries(w, page.entries);
@@ -257,14 +282,14 @@ void Top(LeaderboardService& service, Request& req, Responder responder) {
   });
 }
 
-void SendPlayer(Responder& responder, const PlayerView& v, bool with_season) {
+void SendPlayer(Responder& responder, const PlayerView& v, std::optional<int64_t> season) {
   Response res;
   JsonWriter w(res.body);
   w.StartObject();
   w.Field("rank", v.entry.rank);
   w.Field("clientId", v.entry.client_id);
   w.Field("score", v.entry.score);
-  if (with_season) w.Field("season", kFirstSeason);
+  if (season) w.Field("season", *season);
   if (v.around) {
     w.Key("around");
     WriteEntries(w, *v.around);
@@ -288,7 +313,7 @@ void Player(LeaderboardService& service, const Request& req, Responder responder
   if (!around.ok()) return responder.Send(Error(around.status()));
   service.Player(client_id, *around, [responder](Result<PlayerView> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
-    SendPlayer(responder, *r, false);
+    SendPlayer(responder, *r, std::nullopt);
   });
 }
 
@@ -383,12 +408,13 @@ void BoardTop(LeaderboardService& service, Request& req, Responder responder) {
   std::string board_id = req.params.at(0);
   auto range = PageRange(*query);
   if (!range.ok()) return responder.Send(Error(range.status()));
-  if (Status s = CheckSeason(service, *query, board_id); !s.ok()) return responder.Send(Error(s));
+  auto season = ReadSeason(service, *query, board_id);
+  if (!season.ok()) return responder.Send(Error(season.status()));
   auto [offset, limit] = *range;
-  service.Top(board_id, offset, limit,
-              [responder, board_id, offset, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
+  service.Top(board_id, *season, offset, limit,
+              [responder, board_id, offset, season = *season, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
                 if (!r.ok()) return responder.Send(Error(r.status()));
-                SendPage(responder, std::move(body), *r, offset, &board_id);
+                SendPage(responder, std::move(body), *r, offset, &board_id, season);
               });
 }
 
@@ -397,11 +423,13 @@ void BoardPlayer(LeaderboardService& service, const Request& req, Responder resp
   if (!query.ok()) return responder.Send(Error(query.status()));
   auto around = ParseAround(*query);
   if (!around.ok()) return responder.Send(Error(around.status()));
-  if (Status s = CheckSeason(service, *query, req.params.at(0)); !s.ok()) return responder.Send(Error(s));
-  service.Player(req.params.at(0), req.params.at(1), *around, [responder](Result<PlayerView> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    SendPlayer(responder, *r, true);
-  });
+  auto season = ReadSeason(service, *query, req.params.at(0));
+  if (!season.ok()) return responder.Send(Error(season.status()));
+  service.Player(req.params.at(0), *season, req.params.at(1), *around,
+                 [responder, season = *season](Result<PlayerView> r) mutable {
+                   if (!r.ok()) return responder.Send(Error(r.status()));
+                   SendPlayer(responder, *r, season);
+                 });
 }
 
 void BoardRanks(LeaderboardService& service, const Request& req, Responder responder) {
@@ -413,23 +441,25 @@ void BoardRanks(LeaderboardService& service, const Request& req, Responder respo
   if (Status s = body->OnlyFields({"clientIds"}); !s.ok()) return responder.Send(Error(s));
   auto ids = body->StringArray("clientIds", static_cast<size_t>(kRanksIdsMax));
   if (!ids.ok()) return responder.Send(Error(ids.status()));
-  if (Status s = CheckSeason(service, *query, board_id); !s.ok()) return responder.Send(Error(s));
-  service.Ranks(board_id, std::move(*ids), [responder, board_id](Result<RanksView> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
-    JsonWriter w(res.body);
-    w.StartObject();
-    w.Field("board", board_id);
-    w.Field("season", kFirstSeason);
-    w.Key("entries");
-    WriteEntries(w, r->entries);
-    w.Key("missing");
-    w.StartArray();
-    for (const auto& id : r->missing) w.String(id);
-    w.EndArray();
-    w.EndObject();
-    responder.Send(std::move(res));
-  });
+  auto season = ReadSeason(service, *query, board_id);
+  if (!season.ok()) return responder.Send(Error(season.status()));
+  service.Ranks(board_id, *season, std::move(*ids),
+                [responder, board_id, season = *season](Result<RanksView> r) mutable {
+                  if (!r.ok()) return responder.Send(Error(r.status()));
+                  Response res;
+                  JsonWriter w(res.body);
+                  w.StartObject();
+                  w.Field("board", board_id);
+                  w.Field("season", season);
+                  w.Key("entries");
+                  WriteEntries(w, r->entries);
+                  w.Key("missing");
+                  w.StartArray();
+                  for (const auto& id : r->missing) w.String(id);
+                  w.EndArray();
+                  w.EndObject();
+                  responder.Send(std::move(res));
+                });
 }
 
 void BoardSeasons(LeaderboardService& service, const Request& req, Responder responder) {

@@ -95,6 +95,15 @@ bool Resets(const SeasonSchedule& s) { return s.every_s > 0 || s.reset != Reset:
 
 Status ValidateTimezone(std::string_view name) { return Zone(name).status(); }
 
+SeasonSchedule ScheduleOf(const BoardInfo& b) {
+  return SeasonSchedule{.reset = b.settings.reset,
+                        .timezone = b.settings.reset_timezone,
+                        .every_s = b.settings.reset_every_s,
+                        .epoch_season = b.epoch_season,
+                        .epoch_us = b.epoch_us != 0 ? b.epoch_us : b.created_us,
+                        .pre_epoch_started_us = b.pre_epoch_started_us};
+}
+
 Result<SeasonAt> SeasonOf(const SeasonSchedule& s, int64_t t_us) {
   if (t_us < s.epoch_us) return SeasonAt{s.epoch_season - 1, s.pre_epoch_started_us, s.epoch_us};
   auto tz = Zone(s.timezone);

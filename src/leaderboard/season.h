@@ -47,6 +47,9 @@ struct SeasonAt {
   std::optional<int64_t> next_us;  // when the next season begins; none without resets
 };
 
+// A board's schedule, from its settings and epoch.
+SeasonSchedule ScheduleOf(const BoardInfo& board);
+
 // invalid_field `resetTimezone` unless `name` is an IANA zone this machine's
 // tzdata knows ("UTC", "Asia/Tokyo").
 Status ValidateTimezone(std::string_view name);

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 #include <set>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -15,29 +15,46 @@ namespace hotrow::leaderboard {
 
 namespace {
 
-Status ValidateSettings(const BoardSettings& s) {
-  if (s.keep_seasons < 1 || s.keep_seasons > kKeepSeasonsMax)
-    return Status::OutOfRange("keepSeasons", 1, kKeepSeasonsMax);
-  if (s.reset != Reset::kNone)
-    return Status::InvalidField("reset",
-                                "boards that reset on a schedule are not built yet; only \"none\" is accepted");
-  if (s.reset_timezone != "UTC")
-    return Status::InvalidField("resetTimezone", "only \"UTC\" is accepted until boards that reset on a schedule land");
-  if (s.auth != BoardAuth::kNone)
-    return Status::InvalidField("auth", "signed submissions are not built yet; only \"none\" is accepted");
-  return Status::Ok();
+BoardInfo DefaultBoardInfo() { return BoardInfo{.id = std::string(kDefaultBoard), .settings = {}, .created_us = 0}; }
+
+// When `season` of the board began and when the next one begins (seasons
+// from the one before the schedule's epoch on).
+Result<SeasonAt> BoundsOf(const BoardInfo& info, int64_t season) {
+  SeasonSchedule s = ScheduleOf(info);
+  if (season == s.epoch_season - 1) return SeasonAt{season, s.pre_epoch_started_us, s.epoch_us};
+  if (season < s.epoch_season)
+    return Status::Internal("season " + std::to_string(season) + " of board '" + info.id +
+                            "' is before its schedule's epoch");
+  auto start = SeasonStart(s, season);
+  if (!start.ok()) return start.status();
+  return SeasonOf(s, *start);
 }
 
-BoardInfo DefaultBoardInfo() { return BoardInfo{.id = std::string(kDefaultBoard), .settings = {}, .created_us = 0}; }
+// The oldest season a board keeps when `current` is current.
+int64_t OldestKept(const BoardInfo& info, int64_t current) {
+  return std::max(kFirstSeason, current - info.settings.keep_seasons);
+}
+
+bool SameSchedule(const BoardSettings& a, const BoardSettings& b) {
+  return a.reset == b.reset && a.reset_timezone == b.reset_timezone && a.reset_every_s == b.reset_every_s;
+}
 
 }  // namespace
 
-LeaderboardService::LeaderboardService(LeaderboardStore& store)
+LeaderboardService::LeaderboardService(LeaderboardStore& store, LeaderboardOptions options)
     : store_(store),
+      options_(options),
       ranking_(store.shared_ranking()),
-      default_board_(ranking_ ? nullptr : std::make_shared<Board>()),
-      default_info_(DefaultBoardInfo()) {
-  boards_.emplace(default_info_.id, MakeState(default_info_, default_board_));
+      default_board_(ranking_ ? nullptr : std::make_shared<Board>()) {
+  // Until Load places it, `default` is an empty board in season 1, read
+  // through the registry.
+  boards_.emplace(kDefaultBoard, std::make_shared<State>(State{.info = DefaultBoardInfo(),
+                                                               .season = kFirstSeason,
+                                                               .season_started_us = 0,
+                                                               .season_next_us = std::nullopt,
+                                                               .board = default_board_,
+                                                               .previous_season = 0,
+                                                               .previous = nullptr}));
   store_.OnBoardChange([this](const std::string& board_id) {
     // "": the feed reconnected and may have missed changes: every board.
     Status s = board_id.empty() ? Load() : ApplyBoardChange(board_id);
@@ -48,14 +65,52 @@ LeaderboardService::LeaderboardService(LeaderboardStore& store)
   });
 }
 
-LeaderboardService::~LeaderboardService() { store_.OnBoardChange(nullptr); }
+LeaderboardService::~LeaderboardService() {
+  store_.OnBoardChange(nullptr);
+  std::unique_lock lock(archive_mutex_);
+  archive_idle_.wait(lock, [this] { return archive_loads_ == 0; });
+}
 
-std::shared_ptr<LeaderboardService::State> LeaderboardService::MakeState(BoardInfo info,
-                                                                         std::shared_ptr<Board> board) const {
-  if (!board && !ranking_)
-    board =
-        info.id == kDefaultBoard ? default_board_ : std::make_shared<Board>(info.settings.order, info.settings.ranking);
-  return std::make_shared<State>(State{std::move(info), std::move(board)});
+Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::MakeState(BoardInfo info, int64_t season,
+                                                                                 std::shared_ptr<Board> board) const {
+  auto at = BoundsOf(info, season);
+  if (!at.ok()) return at.status();
+  if (!board && !ranking_) board = std::make_shared<Board>(info.settings.order, info.settings.ranking);
+  return std::make_shared<State>(State{.info = std::move(info),
+                                       .season = season,
+                                       .season_started_us = at->started_us,
+                                       .season_next_us = at->next_us,
+                                       .board = std::move(board),
+                                       .previous_season = 0,
+                                       .previous = nullptr});
+}
+
+Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::Rebase(const State& old, BoardInfo info,
+                                                                              int64_t season) const {
+  if (season < old.season) season = old.season;  // a season is never left for an earlier one
+  if (season == old.season) {
+    auto state = MakeState(std::move(info), season, old.board);
+    if (!state.ok()) return state.status();
+    (*state)->previous_season = old.previous_season;
+    (*state)->previous = old.previous;
+    return state;
+  }
+  auto state = MakeState(std::move(info), season);
+  if (!state.ok()) return state.status();
+  if (season == old.season + 1 && old.board) {
+    (*state)->previous_season = old.season;
+    (*state)->previous = old.board;
+  }
+  return state;
+}
+
+void LeaderboardService::Place(std::shared_ptr<State> state) {
+  if (state->info.id == kDefaultBoard) {
+    bool first = default_board_ && state->board == default_board_;
+    default_until_us_.store(first ? state->season_next_us.value_or(INT64_MAX) : 0, std::memory_order_release);
+  }
+  boards_[state->info.id] = std::move(state);
+  changes_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 Status LeaderboardService::Load() {
@@ -73,35 +128,80 @@ Status LeaderboardService::Load() {
 
 Result<bool> LeaderboardService::LoadOnce(uint64_t changes) {
   auto start = std::chrono::steady_clock::now();
+  const int64_t now = NowMicros();
+  int64_t default_season = 0;
+  {
+    std::shared_lock lock(mutex_);
+    default_season = default_season_;
+  }
   std::map<std::string, std::shared_ptr<State>, std::less<>> boards;
-  std::unordered_map<std::string, std::vector<std::pair<std::string, Stored>>> players;
+  std::unordered_map<const Board*, std::vector<std::pair<std::string, Stored>>> players;
+  Status bad = Status::Ok();
   Status s = store_.Load(
       [&](BoardInfo info) {
         std::string id = info.id;
-        // The same Board objects across reloads (`default`'s is shared with
-        // the legacy routes): refilled once below.
+        auto at = SeasonOf(ScheduleOf(info), now);
+        if (!at.ok()) {
+          bad = at.status();
+          return;
+        }
+        // The same Board objects across reloads where they hold the same
+        // season (`default`'s first is shared with the legacy routes);
+        // refilled below.
         std::shared_ptr<Board> board;
-        if (auto old = Find(id); old && old->info.created_us == info.created_us) board = old->board;
-        boards[id] = MakeState(std::move(info), std::move(board));
+        std::shared_ptr<Board> previous;
+        if (auto old = Find(id); old && old->info.created_us == info.created_us) {
+          if (old->season == at->season) board = old->board;
+          if (old->season == at->season - 1) previous = old->board;
+          if (old->previous_season == at->season - 1) previous = old->previous;
+        }
+        if (id == kDefaultBoard && !board && (default_season == 0 || default_season == at->season))
+          board = default_board_;
+        auto state = MakeState(std::move(info), at->season, std::move(board));
+        if (!state.ok()) {
+          bad = state.status();
+          return;
+        }
+        // The season before, for late writes and reads of it.
+        if (!ranking_ && at->season > kFirstSeason) {
+          (*state)->previous_season = at->season - 1;
+          (*state)->previous =
+              previous ? previous
+                       : std::make_shared<Board>((*state)->info.settings.order, (*state)->info.settings.ranking);
+        }
+        boards[id] = std::move(*state);
       },
-      [&](const std::string& board_id, std::string client_id, Stored st) {
-        players[board_id].emplace_back(std::move(client_id), st);
+      // Every board came first: each player goes to its season's Board,
+      // if held (archived seasons are read when asked for).
+      [&](const std::string& board_id, int64_t season, std::string client_id, Stored st) {
+        auto it = boards.find(board_id);
+        if (it == boards.end()) return;
+        const State& state = *it->second;
+        const Board* b = season == state.season            ? state.board.get()
+                         : season == state.previous_season ? state.previous.get()
+                                                           : nullptr;
+        if (b) players[b].emplace_back(std::move(client_id), st);
       });
   if (!s.ok()) return s;
+  if (!bad.ok()) return bad;
   if (!boards.count(kDefaultBoard)) return Status::Internal("the store holds no board 'default'");
   int64_t total = 0;
   for (auto& [id, state] : boards) {
-    if (!state->board) continue;
-    auto it = players.find(id);
-    state->board->ReplaceAll(it == players.end() ? std::vector<std::pair<std::string, Stored>>{} : it->second);
-    total += state->board->size();
+    for (const auto& b : {state->board, state->previous}) {
+      if (!b) continue;
+      auto it = players.find(b.get());
+      b->ReplaceAll(it == players.end() ? std::vector<std::pair<std::string, Stored>>{} : it->second);
+    }
+    if (state->board) total += state->board->size();
   }
   size_t count = boards.size();
   {
     std::unique_lock lock(mutex_);
     if (changes_.load(std::memory_order_acquire) != changes) return false;
     boards_ = std::move(boards);
-    changes_.fetch_add(1, std::memory_order_acq_rel);
+    const auto& def = boards_.at(std::string(kDefaultBoard));
+    if (default_board_ && def->board == default_board_) default_season_ = def->season;
+    Place(def);
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   log::Info("leaderboard: loaded {} board(s) and {} player(s) into memory in {} ms", count, total, ms);
@@ -128,6 +228,116 @@ Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::FindOrNot
   return state;
 }
 
+std::shared_ptr<LeaderboardService::State> LeaderboardService::StateOf(const std::string& board_id,
+                                                                       int64_t created_us) const {
+  auto state = Find(board_id);
+  return state && state->info.created_us == created_us ? state : nullptr;
+}
+
+Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::Current(std::shared_ptr<State> state) {
+  // A few tries: the entry may change meanwhile (a settings change that
+  // keeps the old season's bounds is then moved on by the next round).
+  constexpr int kTriesMax = 3;
+  for (int tries = 0; tries < kTriesMax; ++tries) {
+    const int64_t now = NowMicros();
+    if (!state->season_next_us || now < *state->season_next_us) return state;
+    auto at = SeasonOf(ScheduleOf(state->info), now);
+    if (!at.ok()) return at.status();
+    auto moved = Rebase(*state, state->info, at->season);
+    if (!moved.ok()) return moved.status();
+    std::unique_lock lock(mutex_);
+    auto it = boards_.find(state->info.id);
+    if (it == boards_.end()) return NoSuchBoard(state->info.id);
+    if (it->second == state) {
+      Place(*moved);
+      return *moved;
+    }
+    state = it->second;
+  }
+  return state;
+}
+
+Result<std::pair<std::shared_ptr<LeaderboardService::State>, int64_t>> LeaderboardService::ForRead(
+    const std::string& board_id, std::optional<int64_t> season) {
+  auto found = FindOrNotFound(board_id);
+  if (!found.ok()) return found.status();
+  auto state = Current(std::move(*found));
+  if (!state.ok()) return state.status();
+  const int64_t current = (*state)->season;
+  if (!season || *season == current) return std::pair{std::move(*state), current};
+  const int64_t oldest = OldestKept((*state)->info, current);
+  if (*season < oldest || *season > current)
+    return Status::NotFound("board '" + board_id + "' has no season " + std::to_string(*season) + " (it keeps " +
+                            std::to_string(oldest) + "-" + std::to_string(current) + ")");
+  return std::pair{std::move(*state), *season};
+}
+
+Result<int64_t> LeaderboardService::ReadSeason(const std::string& board_id, std::optional<int64_t> season) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return read.status();
+  return read->second;
+}
+
+std::shared_ptr<Board> LeaderboardService::CachedArchive(const std::string& board_id, int64_t created_us,
+                                                         int64_t season) {
+  std::lock_guard lock(archive_mutex_);
+  ArchiveKey key{board_id, created_us, season};
+  for (auto it = archive_.begin(); it != archive_.end(); ++it) {
+    if (it->first != key) continue;
+    archive_.splice(archive_.end(), archive_, it);  // most recently read last
+    return archive_.back().second;
+  }
+  return nullptr;
+}
+
+void LeaderboardService::Archived(const std::shared_ptr<State>& state, int64_t season, bool limited,
+                                  BoardCallback done) {
+  if (season == state->previous_season && state->previous) return done(state->previous);
+  const BoardInfo& info = state->info;
+  if (auto cached = CachedArchive(info.id, info.created_us, season)) return done(std::move(cached));
+  uint64_t changes = 0;
+  {
+    std::lock_guard lock(archive_mutex_);
+    if (limited && archive_loads_ >= kArchiveLoadsMax)
+      return done(Status::Unavailable("too many archived seasons are being read at once; try again"));
+    ++archive_loads_;
+    changes = archive_changes_;
+  }
+  // Off the caller's thread (an event loop, or a store's): a season may
+  // hold a million players.
+  std::thread([this, key = ArchiveKey{info.id, info.created_us, season}, order = info.settings.order,
+               ranking = info.settings.ranking, changes, done = std::move(done)]() mutable {
+    auto board = std::make_shared<Board>(order, ranking);
+    std::vector<std::pair<std::string, Stored>> players;
+    Status s = store_.LoadSeason(std::get<0>(key), std::get<2>(key), [&](std::string client_id, Stored st) {
+      players.emplace_back(std::move(client_id), st);
+    });
+    if (s.ok()) {
+      board->ReplaceAll(players);
+      std::lock_guard lock(archive_mutex_);
+      auto same = std::find_if(archive_.begin(), archive_.end(), [&](const auto& e) { return e.first == key; });
+      if (same != archive_.end()) {
+        board = same->second;  // another read's load got there first
+      } else if (archive_changes_ == changes) {
+        // Kept unless a write to an archived season overlapped the read.
+        archive_.emplace_back(key, board);
+        if (archive_.size() > kArchivedBoardsMax) archive_.pop_front();
+      }
+    }
+    if (s.ok())
+      done(std::move(board));
+    else
+      done(s);
+    std::lock_guard lock(archive_mutex_);
+    if (--archive_loads_ == 0) archive_idle_.notify_all();
+  }).detach();
+}
+
+void LeaderboardService::NoteArchivedWrite() {
+  std::lock_guard lock(archive_mutex_);
+  ++archive_changes_;
+}
+
 Status LeaderboardService::Follow(std::string_view notification) {
   auto read = store_.Follow(notification);
   if (!read.ok()) return read.status();
@@ -144,34 +354,58 @@ Status LeaderboardService::Follow(std::string_view notification) {
                change.board_created_us);
     return Status::Ok();
   }
+  auto board = BoardFor(change.board_id, change.board_created_us, change.season, state->info.settings.order,
+                        state->info.settings.ranking);
+  if (!board) {
+    NoteArchivedWrite();  // an archived season not in memory: read from the store when asked
+    return Status::Ok();
+  }
   if (change.kind == ScoreChange::Kind::kErase)
-    state->board->Erase(change.client_id);
+    board->Erase(change.client_id);
   else
-    state->board->SetIfNewer(change.client_id, change.score, change.seq);
+    board->SetIfNewer(change.client_id, change.score, change.seq);
   return Status::Ok();
 }
 
-std::shared_ptr<LeaderboardService::State> LeaderboardService::StateOf(const std::string& board_id,
-                                                                       int64_t created_us) const {
-  auto state = Find(board_id);
-  return state && state->info.created_us == created_us ? state : nullptr;
-}
-
-std::shared_ptr<Board> LeaderboardService::BoardFor(const std::string& board_id, const StoredScore& stored) {
-  std::unique_lock lock(mutex_);
-  auto it = boards_.find(board_id);
-  if (it != boards_.end() && it->second->info.created_us == stored.board_created_us) return it->second->board;
-  if (it != boards_.end() && it->second->info.created_us > stored.board_created_us) return nullptr;  // gone since
-  // A board made again on another instance, whose notification has not
-  // reached this one yet: its Board starts here (the notification then
-  // fills in the rest of its settings, and the changes after it follow).
-  BoardInfo info{.id = board_id,
-                 .settings = {.order = stored.board_order, .ranking = stored.board_ranking},
-                 .created_us = stored.board_created_us};
-  auto state = MakeState(std::move(info));
-  boards_[board_id] = state;
-  changes_.fetch_add(1, std::memory_order_acq_rel);
-  return state->board;
+std::shared_ptr<Board> LeaderboardService::BoardFor(const std::string& board_id, int64_t created_us, int64_t season,
+                                                    Order order, Ranking ranking) {
+  {
+    std::unique_lock lock(mutex_);
+    auto it = boards_.find(board_id);
+    if (it != boards_.end() && it->second->info.created_us == created_us) {
+      const State& state = *it->second;
+      if (season == state.season) return state.board;
+      if (season == state.previous_season) return state.previous;
+      if (season > state.season) {
+        // The store's clock is past this instance's end of the season.
+        auto moved = Rebase(state, state.info, season);
+        if (!moved.ok()) {
+          log::Warn("leaderboard: board '{}' cannot move to season {}: {}", board_id, season,
+                    moved.status().ToString());
+          return nullptr;
+        }
+        Place(*moved);
+        return (*moved)->board;
+      }
+      // An older archived season: below.
+    } else if (it != boards_.end() && it->second->info.created_us > created_us) {
+      return nullptr;  // gone since
+    } else {
+      // A board made again on another instance, whose notification has not
+      // reached this one yet: its Board starts here (the notification then
+      // fills in the rest of its settings, and the changes after it follow).
+      BoardInfo info{.id = board_id,
+                     .settings = {.order = order, .ranking = ranking},
+                     .created_us = created_us,
+                     .epoch_season = season,
+                     .epoch_us = created_us};
+      auto state = MakeState(std::move(info), season);
+      if (!state.ok()) return nullptr;
+      Place(*state);
+      return (*state)->board;
+    }
+  }
+  return CachedArchive(board_id, created_us, season);
 }
 
 Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
@@ -185,38 +419,66 @@ Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
     std::unique_lock lock(mutex_);
     auto it = boards_.find(board_id);
     if ((it == boards_.end() ? nullptr : it->second) != before) continue;
-    changes_.fetch_add(1, std::memory_order_acq_rel);
     if (!info.ok()) {
       if (info.status().code() != ErrorCode::kNotFound) return info.status();
       if (it != boards_.end() && board_id != kDefaultBoard) boards_.erase(it);
+      changes_.fetch_add(1, std::memory_order_acq_rel);
       return Status::Ok();
     }
+    auto at = SeasonOf(ScheduleOf(*info), NowMicros());
+    if (!at.ok()) return at.status();
     // Order and ranking never change on a live board: one of another
     // creation time is a new board of the same id (deleted and made again).
     bool same = it != boards_.end() && it->second->info.created_us == info->created_us;
-    boards_[board_id] = MakeState(std::move(*info), same ? it->second->board : nullptr);
+    auto state = same ? Rebase(*it->second, std::move(*info), at->season) : MakeState(std::move(*info), at->season);
+    if (!state.ok()) return state.status();
+    Place(std::move(*state));
     return Status::Ok();
   }
   return Status::Unavailable("board '" + board_id + "' kept changing while it was read");
 }
 
-BoardView LeaderboardService::ViewOf(const BoardInfo& info) const {
-  return BoardView{.info = info, .season = kFirstSeason, .season_started_us = info.created_us, .next_reset_us = {}};
+Status LeaderboardService::ValidateSettings(const BoardSettings& s) const {
+  if (s.keep_seasons < 1 || s.keep_seasons > kKeepSeasonsMax)
+    return Status::OutOfRange("keepSeasons", 1, kKeepSeasonsMax);
+  if (s.reset_every_s != 0) {
+    if (!options_.test_hooks)
+      return Status::InvalidField("reset", "\"everySeconds\" needs a server started with --test-hooks");
+    if (s.reset_every_s < 1 || s.reset_every_s > kResetEverySecondsMax)
+      return Status::OutOfRange("reset.everySeconds", 1, kResetEverySecondsMax);
+  }
+  if (Status st = ValidateTimezone(s.reset_timezone); !st.ok()) return st;
+  if (s.auth != BoardAuth::kNone)
+    return Status::InvalidField("auth", "signed submissions are not built yet; only \"none\" is accepted");
+  return Status::Ok();
+}
+
+Result<BoardView> LeaderboardService::ViewOf(const BoardInfo& info) const {
+  auto at = SeasonOf(ScheduleOf(info), NowMicros());
+  if (!at.ok()) return at.status();
+  return BoardView{
+      .info = info, .season = at->season, .season_started_us = at->started_us, .next_reset_us = at->next_us};
 }
 
 void LeaderboardService::CreateBoard(BoardInfo board, std::function<void(Result<BoardView>)> done) {
   if (Status s = ValidateBoardId(board.id); !s.ok()) return done(s);
   if (Status s = ValidateSettings(board.settings); !s.ok()) return done(s);
   board.created_us = NowMicros();
+  board.epoch_season = kFirstSeason;
+  board.epoch_us = board.created_us;
+  board.pre_epoch_started_us = 0;
   auto created = board;
   store_.CreateBoard(std::move(board), [this, created, done = std::move(done)](const Status& s) {
     if (!s.ok()) return done(s);
-    {
+    auto at = SeasonOf(ScheduleOf(created), NowMicros());
+    auto state = at.ok() ? MakeState(created, at->season) : at.status();
+    if (state.ok()) {
       std::unique_lock lock(mutex_);
-      auto& entry = boards_[created.id];
+      auto it = boards_.find(created.id);
       // Unless its own notification (and a score after it) got here first.
-      if (!entry || entry->info.created_us != created.created_us) entry = MakeState(created);
-      changes_.fetch_add(1, std::memory_order_acq_rel);
+      if (it == boards_.end() || it->second->info.created_us != created.created_us) Place(std::move(*state));
+    } else {
+      log::Error("leaderboard: board '{}' was created but cannot be held: {}", created.id, state.status().ToString());
     }
     done(ViewOf(created));
   });
@@ -224,22 +486,56 @@ void LeaderboardService::CreateBoard(BoardInfo board, std::function<void(Result<
 
 void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch patch,
                                      std::function<void(Result<BoardView>)> done) {
-  auto state = FindOrNotFound(board_id);
+  auto found = FindOrNotFound(board_id);
+  if (!found.ok()) return done(found.status());
+  auto state = Current(std::move(*found));
   if (!state.ok()) return done(state.status());
-  BoardInfo info = (*state)->info;
-  if (patch.reset) info.settings.reset = *patch.reset;
+  const BoardInfo& old = (*state)->info;
+  BoardInfo info = old;
+  if (patch.reset_every_s) {
+    info.settings.reset = Reset::kNone;
+    info.settings.reset_every_s = *patch.reset_every_s;
+  } else if (patch.reset) {
+    info.settings.reset = *patch.reset;
+    info.settings.reset_every_s = 0;
+  }
   if (patch.reset_timezone) info.settings.reset_timezone = *patch.reset_timezone;
   if (patch.keep_seasons) info.settings.keep_seasons = *patch.keep_seasons;
   if (patch.auth) info.settings.auth = *patch.auth;
   if (Status s = ValidateSettings(info.settings); !s.ok()) return done(s);
-  auto board = (*state)->board;
-  store_.UpdateBoard(info, [this, info, board, done = std::move(done)](const Status& s) {
+  std::vector<RecordedSeason> history;
+  if (!SameSchedule(old.settings, info.settings)) {
+    // The new schedule counts from the current one's next boundary; the
+    // starts of the kept seasons before that it cannot compute are
+    // recorded (SeasonHistory).
+    const SeasonSchedule before = ScheduleOf(old);
+    auto next =
+        Reschedule(before, info.settings.reset, info.settings.reset_timezone, info.settings.reset_every_s, NowMicros());
+    if (!next.ok()) return done(next.status());
+    info.epoch_season = next->epoch_season;
+    info.epoch_us = next->epoch_us;
+    info.pre_epoch_started_us = next->pre_epoch_started_us;
+    int64_t keep = std::max(old.settings.keep_seasons, info.settings.keep_seasons);
+    for (int64_t s = std::max(kFirstSeason, (*state)->season - keep); s < info.epoch_season - 1; ++s) {
+      if (s < before.epoch_season - 1) continue;  // recorded by an earlier change
+      auto start = s == before.epoch_season - 1 ? Result<int64_t>(before.pre_epoch_started_us) : SeasonStart(before, s);
+      if (!start.ok()) return done(start.status());
+      history.push_back({s, *start});
+    }
+  }
+  store_.UpdateBoard(info, std::move(history), [this, info, done = std::move(done)](const Status& s) {
     if (!s.ok()) return done(s);
     {
       std::unique_lock lock(mutex_);
       auto it = boards_.find(info.id);
       // Unless it was deleted meanwhile, or deleted and made again.
-      if (it != boards_.end() && it->second->info.created_us == info.created_us) it->second = MakeState(info, board);
+      if (it != boards_.end() && it->second->info.created_us == info.created_us) {
+        auto state = Rebase(*it->second, info, it->second->season);
+        if (state.ok())
+          Place(std::move(*state));
+        else
+          log::Error("leaderboard: board '{}' was changed but cannot be held: {}", info.id, state.status().ToString());
+      }
     }
     done(ViewOf(info));
   });
@@ -270,99 +566,234 @@ Result<BoardView> LeaderboardService::GetBoard(const std::string& board_id) cons
 Result<BoardList> LeaderboardService::ListBoards(int64_t offset, int64_t limit) const {
   if (limit < 1 || limit > kBoardsPageLimitMax) return Status::OutOfRange("limit", 1, kBoardsPageLimitMax);
   if (offset < 0 || offset > kOffsetMax) return Status::OutOfRange("offset", 0, kOffsetMax);
-  std::shared_lock lock(mutex_);
+  std::vector<BoardInfo> infos;
   BoardList list;
-  list.total = static_cast<int64_t>(boards_.size());
-  auto it = boards_.begin();
-  std::advance(it, std::min(offset, list.total));
-  for (; it != boards_.end() && static_cast<int64_t>(list.boards.size()) < limit; ++it)
-    list.boards.push_back(ViewOf(it->second->info));
+  {
+    std::shared_lock lock(mutex_);
+    list.total = static_cast<int64_t>(boards_.size());
+    auto it = boards_.begin();
+    std::advance(it, std::min(offset, list.total));
+    for (; it != boards_.end() && static_cast<int64_t>(infos.size()) < limit; ++it) infos.push_back(it->second->info);
+  }
+  for (const auto& info : infos) {
+    auto view = ViewOf(info);
+    if (!view.ok()) return view.status();
+    list.boards.push_back(std::move(*view));
+  }
   return list;
 }
 
 Result<std::vector<SeasonInfo>> LeaderboardService::Seasons(const std::string& board_id) const {
   auto state = FindOrNotFound(board_id);
   if (!state.ok()) return state.status();
-  return std::vector<SeasonInfo>{{kFirstSeason, (*state)->info.created_us, std::nullopt}};
+  const BoardInfo& info = (*state)->info;
+  const SeasonSchedule schedule = ScheduleOf(info);
+  auto at = SeasonOf(schedule, NowMicros());
+  if (!at.ok()) return at.status();
+  const int64_t oldest = OldestKept(info, at->season);
+  // Seasons before the one before the epoch began under an earlier
+  // schedule: their starts were recorded when it changed.
+  std::map<int64_t, int64_t> recorded;
+  if (oldest < schedule.epoch_season - 1) {
+    auto history = store_.SeasonHistory(board_id);
+    if (!history.ok()) return history.status();
+    for (const auto& h : *history) recorded[h.season] = h.started_us;
+  }
+  auto start_of = [&](int64_t season) -> std::optional<int64_t> {
+    if (season == at->season) return at->started_us;
+    if (season == schedule.epoch_season - 1) return schedule.pre_epoch_started_us;
+    if (season >= schedule.epoch_season) {
+      auto start = SeasonStart(schedule, season);
+      return start.ok() ? std::optional(*start) : std::nullopt;
+    }
+    auto it = recorded.find(season);
+    return it == recorded.end() ? std::nullopt : std::optional(it->second);
+  };
+  std::vector<SeasonInfo> seasons;
+  for (int64_t season = oldest; season <= at->season; ++season) {
+    auto started = start_of(season);
+    if (!started) continue;  // not recorded: deleted with the seasons past keepSeasons
+    std::optional<int64_t> ended;
+    if (season < at->season) ended = start_of(season + 1);
+    seasons.push_back(SeasonInfo{season, *started, ended});
+  }
+  return seasons;
 }
 
 void LeaderboardService::PostScore(const std::string& board_id, const std::string& client_id, int64_t score,
                                    std::optional<Operator> op, std::function<void(Result<Posted>)> done) {
-  auto state = FindOrNotFound(board_id);
-  if (!state.ok()) return done(state.status());
+  if (Status s = ValidateBoardId(board_id, "board"); !s.ok()) return done(s);
   if (Status s = ValidateClientId(client_id); !s.ok()) return done(s);
   if (score < -kScoreAbsMax || score > kScoreAbsMax)
     return done(Status::OutOfRange("score", -kScoreAbsMax, kScoreAbsMax));
-  ScorePost post{.board_id = board_id, .season = kFirstSeason, .client_id = client_id, .score = score, .op = op};
-  store_.PostScore(std::move(post), [this, board_id, client_id, done = std::move(done)](Result<StoredScore> r) {
+  // A few rounds: each is one season boundary crossed between this
+  // instance's clock and the store's.
+  constexpr int kPostTries = 3;
+  PostOnce(board_id, client_id, score, op, 0, kPostTries, std::move(done));
+}
+
+void LeaderboardService::PostOnce(const std::string& board_id, const std::string& client_id, int64_t score,
+                                  std::optional<Operator> op, int64_t at_us, int tries,
+                                  std::function<void(Result<Posted>)> done) {
+  auto found = FindOrNotFound(board_id);
+  if (!found.ok()) return done(found.status());
+  auto state = Current(std::move(*found));
+  if (!state.ok()) return done(state.status());
+  ScorePost post{.board_id = board_id,
+                 .client_id = client_id,
+                 .score = score,
+                 .op = op,
+                 .season = (*state)->season,
+                 .season_start_us = (*state)->season_started_us,
+                 .season_next_us = (*state)->season_next_us};
+  if (at_us != 0) {
+    // The store's clock was ahead of this instance's: the season at its time.
+    auto at = SeasonOf(ScheduleOf((*state)->info), at_us);
+    if (!at.ok()) return done(at.status());
+    post.season = at->season;
+    post.season_start_us = at->started_us;
+    post.season_next_us = at->next_us;
+  }
+  store_.PostScore(std::move(post), [this, board_id, client_id, score, op, tries,
+                                     done = std::move(done)](Result<StoredScore> r) mutable {
     if (!r.ok()) return done(r.status());
-    if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed});
-    // The Board of the board the post went to, as the store says. Changes
-    // reach it in seq order whatever order the commits answer in; the rank
-    // is this request's score's, even when a later post for the same player
-    // reached the Board first.
-    auto board = BoardFor(board_id, *r);
-    if (!board) {
+    if (r->moved_at_us) {
+      // Nothing was written: post again, for the season at the store's time.
+      if (tries <= 1)
+        return done(
+            Status::Unavailable("the board's season kept changing while the score was posted; nothing "
+                                "was stored"));
+      return PostOnce(board_id, client_id, score, op, *r->moved_at_us, tries - 1, std::move(done));
+    }
+    const int64_t season = r->season;
+    if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed, season});
+    // The Board of the board and season the post went to, as the store
+    // says. Changes reach it in seq order whatever order the commits answer
+    // in; the rank is this request's score's, even when a later post for
+    // the same player reached the Board first.
+    if (auto board = BoardFor(board_id, r->board_created_us, season, r->board_order, r->board_ranking)) {
+      board->SetIfNewer(client_id, r->score, r->seq);
+      return done(Posted{Entry{board->RankOf(r->score, r->seq), client_id, r->score}, r->changed, season});
+    }
+    auto state = StateOf(board_id, r->board_created_us);
+    if (!state) {
       // The board was deleted (and made again) since: the score went with
       // it; its rank is what it was, which this instance no longer holds.
       Board gone(r->board_order, r->board_ranking);
-      return done(Posted{Entry{gone.RankOf(r->score, r->seq), client_id, r->score}, r->changed});
+      return done(Posted{Entry{gone.RankOf(r->score, r->seq), client_id, r->score}, r->changed, season});
     }
-    board->SetIfNewer(client_id, r->score, r->seq);
-    done(Posted{Entry{board->RankOf(r->score, r->seq), client_id, r->score}, r->changed});
+    // A season that ended while the post was under way, and that this
+    // instance does not hold: its rank from the season as stored (after
+    // this commit).
+    NoteArchivedWrite();
+    Stored stored{.score = r->score, .seq = r->seq};
+    bool changed = r->changed;
+    Archived(state, season, /*limited=*/false,
+             [client_id, stored, changed, season, order = r->board_order, ranking = r->board_ranking,
+              done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
+               if (!b.ok()) {
+                 // Stored all the same: never a 5xx for a write that landed.
+                 log::Warn("leaderboard: the rank of a score posted to an ended season could not be read: {}",
+                           b.status().ToString());
+                 Board empty(order, ranking);
+                 return done(
+                     Posted{Entry{empty.RankOf(stored.score, stored.seq), client_id, stored.score}, changed, season});
+               }
+               done(Posted{Entry{(*b)->RankOf(stored.score, stored.seq), client_id, stored.score}, changed, season});
+             });
   });
 }
 
 void LeaderboardService::Remove(const std::string& board_id, const std::string& client_id,
                                 std::function<void(Status)> done) {
-  auto state = FindOrNotFound(board_id);
-  if (!state.ok()) return done(state.status());
+  auto found = FindOrNotFound(board_id);
+  if (!found.ok()) return done(found.status());
   if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
-  store_.Remove(board_id, kFirstSeason, client_id,
-                [this, board_id, client_id, done = std::move(done)](Result<int64_t> created) {
+  auto state = Current(std::move(*found));
+  if (!state.ok()) return done(state.status());
+  const int64_t season = (*state)->season;
+  store_.Remove(board_id, season, client_id,
+                [this, board_id, client_id, season, done = std::move(done)](Result<int64_t> created) {
                   if (!created.ok()) return done(created.status());
-                  if (auto state = StateOf(board_id, *created); state && !ranking_) state->board->Erase(client_id);
+                  if (!ranking_) {
+                    auto state = StateOf(board_id, *created);
+                    auto board = state ? BoardFor(board_id, *created, season, state->info.settings.order,
+                                                  state->info.settings.ranking)
+                                       : nullptr;
+                    if (board)
+                      board->Erase(client_id);
+                    else if (state)
+                      NoteArchivedWrite();
+                  }
                   done(Status::Ok());
                 });
 }
 
-void LeaderboardService::TopOf(const std::shared_ptr<State>& state, int64_t offset, int64_t limit,
-                               Callback<Result<Page>> done) {
-  if (limit < 1 || limit > kPageLimitMax) return done(Status::OutOfRange("limit", 1, kPageLimitMax));
-  if (offset < 0 || offset > kOffsetMax) return done(Status::OutOfRange("offset", 0, kOffsetMax));
-  if (ranking_) return ranking_->Top(state->info, kFirstSeason, offset, limit, std::move(done));
-  done(state->board->Top(offset, limit));
+namespace {
+Status CheckPage(int64_t offset, int64_t limit) {
+  if (limit < 1 || limit > kPageLimitMax) return Status::OutOfRange("limit", 1, kPageLimitMax);
+  if (offset < 0 || offset > kOffsetMax) return Status::OutOfRange("offset", 0, kOffsetMax);
+  return Status::Ok();
 }
+}  // namespace
 
-void LeaderboardService::Top(const std::string& board_id, int64_t offset, int64_t limit, Callback<Result<Page>> done) {
-  auto state = FindOrNotFound(board_id);
-  if (!state.ok()) return done(state.status());
-  TopOf(*state, offset, limit, std::move(done));
+void LeaderboardService::Top(const std::string& board_id, std::optional<int64_t> season, int64_t offset, int64_t limit,
+                             Callback<Result<Page>> done) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return done(read.status());
+  if (Status s = CheckPage(offset, limit); !s.ok()) return done(s);
+  auto& [state, s] = *read;
+  if (ranking_) return ranking_->Top(state->info, s, offset, limit, std::move(done));
+  if (s == state->season) return done(state->board->Top(offset, limit));
+  Archived(state, s, /*limited=*/true,
+           [offset, limit, done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
+             if (!b.ok()) return done(b.status());
+             done((*b)->Top(offset, limit));
+           });
 }
 
 void LeaderboardService::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
-  if (limit < 1 || limit > kPageLimitMax) return done(Status::OutOfRange("limit", 1, kPageLimitMax));
-  if (offset < 0 || offset > kOffsetMax) return done(Status::OutOfRange("offset", 0, kOffsetMax));
-  if (ranking_) return ranking_->Top(default_info_, kFirstSeason, offset, limit, std::move(done));
-  done(default_board_->Top(offset, limit));  // no lock: the hot read
+  if (Status s = CheckPage(offset, limit); !s.ok()) return done(s);
+  // The hot read: `default`'s first Board, no lock.
+  if (default_board_ && NowMicros() < default_until_us_.load(std::memory_order_acquire))
+    return done(default_board_->Top(offset, limit));
+  Top(std::string(kDefaultBoard), std::nullopt, offset, limit, std::move(done));
 }
 
-void LeaderboardService::Player(const std::string& board_id, std::string client_id, std::optional<int64_t> around,
+void LeaderboardService::Player(std::string client_id, std::optional<int64_t> around,
                                 std::function<void(Result<PlayerView>)> done) {
-  auto state = FindOrNotFound(board_id);
-  if (!state.ok()) return done(state.status());
+  if (default_board_ && NowMicros() < default_until_us_.load(std::memory_order_acquire)) {
+    if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
+    if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
+    auto view = default_board_->Player(client_id, around);
+    if (!view) return done(NoSuchPlayer(client_id));
+    return done(std::move(*view));
+  }
+  Player(std::string(kDefaultBoard), std::nullopt, std::move(client_id), around, std::move(done));
+}
+
+void LeaderboardService::Player(const std::string& board_id, std::optional<int64_t> season, std::string client_id,
+                                std::optional<int64_t> around, std::function<void(Result<PlayerView>)> done) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return done(read.status());
   if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
   if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
-  if (ranking_) return ranking_->Player((*state)->info, kFirstSeason, std::move(client_id), around, std::move(done));
-  auto view = (*state)->board->Player(client_id, around);
-  if (!view) return done(NoSuchPlayer(client_id));
-  done(std::move(*view));
+  auto& [state, s] = *read;
+  if (ranking_) return ranking_->Player(state->info, s, std::move(client_id), around, std::move(done));
+  auto answer = [client_id = std::move(client_id), around, done = std::move(done)](Result<std::shared_ptr<Board>> b) {
+    if (!b.ok()) return done(b.status());
+    auto view = (*b)->Player(client_id, around);
+    if (!view) return done(NoSuchPlayer(client_id));
+    done(std::move(*view));
+  };
+  if (s == state->season) return answer(state->board);
+  Archived(state, s, /*limited=*/true, std::move(answer));
 }
 
-void LeaderboardService::Ranks(const std::string& board_id, std::vector<std::string> client_ids,
-                               std::function<void(Result<RanksView>)> done) {
-  auto state = FindOrNotFound(board_id);
-  if (!state.ok()) return done(state.status());
+void LeaderboardService::Ranks(const std::string& board_id, std::optional<int64_t> season,
+                               std::vector<std::string> client_ids, std::function<void(Result<RanksView>)> done) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return done(read.status());
   if (client_ids.empty() || static_cast<int64_t>(client_ids.size()) > kRanksIdsMax)
     return done(Status::InvalidField("clientIds", "clientIds must hold 1-" + std::to_string(kRanksIdsMax) + " ids"));
   std::set<std::string_view> seen;
@@ -380,13 +811,19 @@ void LeaderboardService::Ranks(const std::string& board_id, std::vector<std::str
     view.entries = std::move(entries);
     return view;
   };
+  auto& [state, s] = *read;
   if (ranking_)
-    return ranking_->Ranks((*state)->info, kFirstSeason, client_ids,
+    return ranking_->Ranks(state->info, s, client_ids,
                            [finish, done = std::move(done)](Result<std::vector<Entry>> r) mutable {
                              if (!r.ok()) return done(r.status());
                              done(finish(std::move(*r)));
                            });
-  done(finish((*state)->board->Locate(client_ids)));
+  auto answer = [finish, client_ids, done = std::move(done)](Result<std::shared_ptr<Board>> b) {
+    if (!b.ok()) return done(b.status());
+    done(finish((*b)->Locate(client_ids)));
+  };
+  if (s == state->season) return answer(state->board);
+  Archived(state, s, /*limited=*/true, std::move(answer));
 }
 
 }  // namespace hotrow::leaderboard

@@ -1,39 +1,49 @@
-// The leaderboard service: the rules for boards, scores and pages, and the
-// read model, over one store (store.h).
+// The leaderboard service: the rules for boards, seasons, scores and pages,
+// and the read model, over one store (store.h).
 //
-// Boards: a registry of every board (id -> settings), loaded at start-up and
-// kept by every write the service makes; other instances' board changes
-// arrive through Follow (a "board" change: read that board again). `default`
-// exists from the start and cannot be deleted; the legacy routes use it.
+// Boards: a registry of every board (id -> settings and schedule epoch),
+// loaded at start-up and kept by every write the service makes; other
+// instances' board changes arrive through Follow (a "board" change: read
+// that board again), or OnBoardChange on Redis. `default` exists from the
+// start and cannot be deleted; the legacy routes use it.
+//
+// Seasons (season.h): each instance computes a board's current season from
+// its clock; there is no reset job. A score belongs to the season the store
+// of record applies it in (store.h, ScorePost). The registry keeps, per
+// board, the season it last saw current and its Board; a request that finds
+// the clock past that season's end moves the board to the new season, with
+// an empty Board. Archived seasons (kept for keepSeasons) are read from the
+// store on demand and cached (kArchivedBoardsMax).
 //
 // Read model: on SQLite and PostgreSQL the service keeps a Board (board.h)
-// per board, loaded from the store at start-up and changed after each
-// commit, before the caller is answered, so every later read sees the
-// change; other instances' changes arrive through Follow. On Redis the store
-// ranks for every instance (SharedRanking) and the service asks it.
-//
-// Seasons: every board is in season 1 until boards that reset on a schedule
-// land (their settings are stored and shown, and a reset other than "none"
-// is refused for now).
+// per board's current season, loaded from the store at start-up and changed
+// after each commit, before the caller is answered, so every later read sees
+// the change; other instances' changes arrive through Follow. On Redis the
+// store ranks for every instance (SharedRanking) and the service asks it.
 //
 // Thread safety: the registry is behind a writer-preferring RwLock; a
-// board's state is shared (shared_ptr) with the requests that use it, so a
-// delete or a reload never pulls it from under them. Callbacks run inline (a
-// read from a Board) or on a store thread.
+// board's state is immutable and shared (shared_ptr) with the requests that
+// use it, so a delete, a season change or a reload never pulls it from under
+// them. Callbacks run inline (a read from a Board) or on a store thread.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "base/domain.h"
 #include "base/rw_lock.h"
 #include "leaderboard/board.h"
+#include "leaderboard/season.h"
 #include "leaderboard/store.h"
 
 namespace hotrow::leaderboard {
@@ -43,7 +53,7 @@ struct BoardView {
   BoardInfo info;
   int64_t season = kFirstSeason;
   int64_t season_started_us = 0;
-  std::optional<int64_t> next_reset_us;  // none while reset is "none"
+  std::optional<int64_t> next_reset_us;  // none when the board does not reset
 };
 
 struct BoardList {
@@ -54,6 +64,7 @@ struct BoardList {
 // The settings PATCH may change on a live board (a field left empty is kept).
 struct BoardPatch {
   std::optional<Reset> reset = std::nullopt;
+  std::optional<int64_t> reset_every_s = std::nullopt;  // with --test-hooks: instead of reset
   std::optional<std::string> reset_timezone = std::nullopt;
   std::optional<int64_t> keep_seasons = std::nullopt;
   std::optional<BoardAuth> auth = std::nullopt;
@@ -72,9 +83,21 @@ struct RanksView {
   std::vector<std::string> missing;
 };
 
+struct LeaderboardOptions {
+  // "reset":{"everySeconds":N} boards (serve --test-hooks): tests cannot
+  // wait for midnight.
+  bool test_hooks = false;
+};
+
+// Archived seasons' Boards kept in memory at once (least recently read
+// first out).
+inline constexpr size_t kArchivedBoardsMax = 16;
+// Archived seasons read from the store at once for reads.
+inline constexpr int kArchiveLoadsMax = 4;
+
 class LeaderboardService final : public DomainService {
  public:
-  explicit LeaderboardService(LeaderboardStore& store);
+  explicit LeaderboardService(LeaderboardStore& store, LeaderboardOptions options = {});
   ~LeaderboardService() override;
 
   // DomainService: the boards and their Boards from the store (no Boards on
@@ -89,31 +112,42 @@ class LeaderboardService final : public DomainService {
   // Boards. `board.id` as ValidateBoardId, keep_seasons 1-kKeepSeasonsMax,
   // reset_timezone an IANA name; already_exists for a taken id.
   void CreateBoard(BoardInfo board, std::function<void(Result<BoardView>)> done);
+  // A changed schedule takes effect at the current schedule's next boundary.
   void UpdateBoard(const std::string& board_id, BoardPatch patch, std::function<void(Result<BoardView>)> done);
   // conflict for `default`; not_found for an unknown board.
   void DeleteBoard(const std::string& board_id, std::function<void(Status)> done);
   Result<BoardView> GetBoard(const std::string& board_id) const;
   // offset >= 0, limit 1-kBoardsPageLimitMax.
   Result<BoardList> ListBoards(int64_t offset, int64_t limit) const;
+  // The kept seasons, oldest first, the current one last.
   Result<std::vector<SeasonInfo>> Seasons(const std::string& board_id) const;
 
   // Scores. client_id as ValidateClientId; |score| <= kScoreAbsMax. The
   // board's operator, or `op` when given (the legacy route's ?mode). `done`
-  // gets the score stored after the request and its rank.
+  // gets the score stored after the request, its rank and its season.
   void PostScore(const std::string& board_id, const std::string& client_id, int64_t score, std::optional<Operator> op,
                  std::function<void(Result<Posted>)> done);
-  // not_found when the player has no score.
+  // Removes the player from the current season; not_found when it has no
+  // score there.
   void Remove(const std::string& board_id, const std::string& client_id, std::function<void(Status)> done);
-  // offset >= 0, limit 1-kPageLimitMax.
-  void Top(const std::string& board_id, int64_t offset, int64_t limit, Callback<Result<Page>> done);
+  // The season a read of `season` (none: the current one) gets: not_found
+  // for an unknown board or a season it does not keep.
+  Result<int64_t> ReadSeason(const std::string& board_id, std::optional<int64_t> season);
+  // Reads of the current season, or of a kept archived one (ReadSeason).
+  // An archived season not in memory is read from the store on a thread of
+  // its own (at most kArchiveLoadsMax at once: unavailable beyond) and kept
+  // (kArchivedBoardsMax). offset >= 0, limit 1-kPageLimitMax.
+  void Top(const std::string& board_id, std::optional<int64_t> season, int64_t offset, int64_t limit,
+           Callback<Result<Page>> done);
   // around 0-kAroundMax; not_found for an unknown player.
-  void Player(const std::string& board_id, std::string client_id, std::optional<int64_t> around,
-              std::function<void(Result<PlayerView>)> done);
+  void Player(const std::string& board_id, std::optional<int64_t> season, std::string client_id,
+              std::optional<int64_t> around, std::function<void(Result<PlayerView>)> done);
   // 1-kRanksIdsMax distinct valid ids (invalid_field `clientIds` otherwise).
-  void Ranks(const std::string& board_id, std::vector<std::string> client_ids,
+  void Ranks(const std::string& board_id, std::optional<int64_t> season, std::vector<std::string> client_ids,
              std::function<void(Result<RanksView>)> done);
 
-  // The legacy routes: `default`, whose state is never replaced.
+  // The legacy routes: `default`, whose Board object the service keeps as
+  // long as `default` is in one season (it never resets unless PATCHed).
   void PostScore(const std::string& client_id, int64_t score, ScoreMode mode,
                  std::function<void(Result<Posted>)> done) {
     PostScore(std::string(kDefaultBoard), client_id, score,
@@ -123,42 +157,102 @@ class LeaderboardService final : public DomainService {
     Remove(std::string(kDefaultBoard), client_id, std::move(done));
   }
   void Top(int64_t offset, int64_t limit, Callback<Result<Page>> done);
-  void Player(std::string client_id, std::optional<int64_t> around, std::function<void(Result<PlayerView>)> done) {
-    Player(std::string(kDefaultBoard), std::move(client_id), around, std::move(done));
+  void Player(std::string client_id, std::optional<int64_t> around, std::function<void(Result<PlayerView>)> done);
+
+  // Board convenience for tests and tools: the current season.
+  void Top(const std::string& board_id, int64_t offset, int64_t limit, Callback<Result<Page>> done) {
+    Top(board_id, std::nullopt, offset, limit, std::move(done));
+  }
+  void Player(const std::string& board_id, std::string client_id, std::optional<int64_t> around,
+              std::function<void(Result<PlayerView>)> done) {
+    Player(board_id, std::nullopt, std::move(client_id), around, std::move(done));
+  }
+  void Ranks(const std::string& board_id, std::vector<std::string> client_ids,
+             std::function<void(Result<RanksView>)> done) {
+    Ranks(board_id, std::nullopt, std::move(client_ids), std::move(done));
   }
 
  private:
-  // Immutable once made: a change of settings makes a new State with the
-  // same Board.
+  // Immutable once made: a change of settings or of season makes a new
+  // State (the same Boards while the season stays).
   struct State {
     BoardInfo info;
-    std::shared_ptr<Board> board;  // null on a SharedRanking store
+    int64_t season = kFirstSeason;  // the season `board` holds
+    int64_t season_started_us = 0;
+    std::optional<int64_t> season_next_us;  // when the next season begins
+    std::shared_ptr<Board> board;           // null on a SharedRanking store
+    // The season before (0: none held), kept for late writes to it and for
+    // the most read archived season.
+    int64_t previous_season = 0;
+    std::shared_ptr<Board> previous;
   };
   std::shared_ptr<State> Find(std::string_view board_id) const;
   Result<std::shared_ptr<State>> FindOrNotFound(std::string_view board_id) const;
-  std::shared_ptr<State> MakeState(BoardInfo info, std::shared_ptr<Board> board = nullptr) const;
-  BoardView ViewOf(const BoardInfo& info) const;
+  // A state holding `season`, with a new Board unless one is given.
+  Result<std::shared_ptr<State>> MakeState(BoardInfo info, int64_t season,
+                                           std::shared_ptr<Board> board = nullptr) const;
+  // `old`'s board with `info`, in `season` (never earlier than old's): the
+  // same Boards when the season stays; old's Board becomes `previous` when
+  // `season` is the next one.
+  Result<std::shared_ptr<State>> Rebase(const State& old, BoardInfo info, int64_t season) const;
+  // Replaces boards_[id] (under mutex_, exclusive), keeping the hot path's
+  // bounds right.
+  void Place(std::shared_ptr<State> state);
+  Result<BoardView> ViewOf(const BoardInfo& info) const;
+  Status ValidateSettings(const BoardSettings& settings) const;
+  // The state in the season the clock is in now (moved on when it ended).
+  Result<std::shared_ptr<State>> Current(std::shared_ptr<State> state);
+  // The current state of a board, and the season a read of `season` gets.
+  Result<std::pair<std::shared_ptr<State>, int64_t>> ForRead(const std::string& board_id,
+                                                             std::optional<int64_t> season);
+  // `done` gets the Board of an archived season of `state`: `previous`, a
+  // cached one, or one read from the store on a thread of its own
+  // (`limited`: unavailable when kArchiveLoadsMax are under way).
+  using BoardCallback = InlineFunction<void(Result<std::shared_ptr<Board>>), 256>;
+  void Archived(const std::shared_ptr<State>& state, int64_t season, bool limited, BoardCallback done);
+  // A write went to an archived season not in memory: a read of it from
+  // the store that overlapped it is not kept.
+  void NoteArchivedWrite();
+  // A cached archived Board, or null.
+  std::shared_ptr<Board> CachedArchive(const std::string& board_id, int64_t created_us, int64_t season);
   // Reads the board again (another instance created, changed or deleted it).
   Status ApplyBoardChange(const std::string& board_id);
   // One load; false when a board change landed meanwhile (read again).
   Result<bool> LoadOnce(uint64_t changes);
   // The board's state if it is that incarnation (creation time).
   std::shared_ptr<State> StateOf(const std::string& board_id, int64_t created_us) const;
-  // The Board a post's answer belongs to, made here when this instance has
-  // not heard of that incarnation yet; null when it is gone since.
-  std::shared_ptr<Board> BoardFor(const std::string& board_id, const StoredScore& stored);
-  void TopOf(const std::shared_ptr<State>& state, int64_t offset, int64_t limit, Callback<Result<Page>> done);
+  // The Board a change of (board incarnation, season) belongs to: the
+  // current season's (moving on when the change is in a later one), the
+  // previous one's, or a cached archived one; made here when this instance
+  // has not heard of that incarnation yet. Null when the board is gone
+  // since, or the season is archived and not in memory.
+  std::shared_ptr<Board> BoardFor(const std::string& board_id, int64_t created_us, int64_t season, Order order,
+                                  Ranking ranking);
+  void PostOnce(const std::string& board_id, const std::string& client_id, int64_t score, std::optional<Operator> op,
+                int64_t at_us, int tries, std::function<void(Result<Posted>)> done);
 
   LeaderboardStore& store_;
+  const LeaderboardOptions options_;
   SharedRanking* const ranking_;  // the store's, or nullptr: then each State's Board answers
   mutable RwLock mutex_;
   std::map<std::string, std::shared_ptr<State>, std::less<>> boards_;
   std::atomic<uint64_t> changes_{0};  // bumped by every change of boards_ (Load's check)
-  // `default`'s Board: the same object for the service's life (a reload
-  // refills it), so the legacy routes' hot reads take no lock. Its order and
-  // ranking never change (desc, unique).
-  std::shared_ptr<Board> default_board_;
-  const BoardInfo default_info_;
+  // `default`'s first Board, which the legacy routes' hot reads use without
+  // the lock or a season computation while the clock is before
+  // default_until_us_ (0 once `default` moved to another season: then the
+  // registry answers them too).
+  const std::shared_ptr<Board> default_board_;
+  int64_t default_season_ = 0;  // the season default_board_ holds; 0: not placed yet (under mutex_)
+  std::atomic<int64_t> default_until_us_{0};
+  // Archived seasons' Boards: (board, creation time, season), least
+  // recently read first; archive_changes_ counts late writes to archived
+  // seasons (a load that overlapped one is not kept).
+  using ArchiveKey = std::tuple<std::string, int64_t, int64_t>;
+  std::mutex archive_mutex_;
+  std::condition_variable archive_idle_;
+  std::list<std::pair<ArchiveKey, std::shared_ptr<Board>>> archive_;
+  uint64_t archive_changes_ = 0;
+  int archive_loads_ = 0;  // threads reading archived seasons (the destructor waits for them)
 };
 
 }  // namespace hotrow::leaderboard

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include "base/time.h"
+#include "leaderboard/season.h"
 #include "ops/log.h"
 
 namespace hotrow::leaderboard {
@@ -34,10 +36,25 @@ constexpr std::string_view kBoards = R"sql(
     ranking        TEXT    NOT NULL,
     auth           TEXT    NOT NULL,
     keep_seasons   INTEGER NOT NULL,
-    created_us     INTEGER NOT NULL
+    created_us     INTEGER NOT NULL,
+    reset_every_s  INTEGER NOT NULL DEFAULT 0,   -- --test-hooks seasons
+    epoch_season   INTEGER NOT NULL DEFAULT 1,   -- the schedule's epoch (season.h)
+    epoch_us       INTEGER NOT NULL DEFAULT 0,
+    pre_epoch_started_us INTEGER NOT NULL DEFAULT 0,
+    purged_season  INTEGER NOT NULL DEFAULT 0    -- seasons up to it deleted (keepSeasons)
   ) WITHOUT ROWID;
-  INSERT INTO lb_board VALUES ('default', 'desc', 'replace', 'none', 'UTC', 'unique', 'none', 12,
-                               CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER));
+  INSERT INTO lb_board (board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons,
+                        created_us, epoch_us)
+    SELECT 'default', 'desc', 'replace', 'none', 'UTC', 'unique', 'none', 12, t, t
+    FROM (SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER) AS t);
+  -- The starts of a board's seasons before its schedule's epoch, recorded
+  -- when the schedule changes (later ones are computed).
+  CREATE TABLE lb_season (
+    board_id   TEXT    NOT NULL,
+    season     INTEGER NOT NULL,
+    started_us INTEGER NOT NULL,
+    PRIMARY KEY (board_id, season)
+  ) WITHOUT ROWID;
   -- seq orders equal scores: taken from leaderboard_seq whenever a stored
   -- score changes, so a lower seq means "reached this score earlier".
   CREATE TABLE lb_score (
@@ -56,12 +73,18 @@ constexpr std::string_view kBoards = R"sql(
 )sql";
 
 constexpr const char* kBoardColumns =
-    "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us";
+    "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us, reset_every_s, "
+    "epoch_season, epoch_us, pre_epoch_started_us";
 
 // A board from a row of kBoardColumns; internal for a setting this release
 // does not know (a newer release wrote it).
 Result<BoardInfo> BoardFrom(const sqlite::Query& q) {
-  BoardInfo b{.id = std::string(q.Text(0)), .settings = {}, .created_us = q.Int(8)};
+  BoardInfo b{.id = std::string(q.Text(0)),
+              .settings = {},
+              .created_us = q.Int(8),
+              .epoch_season = q.Int(10),
+              .epoch_us = q.Int(11),
+              .pre_epoch_started_us = q.Int(12)};
   auto order = ParseOrder(q.Text(1));
   auto op = ParseOperator(q.Text(2));
   auto reset = ParseReset(q.Text(3));
@@ -75,14 +98,16 @@ Result<BoardInfo> BoardFrom(const sqlite::Query& q) {
                              .reset_timezone = std::string(q.Text(4)),
                              .ranking = *ranking,
                              .auth = *auth,
-                             .keep_seasons = q.Int(7)};
+                             .keep_seasons = q.Int(7),
+                             .reset_every_s = q.Int(9)};
   return b;
 }
 
 Status BindSettings(sqlite::Query& q, const BoardInfo& b) {
   q.Bind(1, b.id).Bind(2, Name(b.settings.order)).Bind(3, Name(b.settings.op)).Bind(4, Name(b.settings.reset));
   q.Bind(5, b.settings.reset_timezone).Bind(6, Name(b.settings.ranking)).Bind(7, Name(b.settings.auth));
-  q.Bind(8, b.settings.keep_seasons).Bind(9, b.created_us);
+  q.Bind(8, b.settings.keep_seasons).Bind(9, b.created_us).Bind(10, b.settings.reset_every_s);
+  q.Bind(11, b.epoch_season).Bind(12, b.epoch_us).Bind(13, b.pre_epoch_started_us);
   return q.Run();
 }
 
@@ -92,50 +117,67 @@ Result<bool> BoardExists(sqlite::Connection& c, const std::string& board_id) {
   return q->Bind(1, board_id).Step();
 }
 
-// What a post needs of its board, as stored now.
+// A board as stored now, and the season up to which its scores were
+// deleted (keepSeasons).
 struct PostBoard {
-  Order order = Order::kDesc;
-  Operator op = Operator::kReplace;
-  Ranking ranking = Ranking::kUnique;
-  int64_t created_us = 0;
+  BoardInfo info;
+  int64_t purged_season = 0;
 };
 Result<PostBoard> BoardForPost(sqlite::Connection& c, const std::string& board_id) {
-  auto q = c.Prepare("SELECT sort_order, operator, ranking, created_us FROM lb_board WHERE board_id = ?1");
+  auto q = c.Prepare(std::string("SELECT ") + kBoardColumns + ", purged_season FROM lb_board WHERE board_id = ?1");
   if (!q.ok()) return q.status();
   auto row = q->Bind(1, board_id).Step();
   if (!row.ok()) return row.status();
   if (!*row) return NoSuchBoard(board_id);
-  auto order = ParseOrder(q->Text(0));
-  auto op = ParseOperator(q->Text(1));
-  auto ranking = ParseRanking(q->Text(2));
-  if (!order || !op || !ranking)
-    return Status::Internal("board '" + board_id + "' has a setting this release does not know");
-  return PostBoard{*order, *op, *ranking, q->Int(3)};
+  auto info = BoardFrom(*q);
+  if (!info.ok()) return info.status();
+  return PostBoard{std::move(*info), q->Int(13)};
 }
 
-StoredScore Answer(const PostBoard& b, int64_t score, int64_t seq, bool changed) {
+StoredScore Answer(const PostBoard& b, int64_t season, int64_t score, int64_t seq, bool changed) {
   return StoredScore{.score = score,
                      .seq = seq,
                      .changed = changed,
-                     .board_created_us = b.created_us,
-                     .board_order = b.order,
-                     .board_ranking = b.ranking};
+                     .board_created_us = b.info.created_us,
+                     .board_order = b.info.settings.order,
+                     .board_ranking = b.info.settings.ranking,
+                     .season = season};
 }
 
-// Decides and writes one score inside the batch transaction.
+// A season's first post deletes the seasons past keepSeasons, once.
+Status Purge(sqlite::Connection& c, const PostBoard& board, int64_t season) {
+  int64_t last_gone = season - board.info.settings.keep_seasons - 1;
+  if (last_gone <= board.purged_season) return Status::Ok();
+  for (const char* sql : {"DELETE FROM lb_score WHERE board_id = ?1 AND season <= ?2",
+                          "DELETE FROM lb_season WHERE board_id = ?1 AND season <= ?2",
+                          "UPDATE lb_board SET purged_season = ?2 WHERE board_id = ?1"}) {
+    auto q = c.Prepare(sql);
+    if (!q.ok()) return q.status();
+    if (Status s = q->Bind(1, board.info.id).Bind(2, last_gone).Run(); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// Decides and writes one score inside the batch transaction, in the season
+// the writer's clock is in now.
 Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
   auto board = BoardForPost(c, p.board_id);
   if (!board.ok()) return board.status();
+  auto at = SeasonOf(ScheduleOf(board->info), NowMicros());
+  if (!at.ok()) return at.status();
+  const int64_t season = at->season;
+  if (Status s = Purge(c, *board, season); !s.ok()) return s;
   auto find = c.Prepare("SELECT score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
   if (!find.ok()) return find.status();
-  auto row = find->Bind(1, p.board_id).Bind(2, p.season).Bind(3, p.client_id).Step();
+  auto row = find->Bind(1, p.board_id).Bind(2, season).Bind(3, p.client_id).Step();
   if (!row.ok()) return row.status();
   std::optional<Stored> stored;
   if (*row) stored = Stored{.score = find->Int(0), .seq = find->Int(1)};
-  auto next = ApplyOperator(p.op.value_or(board->op), board->order,
+  const BoardSettings& settings = board->info.settings;
+  auto next = ApplyOperator(p.op.value_or(settings.op), settings.order,
                             stored ? std::optional(stored->score) : std::nullopt, p.score);
   if (!next.ok()) return next.status();
-  if (stored && stored->score == *next) return Answer(*board, stored->score, stored->seq, false);
+  if (stored && stored->score == *next) return Answer(*board, season, stored->score, stored->seq, false);
   auto bump = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
   if (!bump.ok()) return bump.status();
   auto seq_row = bump->Step();
@@ -146,9 +188,9 @@ Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
       "INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (?1, ?2, ?3, ?4, ?5) "
       "ON CONFLICT (board_id, season, client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq");
   if (!upsert.ok()) return upsert.status();
-  upsert->Bind(1, p.board_id).Bind(2, p.season).Bind(3, p.client_id).Bind(4, *next).Bind(5, seq);
+  upsert->Bind(1, p.board_id).Bind(2, season).Bind(3, p.client_id).Bind(4, *next).Bind(5, seq);
   if (Status s = upsert->Run(); !s.ok()) return s;
-  return Answer(*board, *next, seq, true);
+  return Answer(*board, season, *next, seq, true);
 }
 
 // Runs `apply` (a status-only change) on the writer.
@@ -174,7 +216,7 @@ Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db:
 }
 
 Status SqliteLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
-                                    const std::function<void(const std::string&, std::string, Stored)>& sink) {
+                                    const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) {
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
   if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return s;  // boards and scores from one snapshot
@@ -195,16 +237,45 @@ Status SqliteLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_
     }
     board_sink(std::move(*board));
   }
-  auto q = (*conn)->Prepare("SELECT board_id, client_id, score, seq FROM lb_score WHERE season = ?1");
+  auto q = (*conn)->Prepare("SELECT board_id, season, client_id, score, seq FROM lb_score");
   if (!q.ok()) return q.status();
-  q->Bind(1, kFirstSeason);
   std::string board;
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
     if (q->Text(0) != board) board = std::string(q->Text(0));
-    sink(board, std::string(q->Text(1)), Stored{.score = q->Int(2), .seq = q->Int(3)});
+    sink(board, q->Int(1), std::string(q->Text(2)), Stored{.score = q->Int(3), .seq = q->Int(4)});
+  }
+}
+
+Status SqliteLeaderboardStore::LoadSeason(const std::string& board_id, int64_t season,
+                                          const std::function<void(std::string, Stored)>& sink) {
+  auto conn = db_.OpenReader();
+  if (!conn.ok()) return conn.status();
+  auto q = (*conn)->Prepare("SELECT client_id, score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2");
+  if (!q.ok()) return q.status();
+  q->Bind(1, board_id).Bind(2, season);
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    sink(std::string(q->Text(0)), Stored{.score = q->Int(1), .seq = q->Int(2)});
+  }
+}
+
+Result<std::vector<RecordedSeason>> SqliteLeaderboardStore::SeasonHistory(const std::string& board_id) {
+  auto conn = db_.OpenReader();
+  if (!conn.ok()) return conn.status();
+  auto q = (*conn)->Prepare("SELECT season, started_us FROM lb_season WHERE board_id = ?1 ORDER BY season");
+  if (!q.ok()) return q.status();
+  q->Bind(1, board_id);
+  std::vector<RecordedSeason> out;
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return out;
+    out.push_back({q->Int(0), q->Int(1)});
   }
 }
 
@@ -225,25 +296,33 @@ void SqliteLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Sta
     if (!exists.ok()) return exists.status();
     if (*exists) return Status::AlreadyExists("a board '" + board.id + "' exists already");
     auto q = c.Prepare(std::string("INSERT INTO lb_board (") + kBoardColumns +
-                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
     if (!q.ok()) return q.status();
     return BindSettings(*q, board);
   };
   SubmitStatus(db_, std::move(apply), std::move(done));
 }
 
-void SqliteLeaderboardStore::UpdateBoard(BoardInfo board, std::function<void(Status)> done) {
-  auto apply = [board = std::move(board)](sqlite::Connection& c) -> Status {
-    // Only what PATCH may change; order, operator and ranking stay. Not a
-    // board of the same id made again since.
+void SqliteLeaderboardStore::UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history,
+                                         std::function<void(Status)> done) {
+  auto apply = [board = std::move(board), history = std::move(history)](sqlite::Connection& c) -> Status {
+    // Only what PATCH may change (and the schedule's epoch); order, operator
+    // and ranking stay. Not a board of the same id made again since.
     auto q = c.Prepare(
-        "UPDATE lb_board SET reset = ?2, reset_timezone = ?3, auth = ?4, keep_seasons = ?5 "
-        "WHERE board_id = ?1 AND created_us = ?6");
+        "UPDATE lb_board SET reset = ?2, reset_timezone = ?3, auth = ?4, keep_seasons = ?5, reset_every_s = ?7, "
+        "epoch_season = ?8, epoch_us = ?9, pre_epoch_started_us = ?10 WHERE board_id = ?1 AND created_us = ?6");
     if (!q.ok()) return q.status();
-    q->Bind(1, board.id).Bind(2, Name(board.settings.reset)).Bind(3, board.settings.reset_timezone);
-    q->Bind(4, Name(board.settings.auth)).Bind(5, board.settings.keep_seasons).Bind(6, board.created_us);
-    if (Status s = q->Run(); !s.ok()) return s;
+    const BoardSettings& s = board.settings;
+    q->Bind(1, board.id).Bind(2, Name(s.reset)).Bind(3, s.reset_timezone).Bind(4, Name(s.auth));
+    q->Bind(5, s.keep_seasons).Bind(6, board.created_us).Bind(7, s.reset_every_s).Bind(8, board.epoch_season);
+    q->Bind(9, board.epoch_us).Bind(10, board.pre_epoch_started_us);
+    if (Status st = q->Run(); !st.ok()) return st;
     if (c.Changes() == 0) return NoSuchBoard(board.id);
+    for (const RecordedSeason& h : history) {
+      auto r = c.Prepare("INSERT OR IGNORE INTO lb_season (board_id, season, started_us) VALUES (?1, ?2, ?3)");
+      if (!r.ok()) return r.status();
+      if (Status st = r->Bind(1, board.id).Bind(2, h.season).Bind(3, h.started_us).Run(); !st.ok()) return st;
+    }
     return Status::Ok();
   };
   SubmitStatus(db_, std::move(apply), std::move(done));
@@ -255,9 +334,12 @@ void SqliteLeaderboardStore::DeleteBoard(BoardInfo info, std::function<void(Stat
     if (!board.ok()) return board.status();
     if (Status s = board->Bind(1, board_id).Bind(2, created).Run(); !s.ok()) return s;
     if (c.Changes() == 0) return NoSuchBoard(board_id);
-    auto scores = c.Prepare("DELETE FROM lb_score WHERE board_id = ?1");
-    if (!scores.ok()) return scores.status();
-    return scores->Bind(1, board_id).Run();
+    for (const char* sql : {"DELETE FROM lb_score WHERE board_id = ?1", "DELETE FROM lb_season WHERE board_id = ?1"}) {
+      auto q = c.Prepare(sql);
+      if (!q.ok()) return q.status();
+      if (Status s = q->Bind(1, board_id).Run(); !s.ok()) return s;
+    }
+    return Status::Ok();
   };
   SubmitStatus(db_, std::move(apply), std::move(done));
 }
@@ -277,7 +359,7 @@ void SqliteLeaderboardStore::Remove(std::string board_id, int64_t season, std::s
     if (!q.ok()) return q.status();
     if (Status s = q->Bind(1, board_id).Bind(2, season).Bind(3, client_id).Run(); !s.ok()) return s;
     if (c.Changes() == 0) return NoSuchPlayer(client_id);
-    return board->created_us;
+    return board->info.created_us;
   };
   sqlite::SubmitCall<int64_t>(db_.writer(), std::move(apply), std::move(done));
 }

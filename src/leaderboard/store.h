@@ -35,19 +35,35 @@
 
 namespace hotrow::leaderboard {
 
-// The season every board is in until seasons that reset land (reset "none").
+// The season a board begins in.
 inline constexpr int64_t kFirstSeason = 1;
+
+// A season's first instant, as a board's history records it.
+struct RecordedSeason {
+  int64_t season = kFirstSeason;
+  int64_t started_us = 0;
+};
 
 // A post. The store of record decides it with the board's settings as it
 // stores them (not as an instance remembers them: the board may have been
 // deleted and made again with others), unless `op` overrides the operator
 // (the legacy route's ?mode).
+//
+// Seasons: a score belongs to the season containing the time at which the
+// store of record applies it. The SQLite writer computes it from its own
+// clock and the board's schedule; PostgreSQL and Redis are given the season
+// the posting instance's clock chose with its bounds [start, next), check
+// them against their own clock (clock_timestamp() after the row locks,
+// TIME in the script), and answer `moved_at_us` when it falls outside:
+// nothing written, post again for the season at that time.
 struct ScorePost {
   std::string board_id = {};
-  int64_t season = kFirstSeason;
   std::string client_id = {};
   int64_t score = 0;
   std::optional<Operator> op = std::nullopt;
+  int64_t season = kFirstSeason;
+  int64_t season_start_us = 0;
+  std::optional<int64_t> season_next_us = std::nullopt;
 };
 
 // The player's stored score after a post: what the operator made of it (an
@@ -63,6 +79,10 @@ struct StoredScore {
   int64_t board_created_us = 0;
   Order board_order = Order::kDesc;
   Ranking board_ranking = Ranking::kUnique;
+  int64_t season = kFirstSeason;  // the season it went to
+  // Set when the store's clock put the post outside the season given:
+  // nothing was written (ScorePost).
+  std::optional<int64_t> moved_at_us = std::nullopt;
 };
 
 // A change another instance made.
@@ -102,9 +122,19 @@ class LeaderboardStore {
 
   // Calls board_sink once per board (a board whose settings this release
   // cannot read is left out, with a warning), then (stores that do not rank
-  // themselves) sink once per stored player of a board's current season.
-  virtual Status Load(const std::function<void(BoardInfo)>& board_sink,
-                      const std::function<void(const std::string& board_id, std::string client_id, Stored)>& sink) = 0;
+  // themselves) sink once per stored player of every kept season.
+  virtual Status Load(
+      const std::function<void(BoardInfo)>& board_sink,
+      const std::function<void(const std::string& board_id, int64_t season, std::string client_id, Stored)>& sink) = 0;
+  // Every player of one season of a board (an archived season's read).
+  virtual Status LoadSeason(const std::string& board_id, int64_t season,
+                            const std::function<void(std::string client_id, Stored)>& sink) {
+    (void)board_id, (void)season, (void)sink;
+    return Status::Internal("this store ranks for itself");
+  }
+  // The starts of seasons before the board's schedule epoch, as recorded
+  // when its schedule changed (UpdateBoard), by season.
+  virtual Result<std::vector<RecordedSeason>> SeasonHistory(const std::string& board_id) = 0;
   // One board as stored now; not_found when it does not exist.
   virtual Result<BoardInfo> LoadBoard(const std::string& board_id) = 0;
   // The channel whose notifications Follow parses; nullptr when no other
@@ -121,8 +151,10 @@ class LeaderboardStore {
 
   // already_exists when the id is taken.
   virtual void CreateBoard(BoardInfo board, std::function<void(Status)> done) = 0;
-  // Stores `board`'s settings; not_found when it does not exist.
-  virtual void UpdateBoard(BoardInfo board, std::function<void(Status)> done) = 0;
+  // Stores `board`'s settings and schedule epoch, and records `history`
+  // (the starts of its seasons so far, when its schedule changed); not_found
+  // when it does not exist.
+  virtual void UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history, std::function<void(Status)> done) = 0;
   // Deletes the board (of that creation time: not one made again since) and
   // every score of it; not_found when it does not exist. (The service
   // refuses `default`.)

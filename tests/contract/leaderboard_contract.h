@@ -43,7 +43,8 @@ class LeaderboardContract : public ::testing::TestWithParam<LeaderboardBackend> 
   // A service over the backend's store as it is now (after a Restart).
   void Reopen() {
     service_.reset();
-    service_ = std::make_unique<leaderboard::LeaderboardService>(backend->store());
+    service_ = std::make_unique<leaderboard::LeaderboardService>(backend->store(),
+                                                                 leaderboard::LeaderboardOptions{.test_hooks = true});
     ASSERT_TRUE(service_->Load().ok());
   }
   leaderboard::LeaderboardService& store() { return *service_; }

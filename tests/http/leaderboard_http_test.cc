@@ -125,5 +125,42 @@ TEST(LeaderboardHttp, ServeWaitsForRedisToComeUp) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
+// Seasons over HTTP: a --test-hooks server's board of 1-second seasons. The
+// schedule shows as {"everySeconds":N}, a post answers its season, and the
+// season before stays readable with ?season=N.
+TEST(LeaderboardHttp, ABoardOfOneSecondSeasonsOverHttp) {
+  TestServer server(0, {"--test-hooks"});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto made = c.Post("/api/v1/boards", R"({"id":"tick","reset":{"everySeconds":1},"keepSeasons":2})", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_NE(made.body.find(R"("reset":{"everySeconds":1})"), std::string::npos) << made.body;
+  auto first = c.Post("/api/v1/boards/tick/scores", R"({"score":9})", {{"ClientId", "ann"}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t s1 = JsonInt(first.body, "season");
+  bool moved = Eventually(
+      [&] {
+        auto r = c.Post("/api/v1/boards/tick/scores", R"({"score":4})", {{"ClientId", "bob"}});
+        return r.status == 200 && JsonInt(r.body, "season") > s1;
+      },
+      std::chrono::seconds(5));
+  ASSERT_TRUE(moved) << "no post reached the next season within 5 s";
+  auto old = c.Get("/api/v1/boards/tick/leaderboard?season=" + std::to_string(s1));
+  ASSERT_EQ(old.status, 200) << old.body;
+  EXPECT_NE(old.body.find(R"("season":)" + std::to_string(s1)), std::string::npos) << old.body;
+  EXPECT_NE(old.body.find(R"({"rank":1,"clientId":"ann","score":9})"), std::string::npos) << old.body;
+  auto player = c.Get("/api/v1/boards/tick/players/ann?season=" + std::to_string(s1));
+  EXPECT_EQ(player.status, 200) << player.body;
+  EXPECT_EQ(c.Get("/api/v1/boards/tick/players/ann").status, 404);  // not in the current season
+  auto seasons = c.Get("/api/v1/boards/tick/seasons");
+  ASSERT_EQ(seasons.status, 200);
+  EXPECT_NE(seasons.body.find(R"("endedAt":null}]})"), std::string::npos) << seasons.body;
+  // A patch back to a named reset shows as its name.
+  auto patched = c.Request("PATCH", "/api/v1/boards/tick", R"({"reset":"weekly"})", admin);
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_NE(patched.body.find(R"("reset":"weekly")"), std::string::npos) << patched.body;
+}
+
 }  // namespace
 }  // namespace hotrow::testing

@@ -52,7 +52,7 @@ TEST(PostgresBoards, ADeleteIsNotStarvedByPostsAndNewPostsAreRefusedAtOnce) {
   ASSERT_TRUE(f.Create("busy").ok());
   auto in_flight = f.Connect();
   ASSERT_TRUE(in_flight->Exec("BEGIN").ok());
-  ASSERT_TRUE(in_flight->Query("SELECT * FROM hotrow_lb_post_v1('busy', 1, 'early', 5, NULL)").ok());
+  ASSERT_TRUE(in_flight->Query("SELECT * FROM hotrow_lb_post_v1('busy', 'early', 5, NULL, 1, 0, NULL)").ok());
   std::promise<Status> deleted;
   std::thread deleter(
       [&] { deleted.set_value(Wait<Status>([&](auto done) { f.service->DeleteBoard("busy", done); })); });
@@ -62,7 +62,7 @@ TEST(PostgresBoards, ADeleteIsNotStarvedByPostsAndNewPostsAreRefusedAtOnce) {
       [&] { return OrThrow(other->Query("SELECT deleting FROM lb_board WHERE board_id = 'busy'")).Text(0, 0) == "t"; },
       std::chrono::seconds(5)));
   ASSERT_TRUE(other->Exec("SET statement_timeout = '2s'").ok());
-  auto late = other->Query("SELECT outcome FROM hotrow_lb_post_v1('busy', 1, 'late', 5, NULL)");
+  auto late = other->Query("SELECT outcome FROM hotrow_lb_post_v1('busy', 'late', 5, NULL, 1, 0, NULL)");
   ASSERT_TRUE(late.ok()) << "a new post must not wait behind the delete: " << late.status().ToString();
   EXPECT_EQ(late->Int(0, 0), 2) << "refused: no board";
   ASSERT_TRUE(in_flight->Exec("COMMIT").ok());
