@@ -390,6 +390,8 @@ std::shared_ptr<Board> LeaderboardService::BoardFor(const std::string& board_id,
       // An older archived season: below.
     } else if (it != boards_.end() && it->second->info.created_us > created_us) {
       return nullptr;  // gone since
+    } else if (auto gone = deleted_.find(board_id); gone != deleted_.end() && gone->second >= created_us) {
+      return nullptr;  // deleted here since (a late answer or message)
     } else {
       // A board made again on another instance, whose notification has not
       // reached this one yet: its Board starts here (the notification then
@@ -421,7 +423,10 @@ Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
     if ((it == boards_.end() ? nullptr : it->second) != before) continue;
     if (!info.ok()) {
       if (info.status().code() != ErrorCode::kNotFound) return info.status();
-      if (it != boards_.end() && board_id != kDefaultBoard) boards_.erase(it);
+      if (it != boards_.end() && board_id != kDefaultBoard) {
+        deleted_[board_id] = std::max(deleted_[board_id], it->second->info.created_us);
+        boards_.erase(it);
+      }
       changes_.fetch_add(1, std::memory_order_acq_rel);
       return Status::Ok();
     }
@@ -551,6 +556,7 @@ void LeaderboardService::DeleteBoard(const std::string& board_id, std::function<
       std::unique_lock lock(mutex_);
       auto it = boards_.find(board_id);
       if (it != boards_.end() && it->second->info.created_us == created) boards_.erase(it);
+      deleted_[board_id] = std::max(deleted_[board_id], created);
       changes_.fetch_add(1, std::memory_order_acq_rel);
     }
     done(s);

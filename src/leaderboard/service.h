@@ -237,6 +237,9 @@ class LeaderboardService final : public DomainService {
   mutable RwLock mutex_;
   std::map<std::string, std::shared_ptr<State>, std::less<>> boards_;
   std::atomic<uint64_t> changes_{0};  // bumped by every change of boards_ (Load's check)
+  // The last deleted incarnation (creation time) of each board id this
+  // instance saw go: a late change of it must not bring it back.
+  std::map<std::string, int64_t, std::less<>> deleted_;
   // `default`'s first Board, which the legacy routes' hot reads use without
   // the lock or a season computation while the clock is before
   // default_until_us_ (0 once `default` moved to another season: then the

@@ -1,5 +1,8 @@
 // Runs the leaderboard contract on both backends: the embedded SQLite store
 // and Redis (a real redis-server started for the suite).
+#include <future>
+#include <mutex>
+
 #include "contract/leaderboard_contract.h"
 #include "contract/wait.h"
 #include "db/sqlite_database.h"
@@ -143,6 +146,87 @@ TEST(RedisBoards, ABoardMadeWhileTheOtherInstanceWasDeafReachesItAfterItsReconne
     if (!r.ok()) continue;  // b may not know the board yet
     EXPECT_EQ(r->entry.score, 10) << "best on the asc board keeps the lower score";
   }
+}
+
+// The real SQLite store, but a post's answer is held until the test lets it
+// go: the order in which PostgreSQL's pool threads may answer a post and a
+// delete that committed after it.
+class HeldPostAnswers : public leaderboard::LeaderboardStore {
+ public:
+  explicit HeldPostAnswers(leaderboard::LeaderboardStore& store) : store_(store) {}
+  Status Load(const std::function<void(leaderboard::BoardInfo)>& boards,
+              const std::function<void(const std::string&, int64_t, std::string, leaderboard::Stored)>& sink) override {
+    return store_.Load(boards, sink);
+  }
+  Result<std::vector<leaderboard::RecordedSeason>> SeasonHistory(const std::string& id) override {
+    return store_.SeasonHistory(id);
+  }
+  Result<leaderboard::BoardInfo> LoadBoard(const std::string& id) override { return store_.LoadBoard(id); }
+  void CreateBoard(leaderboard::BoardInfo b, std::function<void(Status)> done) override {
+    store_.CreateBoard(std::move(b), std::move(done));
+  }
+  void UpdateBoard(leaderboard::BoardInfo b, std::vector<leaderboard::RecordedSeason> h,
+                   std::function<void(Status)> done) override {
+    store_.UpdateBoard(std::move(b), std::move(h), std::move(done));
+  }
+  void DeleteBoard(leaderboard::BoardInfo b, std::function<void(Status)> done) override {
+    store_.DeleteBoard(std::move(b), std::move(done));
+  }
+  void PostScore(leaderboard::ScorePost p, std::function<void(Result<leaderboard::StoredScore>)> done) override {
+    store_.PostScore(std::move(p), [this, done = std::move(done)](Result<leaderboard::StoredScore> r) {
+      std::lock_guard lock(mutex_);
+      held_.push_back([r = std::move(r), done] { done(r); });
+    });
+  }
+  void Remove(std::string id, int64_t season, std::string client, std::function<void(Result<int64_t>)> done) override {
+    store_.Remove(std::move(id), season, std::move(client), std::move(done));
+  }
+  // Answers every held post (on the caller's thread); how many.
+  size_t Release() {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard lock(mutex_);
+      held.swap(held_);
+    }
+    for (auto& answer : held) answer();
+    return held.size();
+  }
+
+ private:
+  leaderboard::LeaderboardStore& store_;
+  std::mutex mutex_;
+  std::vector<std::function<void()>> held_;
+};
+
+// A post that committed before its board's delete, answered after it, must
+// not bring the board back on this instance. (Before, its answer made the
+// deleted board again here, with the post's settings, until a reload.)
+TEST(LeaderboardService, APostAnsweredAfterItsBoardsDeleteDoesNotBringTheBoardBack) {
+  TempDir dir;
+  auto db = OrThrow(db::sqlite::Database::Open(dir.File("lb.db")));
+  auto sqlite = OrThrow(leaderboard::SqliteLeaderboardStore::Open(*db));
+  db->writer().Start();
+  HeldPostAnswers store(*sqlite);
+  leaderboard::LeaderboardService service(store);
+  ASSERT_TRUE(service.Load().ok());
+  ASSERT_TRUE(Wait<Result<leaderboard::BoardView>>([&](auto done) {
+                service.CreateBoard(leaderboard::BoardInfo{.id = "gone", .settings = {}, .created_us = 0}, done);
+              }).ok());
+  std::promise<Result<leaderboard::Posted>> posted;
+  service.PostScore("gone", "ann", 5, std::nullopt, [&](Result<leaderboard::Posted> r) { posted.set_value(r); });
+  ASSERT_TRUE(Eventually(
+      [&] {
+        // The post is stored (held answer) once the writer has run it.
+        return Wait<Status>([&](auto done) { service.DeleteBoard("gone", done); }).ok();
+      },
+      std::chrono::seconds(5)));
+  ASSERT_EQ(store.Release(), 1u);
+  auto r = posted.get_future().get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(service.GetBoard("gone").status().code(), ErrorCode::kNotFound);
+  auto list = service.ListBoards(0, 10);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->total, 1) << "only default";
 }
 
 }  // namespace
