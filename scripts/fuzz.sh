@@ -28,7 +28,11 @@ while (($#)); do
 done
 ((${#TARGETS[@]})) || TARGETS=(json query time url http)
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz -j2 >/dev/null
+if ! cmake --build build-fuzz -j2 >build-fuzz/build.log 2>&1; then
+  grep -E "error|undefined reference" build-fuzz/build.log | head -20 >&2
+  echo "the fuzz targets do not build: build-fuzz/build.log" >&2
+  exit 1
+fi
 for t in "${TARGETS[@]}"; do
   shopt -s nullglob
   findings=(fuzz/findings/"$t"-*)
