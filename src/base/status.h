@@ -32,6 +32,7 @@ enum class ErrorCode {
   kGrantInProgress,       // a point grant is already running (409)
   kPeriodAlreadyGranted,  // a grant's period overlaps an earlier grant's (409)
   kIdempotencyMismatch,   // an Idempotency-Key reused with a different request (422)
+  kRateLimited,           // more requests than a configured rate allows (429)
   kPayloadTooLarge,       // body over the limit
   kUnsupportedMediaType,  // body that is not application/json
   kHeadersTooLarge,       // header block over the limit

@@ -30,7 +30,8 @@ struct ServeFlags {
   std::string access_log = "off";
   std::string log_format = "text";
   bool print_config = false;
-  bool test_hooks = false;  // boards with seasons of seconds (tests)
+  bool test_hooks = false;         // boards with seasons of seconds (tests)
+  std::string score_rate = "off";  // leaderboard posts per ClientId per board (--score-rate)
   bool print_routes = false;
   std::string config;  // read before parsing (cmd/config.h)
 };

@@ -150,6 +150,15 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
   c->add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
       ->envname("HOTROW_LOG_LEVEL")
       ->capture_default_str();
+  c->add_option("--score-rate", f.score_rate,
+                "Score posts per ClientId per board on this instance, e.g. 10/s or 600/min (a burst of one second's "
+                "worth); past it 429 with Retry-After; off by default")
+      ->envname("HOTROW_SCORE_RATE")
+      ->check([](const std::string& v) {
+        auto r = leaderboard::ParseScoreRate(v);
+        return r.ok() ? std::string() : r.status().message();
+      })
+      ->capture_default_str();
   c->add_flag(
        "--test-hooks", f.test_hooks,
        "Accept boards whose seasons last seconds (\"reset\":{\"everySeconds\":N}), for tests; never in production")
@@ -457,7 +466,8 @@ int RunServe(const ServeFlags& f) {
 
   b.plans = std::make_unique<dateplan::DatePlanService>(*b.plan_store, admin);
   b.board = std::make_unique<leaderboard::LeaderboardService>(
-      *b.board_store, leaderboard::LeaderboardOptions{.test_hooks = f.test_hooks});
+      *b.board_store, leaderboard::LeaderboardOptions{.test_hooks = f.test_hooks,
+                                                      .score_rate = leaderboard::ParseScoreRate(f.score_rate).value()});
   b.cards = std::make_unique<pointcard::PointCardService>(*b.card_store);
   for (DomainService* s : b.services()) {
     if (Status st = s->Load(); !st.ok()) {

@@ -35,6 +35,8 @@ int HttpStatusFor(ErrorCode code) {
       return 409;
     case ErrorCode::kIdempotencyMismatch:
       return 422;
+    case ErrorCode::kRateLimited:
+      return 429;
     case ErrorCode::kPayloadTooLarge:
       return 413;
     case ErrorCode::kUnsupportedMediaType:

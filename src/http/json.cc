@@ -73,8 +73,9 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
       root_is_object = true;
     else if (!Value(JsonObject::Kind::kObject))
       return false;
-    in_object_ = depth == 1;
-    if (depth == 1) in_array_ = false;
+    // Set where a top-level field's value begins; kept through its insides
+    // (so members after a nested value are still recorded).
+    if (depth == 1) in_object_ = true, in_array_ = false;
     ++depth;
     return true;
   }

@@ -102,11 +102,13 @@ constexpr std::string_view kBoards = R"sql(
 // 0 changed, 1 unchanged (an equal result keeps the player's seq), 2 no
 // board, 3 an increment left +-(2^53 - 1) (nothing written), 4 this clock
 // is outside [p_start_us, p_next_us) (nothing written; `score` is the
-// clock: post again for its season); with the board's creation time, order
-// and ranking. A season's first post deletes the seasons past keepSeasons.
+// clock: post again for its season), 5 the instance computed the season
+// with another schedule than the board's (p_schedule, ScheduleFingerprint;
+// nothing written: read the board again); with the board's creation time,
+// order and ranking.
 constexpr std::string_view kFunctions = R"sql(
   CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_client text, p_score bigint, p_op text, p_season int,
-                                               p_start_us bigint, p_next_us bigint)
+                                               p_start_us bigint, p_next_us bigint, p_schedule text)
   RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text)
   LANGUAGE plpgsql AS $$
   DECLARE
@@ -127,6 +129,12 @@ constexpr std::string_view kFunctions = R"sql(
       RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text;
       RETURN;
     END IF;
+    -- (Parenthesized: IF reads its condition up to the first THEN outside them.)
+    IF p_schedule <> (b.reset || ' ' || b.reset_timezone || ' ' || b.reset_every_s || ' ' || b.epoch_season || ' ' ||
+                      (CASE WHEN b.epoch_us <> 0 THEN b.epoch_us ELSE b.created_us END)) THEN
+      RETURN QUERY SELECT 5::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking;
+      RETURN;
+    END IF;
     op := COALESCE(p_op, b.operator);
     UPDATE leaderboard_clock SET n = GREATEST(leaderboard_clock.n + 1, nextval('leaderboard_seq')) WHERE id = 1
       RETURNING leaderboard_clock.n INTO n;
@@ -135,12 +143,6 @@ constexpr std::string_view kFunctions = R"sql(
     IF now_us < p_start_us OR (p_next_us IS NOT NULL AND now_us >= p_next_us) THEN
       RETURN QUERY SELECT 4::smallint, now_us, NULL::bigint, b.created_us, b.sort_order, b.ranking;
       RETURN;
-    END IF;
-    IF p_season - b.keep_seasons - 1 > b.purged_season THEN
-      DELETE FROM lb_score s WHERE s.board_id = p_board AND s.season <= p_season - b.keep_seasons - 1;
-      DELETE FROM lb_season s WHERE s.board_id = p_board AND s.season <= p_season - b.keep_seasons - 1;
-      UPDATE lb_board x SET purged_season = GREATEST(x.purged_season, p_season - b.keep_seasons - 1)
-        WHERE x.board_id = p_board;
     END IF;
     SELECT s.score, s.seq INTO old_score, old_seq FROM lb_score s
       WHERE s.board_id = p_board AND s.season = p_season AND s.client_id = p_client FOR UPDATE;
@@ -219,29 +221,45 @@ Result<BoardInfo> BoardFrom(const pg::Rows& r, int i) {
 }  // namespace
 
 Status PostgresLeaderboardStore::Load(
-    const std::function<void(BoardInfo)>& board_sink,
+    const std::function<int64_t(BoardInfo)>& board_sink,
     const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) {
-  // Boards and scores from one snapshot.
-  auto rows = pool_.Run<std::vector<pg::Rows>>(
-      [](pg::Connection& c) {
-        return c.Pipeline(
-            {{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"},
-             {std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE NOT deleting ORDER BY board_id"},
-             {"SELECT board_id, season, client_id, score, seq FROM lb_score"},
-             {"COMMIT"}});
+  // Boards and scores from one snapshot; the scores of the seasons each
+  // board's sink wants only (a board may keep 1,000 archived seasons).
+  auto rows = pool_.Run<pg::Rows>(
+      [&](pg::Connection& c) -> Result<pg::Rows> {
+        if (Status s = c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); !s.ok()) return s;
+        auto boards =
+            c.Query(std::string("SELECT ") + kBoardColumns + " FROM lb_board WHERE NOT deleting ORDER BY board_id");
+        if (!boards.ok()) {
+          if (Status rolled = c.Exec("ROLLBACK"); !rolled.ok()) c.MarkBroken();
+          return boards.status();
+        }
+        std::string ids = "{", froms = "{";  // array literals (ids are [A-Za-z0-9_.-])
+        for (int i = 0; i < boards->size(); ++i) {
+          auto board = BoardFrom(*boards, i);
+          if (!board.ok()) {
+            log::Warn("leaderboard: {}; it is not served", board.status().message());
+            continue;
+          }
+          std::string id = board->id;
+          int64_t from = board_sink(std::move(*board));
+          ids += (ids.size() > 1 ? ",\"" : "\"") + id + "\"";
+          froms += (froms.size() > 1 ? "," : "") + std::to_string(from);
+        }
+        auto scores = c.Query(
+            "SELECT s.board_id, s.season, s.client_id, s.score, s.seq FROM lb_score s "
+            "JOIN unnest($1::text[], $2::bigint[]) AS w(board_id, from_season) "
+            "ON s.board_id = w.board_id AND s.season >= w.from_season",
+            {ids + "}", froms + "}"});
+        if (Status s = c.Exec(scores.ok() ? "COMMIT" : "ROLLBACK"); !s.ok()) {
+          c.MarkBroken();
+          if (scores.ok()) return s;
+        }
+        return scores;
       },
       /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
-  const pg::Rows& boards = (*rows)[1];
-  for (int i = 0; i < boards.size(); ++i) {
-    auto board = BoardFrom(boards, i);
-    if (!board.ok()) {
-      log::Warn("leaderboard: {}; it is not served", board.status().message());
-      continue;
-    }
-    board_sink(std::move(*board));
-  }
-  const pg::Rows& scores = (*rows)[2];
+  const pg::Rows& scores = *rows;
   std::string board;
   for (int i = 0; i < scores.size(); ++i) {
     if (scores.Text(i, 0) != board) board = std::string(scores.Text(i, 0));
@@ -361,9 +379,9 @@ Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_
 namespace {
 
 // The statements of the request path, prepared once per connection.
-constexpr pg::NamedSql kPostScore{
-    "lb_post",
-    "SELECT outcome, score, seq, created_us, sort_order, ranking FROM hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7)"};
+constexpr pg::NamedSql kPostScore{"lb_post",
+                                  "SELECT outcome, score, seq, created_us, sort_order, ranking FROM "
+                                  "hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7, $8)"};
 constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
   WITH b AS (SELECT created_us FROM lb_board WHERE board_id = $1 AND NOT deleting),
   d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 AND EXISTS (SELECT 1 FROM b)
@@ -383,8 +401,13 @@ constexpr pg::NamedSql kCreateBoard{"lb_board_create", R"(
 constexpr pg::NamedSql kUpdateBoard{"lb_board_update", R"(
   WITH b AS (UPDATE lb_board SET reset = $2, reset_timezone = $3, auth = $4, keep_seasons = $5, reset_every_s = $7,
                                   epoch_season = $8, epoch_us = $9, pre_epoch_started_us = $10
-             WHERE board_id = $1 AND created_us = $6 AND NOT deleting RETURNING board_id)
+             WHERE board_id = $1 AND created_us = $6 AND NOT deleting
+               AND reset = $11 AND reset_timezone = $12 AND auth = $13 AND keep_seasons = $14 AND reset_every_s = $15
+               AND epoch_season = $16 AND epoch_us = $17 AND pre_epoch_started_us = $18
+             RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
+constexpr pg::NamedSql kBoardLive{"lb_board_live",
+                                  "SELECT 1 FROM lb_board WHERE board_id = $1 AND created_us = $2 AND NOT deleting"};
 // A delete in two commits: first the flag, which posts read before they
 // lock the board (an UPDATE of a non-key column, compatible with their FOR
 // KEY SHARE), so that no new post holds the row; then the DELETE, which
@@ -424,17 +447,22 @@ constexpr pg::NamedSql kRecordSeason{
     "lb_season_record",
     "INSERT INTO lb_season (board_id, season, started_us) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"};
 
-void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, std::vector<RecordedSeason> history,
+void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, BoardInfo expected, std::vector<RecordedSeason> history,
                                            std::function<void(Status)> done) {
-  pool_.Submit([b = std::move(b), history = std::move(history), done = std::move(done)](Result<pg::Connection*> c) {
+  pool_.Submit([b = std::move(b), expected = std::move(expected), history = std::move(history),
+                done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     const BoardSettings& s = b.settings;
+    const BoardSettings& e = expected.settings;
     std::vector<pg::Connection::Statement> work = {
         {"BEGIN"},
         {kUpdateBoard,
          {b.id, Name(s.reset), s.reset_timezone, Name(s.auth), std::to_string(s.keep_seasons),
           std::to_string(b.created_us), std::to_string(s.reset_every_s), std::to_string(b.epoch_season),
-          std::to_string(b.epoch_us), std::to_string(b.pre_epoch_started_us)}}};
+          std::to_string(b.epoch_us), std::to_string(b.pre_epoch_started_us), Name(e.reset), e.reset_timezone,
+          Name(e.auth), std::to_string(e.keep_seasons), std::to_string(e.reset_every_s),
+          std::to_string(expected.epoch_season), std::to_string(expected.epoch_us),
+          std::to_string(expected.pre_epoch_started_us)}}};
     for (const RecordedSeason& h : history)
       work.push_back({kRecordSeason, {b.id, std::to_string(h.season), std::to_string(h.started_us)}});
     work.push_back({"COMMIT"});
@@ -443,7 +471,12 @@ void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, std::vector<RecordedSeas
       if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();
       return done(rows.status());
     }
-    done((*rows)[1].empty() ? NoSuchBoard(b.id) : Status::Ok());
+    if (!(*rows)[1].empty()) return done(Status::Ok());
+    // Nothing updated (the history rows, if any, were recorded for nothing:
+    // INSERT ... DO NOTHING of starts that hold anyway).
+    auto live = (*c)->Query(kBoardLive, {b.id, std::to_string(b.created_us)});
+    if (!live.ok()) return done(live.status());
+    done(live->empty() ? NoSuchBoard(b.id) : BoardChangedMeanwhile(b.id));
   });
 }
 
@@ -468,7 +501,7 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
     auto rows = (*c)->Query(
         kPostScore, {p.board_id, p.client_id, std::to_string(p.score), p.op ? pg::Param(Name(*p.op)) : pg::Param(),
                      std::to_string(p.season), std::to_string(p.season_start_us),
-                     p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param()});
+                     p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param(), p.schedule});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(Status::Internal("the post function answered nothing"));
     switch (rows->Int(0, 0)) {
@@ -490,6 +523,11 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
         moved.moved_at_us = rows->Int(0, 1);
         return done(moved);
       }
+      case 5: {
+        StoredScore stale;
+        stale.stale_schedule = true;
+        return done(stale);
+      }
       case 2:
         return done(NoSuchBoard(p.board_id));
       case 3:
@@ -497,6 +535,41 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
       default:
         return done(Status::Internal("the post function answered outcome " + std::string(rows->Text(0, 0))));
     }
+  });
+}
+
+namespace {
+// A purge in batches (each its own transaction, then the connection goes
+// back to the pool), of the board of that creation time only, and only
+// while it is not purged that far already.
+constexpr int64_t kPurgeBatchRows = 5000;
+constexpr pg::NamedSql kPurgeBatch{"lb_purge_batch", R"(
+  WITH d AS (
+    DELETE FROM lb_score WHERE (board_id, season, client_id) IN (
+      SELECT s.board_id, s.season, s.client_id FROM lb_score s
+      WHERE s.board_id = $1 AND s.season <= $2
+        AND EXISTS (SELECT 1 FROM lb_board b WHERE b.board_id = $1 AND b.created_us = $3 AND b.purged_season < $2)
+      LIMIT 5000)
+    RETURNING 1)
+  SELECT count(*) FROM d)"};
+constexpr pg::NamedSql kPurgeFinish{"lb_purge_finish", R"(
+  WITH b AS (UPDATE lb_board SET purged_season = GREATEST(purged_season, $2)
+             WHERE board_id = $1 AND created_us = $3 RETURNING board_id)
+  DELETE FROM lb_season WHERE board_id = $1 AND season <= $2 AND EXISTS (SELECT 1 FROM b))"};
+}  // namespace
+
+void PostgresLeaderboardStore::Purge(std::string board_id, int64_t created_us, int64_t through_season,
+                                     std::function<void(Status)> done) {
+  pool_.Submit([this, board_id = std::move(board_id), created_us, through_season,
+                done = std::move(done)](Result<pg::Connection*> c) mutable {
+    if (!c.ok()) return done(c.status());
+    std::vector<pg::Param> params = {board_id, std::to_string(through_season), std::to_string(created_us)};
+    auto batch = (*c)->Query(kPurgeBatch, params);
+    if (!batch.ok()) return done(batch.status());
+    if (batch->Int(0, 0) >= kPurgeBatchRows)  // more: the next batch behind other work
+      return Purge(std::move(board_id), created_us, through_season, std::move(done));
+    auto finish = (*c)->Query(kPurgeFinish, params);
+    done(finish.status());
   });
 }
 

@@ -30,7 +30,7 @@ class PostgresLeaderboardStore final : public LeaderboardStore {
  public:
   static Result<std::unique_ptr<PostgresLeaderboardStore>> Open(db::pg::Pool& pool);
 
-  Status Load(const std::function<void(BoardInfo)>& board_sink,
+  Status Load(const std::function<int64_t(BoardInfo)>& board_sink,
               const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) override;
   Status LoadSeason(const std::string& board_id, int64_t season,
                     const std::function<void(std::string, Stored)>& sink) override;
@@ -39,9 +39,12 @@ class PostgresLeaderboardStore final : public LeaderboardStore {
   const char* channel() const override { return kBoardChannel; }
   Result<std::optional<ScoreChange>> Follow(std::string_view notification) override;
   void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;
-  void UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history, std::function<void(Status)> done) override;
+  void UpdateBoard(BoardInfo board, BoardInfo expected, std::vector<RecordedSeason> history,
+                   std::function<void(Status)> done) override;
   void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
   void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
+  void Purge(std::string board_id, int64_t created_us, int64_t through_season,
+             std::function<void(Status)> done) override;
   void Remove(std::string board_id, int64_t season, std::string client_id,
               std::function<void(Result<int64_t>)> done) override;
 

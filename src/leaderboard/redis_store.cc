@@ -51,37 +51,28 @@ if redis.call('EXISTS', 'hotrow:lb:m') == 1 then redis.call('RENAME', 'hotrow:lb
 redis.call('SADD', 'hotrow:lb:b:default:written', '1')
 )lua";
 
-// KEYS: boards, zset, members, seq, purged. ARGV: board, client, score,
+// KEYS: boards, zset, members, seq. ARGV: board, client, score,
 // operator ('' for the board's own), channel, season, its start, its next
 // ('' for none). Decides with the board's settings as stored (the hash's
 // "<order> <operator> <reset> <zone> <ranking> <auth> <keep> <created>
 // <every> <epoch season> <epoch> <pre-epoch start>") in the season given,
-// when TIME is inside it; a season's first post deletes the seasons past
-// keepSeasons (those the board's `written` set lists). Returns {'ok',
-// score, rank, changed, created, order, ranking}, {'noboard'}, {'range',
-// the stored score} or {'season', TIME in microseconds}.
+// when TIME is inside it and the instance computed it with the board's
+// schedule (ARGV[9], ScheduleFingerprint). Returns {'ok', score, rank,
+// changed, created, order, ranking}, {'noboard'}, {'range', the stored
+// score}, {'season', TIME in microseconds} or {'stale'}.
 const db::redis::Script kPostScript{WithHelpers(R"lua(
 local settings = redis.call('HGET', KEYS[1], ARGV[1])
 if not settings then return {'noboard'} end
 local f = {}
 for w in string.gmatch(settings, '%S+') do f[#f + 1] = w end
-local order, op, ranking, keep, created = f[1], f[2], f[5], tonumber(f[7]), f[8]
+local order, op, ranking, created = f[1], f[2], f[5], f[8]
+local epoch = f[11]
+if epoch == '0' then epoch = created end
+if ARGV[9] ~= f[3] .. ' ' .. f[4] .. ' ' .. f[9] .. ' ' .. f[10] .. ' ' .. epoch then return {'stale'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local season = tonumber(ARGV[6])
 if now < tonumber(ARGV[7]) or (ARGV[8] ~= '' and now >= tonumber(ARGV[8])) then return {'season', num(now)} end
 local prefix = 'hotrow:lb:b:' .. ARGV[1] .. ':'
-local last_gone = season - keep - 1
-if last_gone > (tonumber(redis.call('HGET', KEYS[5], ARGV[1])) or 0) then
-  for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
-    if tonumber(s) <= last_gone then
-      redis.call('DEL', prefix .. s .. ':z', prefix .. s .. ':m')
-      redis.call('SREM', prefix .. 'written', s)
-      redis.call('HDEL', prefix .. 'seasons', s)
-    end
-  end
-  redis.call('HSET', KEYS[5], ARGV[1], last_gone)
-end
 if ARGV[4] ~= '' then op = ARGV[4] end
 local desc = order == 'desc'
 local old = redis.call('HGET', KEYS[3], ARGV[2])
@@ -115,6 +106,35 @@ if ranking == 'shared' then rank = better_than(KEYS[2], v, desc) + 1 end
 return {'ok', num(v), rank, 1, created, order, ranking}
 )lua")};
 
+// KEYS: boards, purged. ARGV: board, created_us, through season. Deletes
+// the board's seasons through that one (their keys by UNLINK, whose memory
+// Redis frees off its main thread) and their recorded starts, once, if the
+// board is still that incarnation. Returns 1, or 0 when there was nothing
+// to do.
+const db::redis::Script kPurgeScript{R"lua(
+local settings = redis.call('HGET', KEYS[1], ARGV[1])
+if not settings then return 0 end
+local n, created = 0, nil
+for w in string.gmatch(settings, '%S+') do
+  n = n + 1
+  if n == 8 then created = w end
+end
+local through = tonumber(ARGV[3])
+if created ~= ARGV[2] or through <= (tonumber(redis.call('HGET', KEYS[2], ARGV[1])) or 0) then return 0 end
+local prefix = 'hotrow:lb:b:' .. ARGV[1] .. ':'
+for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
+  if tonumber(s) <= through then
+    redis.call('UNLINK', prefix .. s .. ':z', prefix .. s .. ':m')
+    redis.call('SREM', prefix .. 'written', s)
+  end
+end
+for _, s in ipairs(redis.call('HKEYS', prefix .. 'seasons')) do
+  if tonumber(s) <= through then redis.call('HDEL', prefix .. 'seasons', s) end
+end
+redis.call('HSET', KEYS[2], ARGV[1], through)
+return 1
+)lua"};
+
 // KEYS: boards, zset, members. ARGV: board, client, channel. Returns the
 // board's creation time (as text), 0 for no such player, -1 for no board.
 const db::redis::Script kRemoveScript{R"lua(
@@ -135,8 +155,10 @@ return -1
 
 // KEYS: boards, purged. ARGV: board, settings, channel, mode (create |
 // update | delete), created_us (update or delete: the board's, which must
-// match), then for an update the (season, start) pairs of its history.
-// Returns 1, or 0 (create: taken; update or delete: no such board). A
+// match), then for an update the settings it was made from (which must
+// still be the board's) and the (season, start) pairs of its history.
+// Returns 1, 0 (create: taken; update or delete: no such board) or 2
+// (update: the board changed meanwhile). A
 // delete takes every season's keys with it (the `written` set).
 const db::redis::Script kBoardScript{R"lua(
 local current = redis.call('HGET', KEYS[1], ARGV[1])
@@ -154,8 +176,9 @@ if ARGV[4] == 'create' then
 elseif not current or created(current) ~= ARGV[5] then
   return 0
 elseif ARGV[4] == 'update' then
+  if current ~= ARGV[6] then return 2 end
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  for i = 6, #ARGV - 1, 2 do redis.call('HSETNX', prefix .. 'seasons', ARGV[i], ARGV[i + 1]) end
+  for i = 7, #ARGV - 1, 2 do redis.call('HSETNX', prefix .. 'seasons', ARGV[i], ARGV[i + 1]) end
 else
   for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
     redis.call('DEL', prefix .. s .. ':z', prefix .. s .. ':m')
@@ -369,7 +392,7 @@ void RedisLeaderboardStore::InvalidateAll() {
   for (auto& [id, cache] : caches_) ++cache.version;
 }
 
-Status RedisLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
+Status RedisLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& board_sink,
                                    const std::function<void(const std::string&, int64_t, std::string, Stored)>&) {
   auto all = client_->CommandSync({"HGETALL", kBoards});
   if (!all.ok()) return all.status();
@@ -413,17 +436,24 @@ void RedisLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Stat
                 });
 }
 
-void RedisLeaderboardStore::UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history,
+void RedisLeaderboardStore::UpdateBoard(BoardInfo board, BoardInfo expected, std::vector<RecordedSeason> history,
                                         std::function<void(Status)> done) {
-  std::vector<std::string> args = {"2",           kBoards,  kPurged,  board.id,
-                                   Encode(board), kChannel, "update", std::to_string(board.created_us)};
+  std::vector<std::string> args = {"2",
+                                   kBoards,
+                                   kPurged,
+                                   board.id,
+                                   Encode(board),
+                                   kChannel,
+                                   "update",
+                                   std::to_string(board.created_us),
+                                   Encode(expected)};
   for (const RecordedSeason& h : history) {
     args.push_back(std::to_string(h.season));
     args.push_back(std::to_string(h.started_us));
   }
   client_->Eval(kBoardScript, std::move(args), [id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
     if (!r.ok()) return done(r.status());
-    done(r->integer == 1 ? Status::Ok() : NoSuchBoard(id));
+    done(r->integer == 1 ? Status::Ok() : r->integer == 2 ? BoardChangedMeanwhile(id) : NoSuchBoard(id));
   });
 }
 
@@ -444,9 +474,9 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
   const int64_t season = p.season;
   client_->Eval(
       kPostScript,
-      {"5", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq, kPurged, p.board_id,
-       p.client_id, std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
-       std::to_string(p.season_start_us), p.season_next_us ? std::to_string(*p.season_next_us) : ""},
+      {"4", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq, p.board_id, p.client_id,
+       std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
+       std::to_string(p.season_start_us), p.season_next_us ? std::to_string(*p.season_next_us) : "", p.schedule},
       [this, board_id, posted, season, done = std::move(done)](Result<db::redis::Reply> r) {
         if (!r.ok()) return done(r.status());
         const auto& e = r->elements;
@@ -456,6 +486,11 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
           StoredScore moved;
           moved.moved_at_us = ParseScore(e[1]);
           return done(moved);
+        }
+        if (e[0].str == "stale") {
+          StoredScore stale;
+          stale.stale_schedule = true;
+          return done(stale);
         }
         // The stored score, exact; the sum in int64 (Lua's double may round it).
         if (e[0].str == "range" && e.size() == 2) return done(IncrementOutOfRange(ParseScore(e[1]) + posted));
@@ -473,6 +508,13 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
                          .board_ranking = *ranking,
                          .season = season});
       });
+}
+
+void RedisLeaderboardStore::Purge(std::string board_id, int64_t created_us, int64_t through_season,
+                                  std::function<void(Status)> done) {
+  client_->Eval(kPurgeScript,
+                {"2", kBoards, kPurged, board_id, std::to_string(created_us), std::to_string(through_season)},
+                [done = std::move(done)](Result<db::redis::Reply> r) { done(r.status()); });
 }
 
 void RedisLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
@@ -511,6 +553,12 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
     return;
   }
   std::unique_lock lock(cache_mutex_);
+  if (caches_.size() >= kCachedSeasonsMax && !caches_.count({board.id, season})) {
+    // Bounded (a reader may walk every archived season): the idle entries
+    // go; a read after refetches.
+    for (auto it = caches_.begin(); it != caches_.end();)
+      it = it->second.waiters.empty() && !it->second.fetching ? caches_.erase(it) : std::next(it);
+  }
   BoardCache& cache = caches_[{board.id, season}];
   if (cache.board.created_us != board.created_us && !cache.fetching) {
     // Another incarnation of the id (deleted and made again): start over.

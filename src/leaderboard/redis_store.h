@@ -33,11 +33,11 @@
 // hotrow:lb:changed; a board's creation, change or deletion publishes
 // "board <id>", on which every instance reads that board again.
 //
-// Seasons: a post is given the season the instance's clock chose and its
-// bounds; the script checks them against Redis's TIME and answers "season"
-// (nothing written) when its clock is outside them (store.h, ScorePost).
-// The first post of a season deletes the keys of the seasons past
-// keepSeasons.
+// Seasons: a post is given the season the instance's clock chose, its
+// bounds and the schedule it used; the script checks them against Redis's
+// TIME and the board's settings and answers "season" or "stale" (nothing
+// written) when they disagree (store.h, ScorePost). Purge deletes the keys
+// of the seasons past keepSeasons, by UNLINK.
 //
 // Key layout migrations (db::redis::Migrate, hotrow:schema): step 1
 // (v0.7.0, contract) creates `default` and renames v0.1.0's hotrow:lb:z and
@@ -85,7 +85,7 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   // Redis ranks: only the boards to load; other instances' score changes
   // reach the cache by pub/sub (below), not through the service, and their
   // board changes through OnBoardChange.
-  Status Load(const std::function<void(BoardInfo)>& board_sink,
+  Status Load(const std::function<int64_t(BoardInfo)>& board_sink,
               const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) override;
   Result<std::vector<RecordedSeason>> SeasonHistory(const std::string& board_id) override;
   Result<BoardInfo> LoadBoard(const std::string& board_id) override;
@@ -94,9 +94,12 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   SharedRanking* shared_ranking() override { return this; }
 
   void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;
-  void UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history, std::function<void(Status)> done) override;
+  void UpdateBoard(BoardInfo board, BoardInfo expected, std::vector<RecordedSeason> history,
+                   std::function<void(Status)> done) override;
   void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
   void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
+  void Purge(std::string board_id, int64_t created_us, int64_t through_season,
+             std::function<void(Status)> done) override;
   void Remove(std::string board_id, int64_t season, std::string client_id,
               std::function<void(Result<int64_t>)> done) override;
 
@@ -149,6 +152,8 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   std::unique_ptr<db::redis::Subscriber> subscriber_;
   std::mutex cache_mutex_;
   std::map<std::pair<std::string, int64_t>, BoardCache> caches_;  // by (board id, season)
+  // Past it, a new (board, season) first drops every idle entry.
+  static constexpr size_t kCachedSeasonsMax = 4096;
   std::mutex listener_mutex_;
   std::function<void(const std::string&)> on_board_change_;
 };

@@ -81,6 +81,15 @@ Response BoardResponse(const BoardView& b, int status = 200) {
 
 Response Error(const Status& s) { return http::ErrorResponse(s); }
 
+// 429 past --score-rate, with Retry-After in whole seconds.
+Response RateLimited(int64_t wait_s) {
+  Response res = Error(Status(ErrorCode::kRateLimited, "more score posts for this player on this board than " +
+                                                           std::string("--score-rate allows; retry after ") +
+                                                           std::to_string(wait_s) + " s"));
+  res.AddHeader("Retry-After", std::to_string(wait_s));
+  return res;
+}
+
 Result<ScoreMode> ParseMode(const http::Query& q) {
   auto mode = q.Get("mode");
   if (!mode || *mode == "replace") return ScoreMode::kReplace;
@@ -123,11 +132,15 @@ Status ReadReset(const http::JsonObject& body, Reset* reset, int64_t* every_s) {
     *every_s = 0;
     return ReadChoice(body, "reset", ParseReset, kResets, reset);
   }
+  // Errors name the member as reset.<name>.
+  auto in_reset = [](const Status& s) {
+    return Status(s.code(), s.message(), s.field().empty() ? "reset" : "reset." + s.field());
+  };
   auto object = body.Object("reset");
   if (!object.ok()) return object.status();
-  if (Status s = object->OnlyFields({"everySeconds"}); !s.ok()) return s;
+  if (Status s = object->OnlyFields({"everySeconds"}); !s.ok()) return in_reset(s);
   auto every = object->Integer("everySeconds", 1, kResetEverySecondsMax);
-  if (!every.ok()) return every.status();
+  if (!every.ok()) return in_reset(every.status());
   *reset = Reset::kNone;
   *every_s = *every;
   return Status::Ok();
@@ -191,6 +204,7 @@ Result<int64_t> ReadSeason(LeaderboardService& service, const http::Query& q, co
   if (q.Get("season")) {
     auto season = q.Int("season", kFirstSeason);
     if (!season.ok()) return season.status();
+    if (*season < kFirstSeason) return Status::InvalidField("season", "season must be 1 or more");
     asked = *season;
   }
   return service.ReadSeason(board_id, asked);
@@ -244,6 +258,7 @@ void PostScore(LeaderboardService& service, const Request& req, Responder respon
   if (!mode.ok()) return responder.Send(Error(mode.status()));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
+  if (auto wait = service.RateLimit(kDefaultBoard, post->first)) return responder.Send(RateLimited(*wait));
   service.PostScore(post->first, post->second, *mode, [responder](Result<Posted> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     responder.Send(PostedResponse(*r, false));
@@ -390,6 +405,7 @@ void BoardScore(LeaderboardService& service, const Request& req, Responder respo
     return responder.Send(Error(Status::InvalidField("season", "a score goes to the board's current season")));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
+  if (auto wait = service.RateLimit(req.params.at(0), post->first)) return responder.Send(RateLimited(*wait));
   service.PostScore(req.params.at(0), post->first, post->second, std::nullopt, [responder](Result<Posted> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     responder.Send(PostedResponse(*r, true));
@@ -398,6 +414,11 @@ void BoardScore(LeaderboardService& service, const Request& req, Responder respo
 
 void BoardRemovePlayer(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
   if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  // Not silently the current season when another was meant.
+  if (query->Get("season"))
+    return responder.Send(Error(Status::InvalidField("season", "a player is removed from the current season only")));
   service.Remove(req.params.at(0), req.params.at(1),
                  [responder](const Status& s) mutable { responder.Send(s.ok() ? NoContent() : Error(s)); });
 }

@@ -1,6 +1,9 @@
 #include "leaderboard/season.h"
 
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -15,19 +18,52 @@ using Clock = std::chrono::system_clock;
 using Micros = std::chrono::microseconds;
 using TimePoint = std::chrono::time_point<Clock, Micros>;
 
+// An IANA zone name as tzdata spells them ("UTC", "Asia/Tokyo",
+// "America/Argentina/Buenos_Aires", "Etc/GMT+5"): segments that begin with a
+// capital letter, of letters, digits, '_', '+' and '-'. So never a path
+// ("/etc/localtime", "../x"), a host-dependent name ("localtime"), or a
+// POSIX TZ string, which would make instances disagree.
+bool IsZoneName(std::string_view name) {
+  constexpr size_t kNameMax = 64;
+  if (name.empty() || name.size() > kNameMax) return false;
+  size_t start = 0;
+  while (true) {
+    size_t slash = name.find('/', start);
+    std::string_view seg = name.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (seg.empty() || !std::isupper(static_cast<unsigned char>(seg[0]))) return false;
+    for (char c : seg)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '+' && c != '-') return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+// The machine's zone files (cctz reads $TZDIR, else this).
+std::string ZoneDir() {
+  const char* dir = std::getenv("TZDIR");
+  return dir && *dir ? dir : "/usr/share/zoneinfo";
+}
+
 // Zones by name, loaded once (a load reads a tzdata file).
 Result<cctz::time_zone> Zone(std::string_view name) {
   static std::mutex mutex;
   static std::map<std::string, cctz::time_zone, std::less<>> zones;
-  std::lock_guard lock(mutex);
-  auto it = zones.find(name);
-  if (it != zones.end()) return it->second;
-  cctz::time_zone tz;
-  if (name.empty() || !cctz::load_time_zone(std::string(name), &tz))
+  auto refused = [&] {
     return Status::InvalidField("resetTimezone",
                                 "resetTimezone must be an IANA time zone such as UTC or Asia/Tokyo, "
                                 "not '" +
                                     std::string(name) + "'");
+  };
+  if (!IsZoneName(name)) return refused();
+  std::lock_guard lock(mutex);
+  auto it = zones.find(name);
+  if (it != zones.end()) return it->second;
+  // Only names with a zone file reach cctz (it keeps every name it is asked
+  // for, found or not), and only regular files (never a FIFO that blocks).
+  std::error_code ec;
+  if (name != "UTC" && !std::filesystem::is_regular_file(ZoneDir() + "/" + std::string(name), ec)) return refused();
+  cctz::time_zone tz;
+  if (!cctz::load_time_zone(std::string(name), &tz)) return refused();
   return zones.emplace(std::string(name), tz).first->second;
 }
 
@@ -95,6 +131,12 @@ bool Resets(const SeasonSchedule& s) { return s.every_s > 0 || s.reset != Reset:
 
 Status ValidateTimezone(std::string_view name) { return Zone(name).status(); }
 
+std::string ScheduleFingerprint(const BoardInfo& b) {
+  const SeasonSchedule s = ScheduleOf(b);
+  return std::string(Name(s.reset)) + " " + s.timezone + " " + std::to_string(s.every_s) + " " +
+         std::to_string(s.epoch_season) + " " + std::to_string(s.epoch_us);
+}
+
 SeasonSchedule ScheduleOf(const BoardInfo& b) {
   return SeasonSchedule{.reset = b.settings.reset,
                         .timezone = b.settings.reset_timezone,
@@ -105,6 +147,9 @@ SeasonSchedule ScheduleOf(const BoardInfo& b) {
 }
 
 Result<SeasonAt> SeasonOf(const SeasonSchedule& s, int64_t t_us) {
+  // Before a board's creation (another clock, a little behind) is its
+  // first season: there is no season 0.
+  if (t_us < s.epoch_us && s.epoch_season <= kFirstSeasonOfAll) t_us = s.epoch_us;
   if (t_us < s.epoch_us) return SeasonAt{s.epoch_season - 1, s.pre_epoch_started_us, s.epoch_us};
   auto tz = Zone(s.timezone);
   if (!tz.ok()) return tz.status();

@@ -47,14 +47,23 @@ struct SeasonAt {
   std::optional<int64_t> next_us;  // when the next season begins; none without resets
 };
 
+// The first season of every board (there is no season 0).
+inline constexpr int64_t kFirstSeasonOfAll = 1;
+
 // A board's schedule, from its settings and epoch.
 SeasonSchedule ScheduleOf(const BoardInfo& board);
+
+// What a store of record compares to decide whether an instance computed a
+// post's season with the schedule it holds (store.h, ScorePost):
+// "<reset> <timezone> <every_s> <epoch_season> <epoch_us>".
+std::string ScheduleFingerprint(const BoardInfo& board);
 
 // invalid_field `resetTimezone` unless `name` is an IANA zone this machine's
 // tzdata knows ("UTC", "Asia/Tokyo").
 Status ValidateTimezone(std::string_view name);
 
-// The season containing `t_us`.
+// The season containing `t_us` (the first season for an instant before a
+// new board's creation).
 Result<SeasonAt> SeasonOf(const SeasonSchedule& schedule, int64_t t_us);
 
 // When season `season` (>= epoch_season) began; none before the epoch.

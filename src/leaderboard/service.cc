@@ -10,6 +10,7 @@
 
 #include "base/time.h"
 #include "ops/log.h"
+#include "ops/metrics.h"
 
 namespace hotrow::leaderboard {
 
@@ -44,6 +45,10 @@ bool SameSchedule(const BoardSettings& a, const BoardSettings& b) {
 LeaderboardService::LeaderboardService(LeaderboardStore& store, LeaderboardOptions options)
     : store_(store),
       options_(options),
+      limiter_(options.score_rate),
+      rate_limited_(&metrics::Registry::Default().GetCounter(
+          "hotrow_leaderboard_scores_rate_limited_total",
+          "Score posts refused with 429 past --score-rate (per ClientId per board per instance).")),
       ranking_(store.shared_ranking()),
       default_board_(ranking_ ? nullptr : std::make_shared<Board>()) {
   // Until Load places it, `default` is an empty board in season 1, read
@@ -68,7 +73,7 @@ LeaderboardService::LeaderboardService(LeaderboardStore& store, LeaderboardOptio
 LeaderboardService::~LeaderboardService() {
   store_.OnBoardChange(nullptr);
   std::unique_lock lock(archive_mutex_);
-  archive_idle_.wait(lock, [this] { return archive_loads_ == 0; });
+  threads_idle_.wait(lock, [this] { return threads_ == 0; });
 }
 
 Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::MakeState(BoardInfo info, int64_t season,
@@ -134,67 +139,76 @@ Result<bool> LeaderboardService::LoadOnce(uint64_t changes) {
     std::shared_lock lock(mutex_);
     default_season = default_season_;
   }
-  std::map<std::string, std::shared_ptr<State>, std::less<>> boards;
-  std::unordered_map<const Board*, std::vector<std::pair<std::string, Stored>>> players;
+  // Each board's season: the clock's, or later when this instance already
+  // moved it on (a store clock ahead) or the store holds scores of a later
+  // one; never earlier than what this instance holds.
+  struct Loading {
+    BoardInfo info;
+    int64_t season = kFirstSeason;
+    std::shared_ptr<State> old;  // this instance's state of the same incarnation
+  };
+  std::map<std::string, Loading, std::less<>> loading;
+  std::map<std::pair<std::string, int64_t>, std::vector<std::pair<std::string, Stored>>> rows;
   Status bad = Status::Ok();
   Status s = store_.Load(
-      [&](BoardInfo info) {
-        std::string id = info.id;
+      [&](BoardInfo info) -> int64_t {
         auto at = SeasonOf(ScheduleOf(info), now);
         if (!at.ok()) {
-          bad = at.status();
-          return;
+          // Its zone is gone from this machine's tzdata: that board is not
+          // served here, the others are.
+          log::Warn("leaderboard: board '{}' is not served: {}", info.id, at.status().message());
+          if (info.id == kDefaultBoard) bad = at.status();
+          return INT64_MAX;
         }
-        // The same Board objects across reloads where they hold the same
-        // season (`default`'s first is shared with the legacy routes);
-        // refilled below.
-        std::shared_ptr<Board> board;
-        std::shared_ptr<Board> previous;
-        if (auto old = Find(id); old && old->info.created_us == info.created_us) {
-          if (old->season == at->season) board = old->board;
-          if (old->season == at->season - 1) previous = old->board;
-          if (old->previous_season == at->season - 1) previous = old->previous;
-        }
-        if (id == kDefaultBoard && !board && (default_season == 0 || default_season == at->season))
-          board = default_board_;
-        auto state = MakeState(std::move(info), at->season, std::move(board));
-        if (!state.ok()) {
-          bad = state.status();
-          return;
-        }
-        // The season before, for late writes and reads of it.
-        if (!ranking_ && at->season > kFirstSeason) {
-          (*state)->previous_season = at->season - 1;
-          (*state)->previous =
-              previous ? previous
-                       : std::make_shared<Board>((*state)->info.settings.order, (*state)->info.settings.ranking);
-        }
-        boards[id] = std::move(*state);
+        int64_t season = at->season;
+        auto old = Find(info.id);
+        if (old && old->info.created_us != info.created_us) old = nullptr;
+        if (old) season = std::max(season, old->season);
+        std::string id = info.id;
+        loading[id] = Loading{std::move(info), season, std::move(old)};
+        return std::max(kFirstSeason, season - 1);  // this season's players and the one's before
       },
-      // Every board came first: each player goes to its season's Board,
-      // if held (archived seasons are read when asked for).
       [&](const std::string& board_id, int64_t season, std::string client_id, Stored st) {
-        auto it = boards.find(board_id);
-        if (it == boards.end()) return;
-        const State& state = *it->second;
-        const Board* b = season == state.season            ? state.board.get()
-                         : season == state.previous_season ? state.previous.get()
-                                                           : nullptr;
-        if (b) players[b].emplace_back(std::move(client_id), st);
+        rows[{board_id, season}].emplace_back(std::move(client_id), st);
       });
   if (!s.ok()) return s;
   if (!bad.ok()) return bad;
-  if (!boards.count(kDefaultBoard)) return Status::Internal("the store holds no board 'default'");
+  if (!loading.count(kDefaultBoard)) return Status::Internal("the store holds no board 'default'");
+  std::map<std::string, std::shared_ptr<State>, std::less<>> boards;
   int64_t total = 0;
-  for (auto& [id, state] : boards) {
-    for (const auto& b : {state->board, state->previous}) {
-      if (!b) continue;
-      auto it = players.find(b.get());
-      b->ReplaceAll(it == players.end() ? std::vector<std::pair<std::string, Stored>>{} : it->second);
+  for (auto& [id, l] : loading) {
+    // A later season the store holds scores of already.
+    auto last = rows.lower_bound({id, INT64_MAX});
+    if (last != rows.begin() && std::prev(last)->first.first == id)
+      l.season = std::max(l.season, std::prev(last)->first.second);
+    // The same Board objects across reloads where they hold the same season
+    // (`default`'s first is shared with the legacy routes); refilled below.
+    std::shared_ptr<Board> board, previous;
+    if (l.old) {
+      if (l.old->season == l.season) board = l.old->board;
+      if (l.old->season == l.season - 1) previous = l.old->board;
+      if (l.old->previous_season == l.season - 1) previous = l.old->previous;
     }
-    if (state->board) total += state->board->size();
+    if (id == kDefaultBoard && !board && (default_season == 0 || default_season == l.season)) board = default_board_;
+    auto state = MakeState(l.info, l.season, std::move(board));
+    if (!state.ok()) return state.status();
+    // The season before, for late writes and reads of it.
+    if (!ranking_ && l.season > kFirstSeason) {
+      (*state)->previous_season = l.season - 1;
+      (*state)->previous =
+          previous ? previous : std::make_shared<Board>(l.info.settings.order, l.info.settings.ranking);
+    }
+    for (const auto& [b, season] :
+         {std::pair{(*state)->board, (*state)->season}, std::pair{(*state)->previous, (*state)->previous_season}}) {
+      if (!b) continue;
+      auto it = rows.find({id, season});
+      b->ReplaceAll(it == rows.end() ? std::vector<std::pair<std::string, Stored>>{} : it->second);
+    }
+    if ((*state)->board) total += (*state)->board->size();
+    boards[id] = std::move(*state);
   }
   size_t count = boards.size();
+  std::vector<std::pair<std::string, std::shared_ptr<State>>> boards_copy(boards.begin(), boards.end());
   {
     std::unique_lock lock(mutex_);
     if (changes_.load(std::memory_order_acquire) != changes) return false;
@@ -203,9 +217,20 @@ Result<bool> LeaderboardService::LoadOnce(uint64_t changes) {
     if (default_board_ && def->board == default_board_) default_season_ = def->season;
     Place(def);
   }
+  for (const auto& [id, state] : boards_copy) PurgeOld(*state);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   log::Info("leaderboard: loaded {} board(s) and {} player(s) into memory in {} ms", count, total, ms);
   return true;
+}
+
+void LeaderboardService::PurgeOld(const State& state) {
+  const int64_t through = state.season - state.info.settings.keep_seasons - 1;
+  if (through < kFirstSeason) return;
+  store_.Purge(state.info.id, state.info.created_us, through, [id = state.info.id, through](const Status& s) {
+    // Read past keepSeasons never, so a failed purge only keeps rows longer:
+    // the next season move (or start) tries again.
+    if (!s.ok()) log::Warn("leaderboard: deleting the seasons through {} of board '{}': {}", through, id, s.ToString());
+  });
 }
 
 size_t LeaderboardService::entries() const {
@@ -250,6 +275,8 @@ Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::Current(s
     if (it == boards_.end()) return NoSuchBoard(state->info.id);
     if (it->second == state) {
       Place(*moved);
+      lock.unlock();
+      PurgeOld(**moved);
       return *moved;
     }
     state = it->second;
@@ -298,15 +325,12 @@ void LeaderboardService::Archived(const std::shared_ptr<State>& state, int64_t s
   uint64_t changes = 0;
   {
     std::lock_guard lock(archive_mutex_);
-    if (limited && archive_loads_ >= kArchiveLoadsMax)
-      return done(Status::Unavailable("too many archived seasons are being read at once; try again"));
-    ++archive_loads_;
     changes = archive_changes_;
   }
   // Off the caller's thread (an event loop, or a store's): a season may
   // hold a million players.
-  std::thread([this, key = ArchiveKey{info.id, info.created_us, season}, order = info.settings.order,
-               ranking = info.settings.ranking, changes, done = std::move(done)]() mutable {
+  auto load = [this, key = ArchiveKey{info.id, info.created_us, season}, order = info.settings.order,
+               ranking = info.settings.ranking, changes](BoardCallback& done) {
     auto board = std::make_shared<Board>(order, ranking);
     std::vector<std::pair<std::string, Stored>> players;
     Status s = store_.LoadSeason(std::get<0>(key), std::get<2>(key), [&](std::string client_id, Stored st) {
@@ -328,14 +352,34 @@ void LeaderboardService::Archived(const std::shared_ptr<State>& state, int64_t s
       done(std::move(board));
     else
       done(s);
-    std::lock_guard lock(archive_mutex_);
-    if (--archive_loads_ == 0) archive_idle_.notify_all();
-  }).detach();
+  };
+  auto shared_done = std::make_shared<BoardCallback>(std::move(done));
+  if (!OffThread(limited ? kArchiveLoadsMax : 0,
+                 [load = std::move(load), shared_done]() mutable { load(*shared_done); }))
+    (*shared_done)(Status::Unavailable("too many archived seasons are being read at once; try again"));
 }
 
-void LeaderboardService::NoteArchivedWrite() {
-  std::lock_guard lock(archive_mutex_);
-  ++archive_changes_;
+bool LeaderboardService::OffThread(int limit, std::function<void()> work) {
+  {
+    std::lock_guard lock(archive_mutex_);
+    if (limit > 0 && threads_ >= limit) return false;
+    ++threads_;
+  }
+  auto finished = [this] {
+    std::lock_guard lock(archive_mutex_);
+    if (--threads_ == 0) threads_idle_.notify_all();
+  };
+  try {
+    std::thread([work = std::move(work), finished]() {
+      work();
+      finished();
+    }).detach();
+  } catch (const std::system_error& e) {
+    log::Error("leaderboard: cannot start a thread: {}", e.what());
+    finished();
+    return false;
+  }
+  return true;
 }
 
 Status LeaderboardService::Follow(std::string_view notification) {
@@ -356,10 +400,7 @@ Status LeaderboardService::Follow(std::string_view notification) {
   }
   auto board = BoardFor(change.board_id, change.board_created_us, change.season, state->info.settings.order,
                         state->info.settings.ranking);
-  if (!board) {
-    NoteArchivedWrite();  // an archived season not in memory: read from the store when asked
-    return Status::Ok();
-  }
+  if (!board) return Status::Ok();  // gone, or an archived season not in memory (BoardFor noted it)
   if (change.kind == ScoreChange::Kind::kErase)
     board->Erase(change.client_id);
   else
@@ -385,6 +426,8 @@ std::shared_ptr<Board> LeaderboardService::BoardFor(const std::string& board_id,
           return nullptr;
         }
         Place(*moved);
+        lock.unlock();
+        PurgeOld(**moved);
         return (*moved)->board;
       }
       // An older archived season: below.
@@ -407,7 +450,14 @@ std::shared_ptr<Board> LeaderboardService::BoardFor(const std::string& board_id,
       return (*state)->board;
     }
   }
-  return CachedArchive(board_id, created_us, season);
+  // An older archived season: its cached Board, or (atomically with that
+  // look-up) a note that a load overlapping this write must not be kept.
+  std::lock_guard lock(archive_mutex_);
+  ArchiveKey key{board_id, created_us, season};
+  for (const auto& [k, board] : archive_)
+    if (k == key) return board;
+  ++archive_changes_;
+  return nullptr;
 }
 
 Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
@@ -431,7 +481,12 @@ Status LeaderboardService::ApplyBoardChange(const std::string& board_id) {
       return Status::Ok();
     }
     auto at = SeasonOf(ScheduleOf(*info), NowMicros());
-    if (!at.ok()) return at.status();
+    if (!at.ok()) {
+      log::Warn("leaderboard: board '{}' is not served: {}", board_id, at.status().message());
+      if (it != boards_.end() && board_id != kDefaultBoard) boards_.erase(it);
+      changes_.fetch_add(1, std::memory_order_acq_rel);
+      return Status::Ok();
+    }
     // Order and ranking never change on a live board: one of another
     // creation time is a new board of the same id (deleted and made again).
     bool same = it != boards_.end() && it->second->info.created_us == info->created_us;
@@ -528,7 +583,7 @@ void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch pat
       history.push_back({s, *start});
     }
   }
-  store_.UpdateBoard(info, std::move(history), [this, info, done = std::move(done)](const Status& s) {
+  store_.UpdateBoard(info, old, std::move(history), [this, info, done = std::move(done)](const Status& s) {
     if (!s.ok()) return done(s);
     {
       std::unique_lock lock(mutex_);
@@ -536,9 +591,10 @@ void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch pat
       // Unless it was deleted meanwhile, or deleted and made again.
       if (it != boards_.end() && it->second->info.created_us == info.created_us) {
         auto state = Rebase(*it->second, info, it->second->season);
-        if (state.ok())
-          Place(std::move(*state));
-        else
+        if (state.ok()) {
+          Place(*state);
+          PurgeOld(**state);  // keepSeasons may be lower now
+        } else
           log::Error("leaderboard: board '{}' was changed but cannot be held: {}", info.id, state.status().ToString());
       }
     }
@@ -626,6 +682,14 @@ Result<std::vector<SeasonInfo>> LeaderboardService::Seasons(const std::string& b
   return seasons;
 }
 
+std::optional<int64_t> LeaderboardService::RateLimit(std::string_view board_id, std::string_view client_id) {
+  if (!limiter_.enabled()) return std::nullopt;
+  if (!ValidateBoardId(board_id, "board").ok() || !ValidateClientId(client_id).ok()) return std::nullopt;
+  auto wait = limiter_.Take(board_id, client_id, NowMicros());
+  if (wait) rate_limited_->Add();
+  return wait;
+}
+
 void LeaderboardService::PostScore(const std::string& board_id, const std::string& client_id, int64_t score,
                                    std::optional<Operator> op, std::function<void(Result<Posted>)> done) {
   if (Status s = ValidateBoardId(board_id, "board"); !s.ok()) return done(s);
@@ -651,15 +715,20 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
                  .op = op,
                  .season = (*state)->season,
                  .season_start_us = (*state)->season_started_us,
-                 .season_next_us = (*state)->season_next_us};
+                 .season_next_us = (*state)->season_next_us,
+                 .schedule = ScheduleFingerprint((*state)->info)};
   if (at_us != 0) {
-    // The store's clock was ahead of this instance's: the season at its time.
+    // The store's clock was outside this instance's season: the season at
+    // the store's time.
     auto at = SeasonOf(ScheduleOf((*state)->info), at_us);
     if (!at.ok()) return done(at.status());
     post.season = at->season;
     post.season_start_us = at->started_us;
     post.season_next_us = at->next_us;
   }
+  // The first season has no lower bound: a store clock a little behind the
+  // creating instance's is still in it (there is no season 0).
+  if (post.season == kFirstSeasonOfAll) post.season_start_us = 0;
   store_.PostScore(std::move(post), [this, board_id, client_id, score, op, tries,
                                      done = std::move(done)](Result<StoredScore> r) mutable {
     if (!r.ok()) return done(r.status());
@@ -670,6 +739,22 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
             Status::Unavailable("the board's season kept changing while the score was posted; nothing "
                                 "was stored"));
       return PostOnce(board_id, client_id, score, op, *r->moved_at_us, tries - 1, std::move(done));
+    }
+    if (r->stale_schedule) {
+      // This instance missed a change of the board's schedule: read the
+      // board again (not on a store thread: the read waits for the store),
+      // then post again. Nothing was written.
+      if (tries <= 1)
+        return done(
+            Status::Unavailable("the board's schedule kept changing while the score was posted; nothing "
+                                "was stored"));
+      auto again = std::make_shared<std::function<void(Result<Posted>)>>(std::move(done));
+      bool started = OffThread(0, [this, board_id, client_id, score, op, tries, again] {
+        if (Status s = ApplyBoardChange(board_id); !s.ok()) return (*again)(s);
+        PostOnce(board_id, client_id, score, op, 0, tries - 1, std::move(*again));
+      });
+      if (!started) (*again)(Status::Unavailable("the board's schedule changed; nothing was stored; try again"));
+      return;
     }
     const int64_t season = r->season;
     if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed, season});
@@ -691,7 +776,6 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
     // A season that ended while the post was under way, and that this
     // instance does not hold: its rank from the season as stored (after
     // this commit).
-    NoteArchivedWrite();
     Stored stored{.score = r->score, .seq = r->seq};
     bool changed = r->changed;
     Archived(state, season, /*limited=*/false,
@@ -726,10 +810,7 @@ void LeaderboardService::Remove(const std::string& board_id, const std::string& 
                     auto board = state ? BoardFor(board_id, *created, season, state->info.settings.order,
                                                   state->info.settings.ranking)
                                        : nullptr;
-                    if (board)
-                      board->Erase(client_id);
-                    else if (state)
-                      NoteArchivedWrite();
+                    if (board) board->Erase(client_id);
                   }
                   done(Status::Ok());
                 });

@@ -43,8 +43,10 @@
 #include "base/domain.h"
 #include "base/rw_lock.h"
 #include "leaderboard/board.h"
+#include "leaderboard/rate_limit.h"
 #include "leaderboard/season.h"
 #include "leaderboard/store.h"
+#include "ops/metrics.h"
 
 namespace hotrow::leaderboard {
 
@@ -87,6 +89,8 @@ struct LeaderboardOptions {
   // "reset":{"everySeconds":N} boards (serve --test-hooks): tests cannot
   // wait for midnight.
   bool test_hooks = false;
+  // Score posts per ClientId per board on this instance (--score-rate).
+  ScoreRate score_rate = {};
 };
 
 // Archived seasons' Boards kept in memory at once (least recently read
@@ -145,6 +149,11 @@ class LeaderboardService final : public DomainService {
   // 1-kRanksIdsMax distinct valid ids (invalid_field `clientIds` otherwise).
   void Ranks(const std::string& board_id, std::optional<int64_t> season, std::vector<std::string> client_ids,
              std::function<void(Result<RanksView>)> done);
+
+  // --score-rate: nullopt when a post of `client_id` to `board_id` may go
+  // on now (or the ids are invalid: PostScore refuses those), else the
+  // whole seconds until it may (429, Retry-After). Counts the refusal.
+  std::optional<int64_t> RateLimit(std::string_view board_id, std::string_view client_id);
 
   // The legacy routes: `default`, whose Board object the service keeps as
   // long as `default` is in one season (it never resets unless PATCHed).
@@ -210,9 +219,12 @@ class LeaderboardService final : public DomainService {
   // (`limited`: unavailable when kArchiveLoadsMax are under way).
   using BoardCallback = InlineFunction<void(Result<std::shared_ptr<Board>>), 256>;
   void Archived(const std::shared_ptr<State>& state, int64_t season, bool limited, BoardCallback done);
-  // A write went to an archived season not in memory: a read of it from
-  // the store that overlapped it is not kept.
-  void NoteArchivedWrite();
+  // Deletes, in the store, the board's seasons past keepSeasons (after it
+  // moved to a new season, or its keepSeasons changed).
+  void PurgeOld(const State& state);
+  // Runs `work` on a thread of its own, unless `limit` > 0 of them run
+  // already (or no thread can start): then false.
+  bool OffThread(int limit, std::function<void()> work);
   // A cached archived Board, or null.
   std::shared_ptr<Board> CachedArchive(const std::string& board_id, int64_t created_us, int64_t season);
   // Reads the board again (another instance created, changed or deleted it).
@@ -225,7 +237,8 @@ class LeaderboardService final : public DomainService {
   // current season's (moving on when the change is in a later one), the
   // previous one's, or a cached archived one; made here when this instance
   // has not heard of that incarnation yet. Null when the board is gone
-  // since, or the season is archived and not in memory.
+  // since, or the season is archived and not in memory (then a load of it
+  // that overlapped this write is not kept).
   std::shared_ptr<Board> BoardFor(const std::string& board_id, int64_t created_us, int64_t season, Order order,
                                   Ranking ranking);
   void PostOnce(const std::string& board_id, const std::string& client_id, int64_t score, std::optional<Operator> op,
@@ -233,7 +246,9 @@ class LeaderboardService final : public DomainService {
 
   LeaderboardStore& store_;
   const LeaderboardOptions options_;
-  SharedRanking* const ranking_;  // the store's, or nullptr: then each State's Board answers
+  ScoreRateLimiter limiter_;
+  metrics::Counter* const rate_limited_;  // hotrow_leaderboard_scores_rate_limited_total
+  SharedRanking* const ranking_;          // the store's, or nullptr: then each State's Board answers
   mutable RwLock mutex_;
   std::map<std::string, std::shared_ptr<State>, std::less<>> boards_;
   std::atomic<uint64_t> changes_{0};  // bumped by every change of boards_ (Load's check)
@@ -252,10 +267,12 @@ class LeaderboardService final : public DomainService {
   // seasons (a load that overlapped one is not kept).
   using ArchiveKey = std::tuple<std::string, int64_t, int64_t>;
   std::mutex archive_mutex_;
-  std::condition_variable archive_idle_;
   std::list<std::pair<ArchiveKey, std::shared_ptr<Board>>> archive_;
   uint64_t archive_changes_ = 0;
-  int archive_loads_ = 0;  // threads reading archived seasons (the destructor waits for them)
+  // Threads of OffThread under way (the destructor waits for them), under
+  // archive_mutex_.
+  std::condition_variable threads_idle_;
+  int threads_ = 0;
 };
 
 }  // namespace hotrow::leaderboard

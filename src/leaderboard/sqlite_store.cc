@@ -144,18 +144,32 @@ StoredScore Answer(const PostBoard& b, int64_t season, int64_t score, int64_t se
                      .season = season};
 }
 
-// A season's first post deletes the seasons past keepSeasons, once.
-Status Purge(sqlite::Connection& c, const PostBoard& board, int64_t season) {
-  int64_t last_gone = season - board.info.settings.keep_seasons - 1;
-  if (last_gone <= board.purged_season) return Status::Ok();
-  for (const char* sql : {"DELETE FROM lb_score WHERE board_id = ?1 AND season <= ?2",
-                          "DELETE FROM lb_season WHERE board_id = ?1 AND season <= ?2",
+// Rows a purge deletes per writer op, so the writer's other work (posts,
+// likes) waits for one batch at most, never a whole season.
+constexpr int64_t kPurgeBatchRows = 2000;
+
+// One batch of a purge of the board's seasons through `through`: true when
+// rows are left. Nothing when the board is gone, made again, or purged
+// that far already.
+Result<bool> PurgeBatch(sqlite::Connection& c, const std::string& board_id, int64_t created_us, int64_t through) {
+  auto board = c.Prepare("SELECT purged_season FROM lb_board WHERE board_id = ?1 AND created_us = ?2");
+  if (!board.ok()) return board.status();
+  auto row = board->Bind(1, board_id).Bind(2, created_us).Step();
+  if (!row.ok()) return row.status();
+  if (!*row || board->Int(0) >= through) return false;
+  auto scores = c.Prepare(
+      "DELETE FROM lb_score WHERE (board_id, season, client_id) IN (SELECT board_id, season, client_id FROM lb_score "
+      "WHERE board_id = ?1 AND season <= ?2 LIMIT ?3)");
+  if (!scores.ok()) return scores.status();
+  if (Status s = scores->Bind(1, board_id).Bind(2, through).Bind(3, kPurgeBatchRows).Run(); !s.ok()) return s;
+  if (c.Changes() >= kPurgeBatchRows) return true;
+  for (const char* sql : {"DELETE FROM lb_season WHERE board_id = ?1 AND season <= ?2",
                           "UPDATE lb_board SET purged_season = ?2 WHERE board_id = ?1"}) {
     auto q = c.Prepare(sql);
     if (!q.ok()) return q.status();
-    if (Status s = q->Bind(1, board.info.id).Bind(2, last_gone).Run(); !s.ok()) return s;
+    if (Status s = q->Bind(1, board_id).Bind(2, through).Run(); !s.ok()) return s;
   }
-  return Status::Ok();
+  return false;
 }
 
 // Decides and writes one score inside the batch transaction, in the season
@@ -166,7 +180,6 @@ Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
   auto at = SeasonOf(ScheduleOf(board->info), NowMicros());
   if (!at.ok()) return at.status();
   const int64_t season = at->season;
-  if (Status s = Purge(c, *board, season); !s.ok()) return s;
   auto find = c.Prepare("SELECT score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
   if (!find.ok()) return find.status();
   auto row = find->Bind(1, p.board_id).Bind(2, season).Bind(3, p.client_id).Step();
@@ -215,7 +228,7 @@ Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db:
   return std::unique_ptr<SqliteLeaderboardStore>(new SqliteLeaderboardStore(db));
 }
 
-Status SqliteLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_sink,
+Status SqliteLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& board_sink,
                                     const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) {
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
@@ -226,6 +239,7 @@ Status SqliteLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_
   } end{**conn};
   auto boards = (*conn)->Prepare(std::string("SELECT ") + kBoardColumns + " FROM lb_board ORDER BY board_id");
   if (!boards.ok()) return boards.status();
+  std::vector<std::pair<std::string, int64_t>> wanted;  // board, its lowest season wanted
   while (true) {
     auto row = boards->Step();
     if (!row.ok()) return row.status();
@@ -235,18 +249,22 @@ Status SqliteLeaderboardStore::Load(const std::function<void(BoardInfo)>& board_
       log::Warn("leaderboard: {}; it is not served", board.status().message());
       continue;
     }
-    board_sink(std::move(*board));
+    std::string id = board->id;
+    wanted.emplace_back(std::move(id), board_sink(std::move(*board)));
   }
-  auto q = (*conn)->Prepare("SELECT board_id, season, client_id, score, seq FROM lb_score");
+  auto q = (*conn)->Prepare("SELECT season, client_id, score, seq FROM lb_score WHERE board_id = ?1 AND season >= ?2");
   if (!q.ok()) return q.status();
-  std::string board;
-  while (true) {
-    auto row = q->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
-    if (q->Text(0) != board) board = std::string(q->Text(0));
-    sink(board, q->Int(1), std::string(q->Text(2)), Stored{.score = q->Int(3), .seq = q->Int(4)});
+  for (const auto& [board, from] : wanted) {
+    q->Reset();
+    q->Bind(1, board).Bind(2, from);
+    while (true) {
+      auto row = q->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      sink(board, q->Int(0), std::string(q->Text(1)), Stored{.score = q->Int(2), .seq = q->Int(3)});
+    }
   }
+  return Status::Ok();
 }
 
 Status SqliteLeaderboardStore::LoadSeason(const std::string& board_id, int64_t season,
@@ -303,21 +321,48 @@ void SqliteLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Sta
   SubmitStatus(db_, std::move(apply), std::move(done));
 }
 
-void SqliteLeaderboardStore::UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history,
+void SqliteLeaderboardStore::Purge(std::string board_id, int64_t created_us, int64_t through_season,
+                                   std::function<void(Status)> done) {
+  auto batch = [board_id, created_us, through_season](sqlite::Connection& c) {
+    return PurgeBatch(c, board_id, created_us, through_season);
+  };
+  sqlite::SubmitCall<bool>(
+      db_.writer(), std::move(batch),
+      [this, board_id, created_us, through_season, done = std::move(done)](const Result<bool>& more) mutable {
+        if (!more.ok()) return done(more.status());
+        if (!*more) return done(Status::Ok());
+        Purge(std::move(board_id), created_us, through_season, std::move(done));  // the next batch, behind other work
+      });
+}
+
+void SqliteLeaderboardStore::UpdateBoard(BoardInfo board, BoardInfo expected, std::vector<RecordedSeason> history,
                                          std::function<void(Status)> done) {
-  auto apply = [board = std::move(board), history = std::move(history)](sqlite::Connection& c) -> Status {
+  auto apply = [board = std::move(board), expected = std::move(expected),
+                history = std::move(history)](sqlite::Connection& c) -> Status {
     // Only what PATCH may change (and the schedule's epoch); order, operator
     // and ranking stay. Not a board of the same id made again since.
     auto q = c.Prepare(
         "UPDATE lb_board SET reset = ?2, reset_timezone = ?3, auth = ?4, keep_seasons = ?5, reset_every_s = ?7, "
-        "epoch_season = ?8, epoch_us = ?9, pre_epoch_started_us = ?10 WHERE board_id = ?1 AND created_us = ?6");
+        "epoch_season = ?8, epoch_us = ?9, pre_epoch_started_us = ?10 WHERE board_id = ?1 AND created_us = ?6 "
+        "AND reset = ?11 AND reset_timezone = ?12 AND auth = ?13 AND keep_seasons = ?14 AND reset_every_s = ?15 "
+        "AND epoch_season = ?16 AND epoch_us = ?17 AND pre_epoch_started_us = ?18");
     if (!q.ok()) return q.status();
     const BoardSettings& s = board.settings;
     q->Bind(1, board.id).Bind(2, Name(s.reset)).Bind(3, s.reset_timezone).Bind(4, Name(s.auth));
     q->Bind(5, s.keep_seasons).Bind(6, board.created_us).Bind(7, s.reset_every_s).Bind(8, board.epoch_season);
     q->Bind(9, board.epoch_us).Bind(10, board.pre_epoch_started_us);
+    const BoardSettings& e = expected.settings;
+    q->Bind(11, Name(e.reset)).Bind(12, e.reset_timezone).Bind(13, Name(e.auth)).Bind(14, e.keep_seasons);
+    q->Bind(15, e.reset_every_s).Bind(16, expected.epoch_season).Bind(17, expected.epoch_us);
+    q->Bind(18, expected.pre_epoch_started_us);
     if (Status st = q->Run(); !st.ok()) return st;
-    if (c.Changes() == 0) return NoSuchBoard(board.id);
+    if (c.Changes() == 0) {
+      auto live = c.Prepare("SELECT 1 FROM lb_board WHERE board_id = ?1 AND created_us = ?2");
+      if (!live.ok()) return live.status();
+      auto row = live->Bind(1, board.id).Bind(2, board.created_us).Step();
+      if (!row.ok()) return row.status();
+      return *row ? BoardChangedMeanwhile(board.id) : NoSuchBoard(board.id);
+    }
     for (const RecordedSeason& h : history) {
       auto r = c.Prepare("INSERT OR IGNORE INTO lb_season (board_id, season, started_us) VALUES (?1, ?2, ?3)");
       if (!r.ok()) return r.status();

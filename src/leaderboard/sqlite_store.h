@@ -26,16 +26,19 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
   // Creates and migrates the schema if needed (before db.writer().Start()).
   static Result<std::unique_ptr<SqliteLeaderboardStore>> Open(db::sqlite::Database& db);
 
-  Status Load(const std::function<void(BoardInfo)>& board_sink,
+  Status Load(const std::function<int64_t(BoardInfo)>& board_sink,
               const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) override;
   Status LoadSeason(const std::string& board_id, int64_t season,
                     const std::function<void(std::string, Stored)>& sink) override;
   Result<std::vector<RecordedSeason>> SeasonHistory(const std::string& board_id) override;
   Result<BoardInfo> LoadBoard(const std::string& board_id) override;
   void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;
-  void UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history, std::function<void(Status)> done) override;
+  void UpdateBoard(BoardInfo board, BoardInfo expected, std::vector<RecordedSeason> history,
+                   std::function<void(Status)> done) override;
   void DeleteBoard(BoardInfo board, std::function<void(Status)> done) override;
   void PostScore(ScorePost post, std::function<void(Result<StoredScore>)> done) override;
+  void Purge(std::string board_id, int64_t created_us, int64_t through_season,
+             std::function<void(Status)> done) override;
   void Remove(std::string board_id, int64_t season, std::string client_id,
               std::function<void(Result<int64_t>)> done) override;
 

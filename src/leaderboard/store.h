@@ -55,7 +55,12 @@ struct RecordedSeason {
 // the posting instance's clock chose with its bounds [start, next), check
 // them against their own clock (clock_timestamp() after the row locks,
 // TIME in the script), and answer `moved_at_us` when it falls outside:
-// nothing written, post again for the season at that time.
+// nothing written, post again for the season at that time. They also
+// compare `schedule` (ScheduleFingerprint) with the board's as stored, and
+// answer `stale_schedule` when the instance computed the season with
+// another (it missed a PATCH): nothing written, read the board again. The
+// first season's start is given as 0 (a clock a little behind the
+// creating instance's is still in it).
 struct ScorePost {
   std::string board_id = {};
   std::string client_id = {};
@@ -64,6 +69,7 @@ struct ScorePost {
   int64_t season = kFirstSeason;
   int64_t season_start_us = 0;
   std::optional<int64_t> season_next_us = std::nullopt;
+  std::string schedule = {};
 };
 
 // The player's stored score after a post: what the operator made of it (an
@@ -83,6 +89,7 @@ struct StoredScore {
   // Set when the store's clock put the post outside the season given:
   // nothing was written (ScorePost).
   std::optional<int64_t> moved_at_us = std::nullopt;
+  bool stale_schedule = false;  // nothing written (ScorePost)
 };
 
 // A change another instance made.
@@ -121,10 +128,11 @@ class LeaderboardStore {
   virtual ~LeaderboardStore() = default;
 
   // Calls board_sink once per board (a board whose settings this release
-  // cannot read is left out, with a warning), then (stores that do not rank
-  // themselves) sink once per stored player of every kept season.
+  // cannot read is left out, with a warning), which answers the lowest
+  // season of it whose players are wanted; then (stores that do not rank
+  // themselves) sink once per stored player of those seasons.
   virtual Status Load(
-      const std::function<void(BoardInfo)>& board_sink,
+      const std::function<int64_t(BoardInfo)>& board_sink,
       const std::function<void(const std::string& board_id, int64_t season, std::string client_id, Stored)>& sink) = 0;
   // Every player of one season of a board (an archived season's read).
   virtual Status LoadSeason(const std::string& board_id, int64_t season,
@@ -152,9 +160,12 @@ class LeaderboardStore {
   // already_exists when the id is taken.
   virtual void CreateBoard(BoardInfo board, std::function<void(Status)> done) = 0;
   // Stores `board`'s settings and schedule epoch, and records `history`
-  // (the starts of its seasons so far, when its schedule changed); not_found
-  // when it does not exist.
-  virtual void UpdateBoard(BoardInfo board, std::vector<RecordedSeason> history, std::function<void(Status)> done) = 0;
+  // (the starts of its seasons so far, when its schedule changed), if the
+  // board is as `expected` (the settings the change was made from: two
+  // changes at once must not each undo the other); conflict otherwise;
+  // not_found when it does not exist.
+  virtual void UpdateBoard(BoardInfo board, BoardInfo expected, std::vector<RecordedSeason> history,
+                           std::function<void(Status)> done) = 0;
   // Deletes the board (of that creation time: not one made again since) and
   // every score of it; not_found when it does not exist. (The service
   // refuses `default`.)
@@ -168,6 +179,13 @@ class LeaderboardStore {
   virtual void Remove(std::string board_id, int64_t season, std::string client_id,
                       std::function<void(Result<int64_t>)> done) = 0;
 
+  // Deletes the seasons through `through_season` of the board (of that
+  // creation time), in batches that never hold up posts for long: the
+  // seasons past keepSeasons. Idempotent; any instance may run it when it
+  // sees a board move to a new season.
+  virtual void Purge(std::string board_id, int64_t created_us, int64_t through_season,
+                     std::function<void(Status)> done) = 0;
+
   // Non-null for a store that ranks for every instance itself (Redis).
   virtual SharedRanking* shared_ranking() { return nullptr; }
 
@@ -177,6 +195,12 @@ class LeaderboardStore {
   // missed (the feed reconnected): then every board is read again.
   virtual void OnBoardChange(std::function<void(const std::string& board_id)> f) { (void)f; }
 };
+
+// The error every backend answers for a board changed under a PATCH.
+inline Status BoardChangedMeanwhile(std::string_view board_id) {
+  return Status::Conflict("board '" + std::string(board_id) +
+                          "' was changed by another request meanwhile; read it and send the change again");
+}
 
 // The error every backend answers for an unknown board.
 inline Status NoSuchBoard(std::string_view board_id) {

@@ -1,6 +1,7 @@
 // Leaderboard scenarios across processes: several instances on one Redis,
 // restarts, and the admin switch.
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -160,6 +161,63 @@ TEST(LeaderboardHttp, ABoardOfOneSecondSeasonsOverHttp) {
   auto patched = c.Request("PATCH", "/api/v1/boards/tick", R"({"reset":"weekly"})", admin);
   ASSERT_EQ(patched.status, 200) << patched.body;
   EXPECT_NE(patched.body.find(R"("reset":"weekly")"), std::string::npos) << patched.body;
+}
+
+// A board whose time zone this machine's tzdata no longer has (a tzdata
+// update, another machine) is left out, with a warning; the server and
+// every other board still start. (Before, the server refused to start.)
+TEST(LeaderboardHttp, ABoardWhoseZoneIsGoneIsLeftOutAndTheServerStillStarts) {
+  TempDir zones;
+  std::filesystem::create_directories(zones.File("Asia"));
+  std::filesystem::copy_file("/usr/share/zoneinfo/Asia/Tokyo", zones.File("Asia/Tokyo"));
+  std::filesystem::copy_file("/usr/share/zoneinfo/UTC", zones.File("UTC"));
+  TestServer server(TestServerOptions{.args = {}, .env = {{"TZDIR", zones.path()}}});
+  ASSERT_TRUE(server.ok());
+  {
+    HttpClient c(server.port());
+    const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+    auto made = c.Post("/api/v1/boards", R"({"id":"tokyo","reset":"daily","resetTimezone":"Asia/Tokyo"})", admin);
+    ASSERT_EQ(made.status, 201) << made.body;
+  }
+  ASSERT_EQ(server.Stop(), 0);
+  std::filesystem::remove(zones.File("Asia/Tokyo"));
+  ASSERT_TRUE(server.Start()) << "the server must start without the board's zone";
+  HttpClient c(server.port());
+  EXPECT_EQ(c.Get("/api/v1/boards/tokyo").status, 404);
+  EXPECT_EQ(c.Get("/api/v1/leaderboard").status, 200);
+  EXPECT_EQ(c.Get("/api/v1/boards/default").status, 200);
+}
+
+// --score-rate: a player's posts to a board past the rate get 429 with
+// Retry-After, others' (and the same player's on another board) go on;
+// the legacy route is limited too, and /metrics counts the refusals.
+TEST(LeaderboardHttp, ScoresPastTheRateAreRefusedWith429AndRetryAfter) {
+  TestServer server(0, {"--score-rate", "2/s"});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  ASSERT_EQ(c.Post("/api/v1/boards", R"({"id":"race"})", admin).status, 201);
+  auto post = [&](const std::string& path, const std::string& client) {
+    return c.Post(path, R"({"score":1})", {{"ClientId", client}});
+  };
+  // A burst of one second's worth (2), then refused.
+  EXPECT_EQ(post("/api/v1/boards/race/scores", "ann").status, 200);
+  EXPECT_EQ(post("/api/v1/boards/race/scores", "ann").status, 200);
+  auto refused = post("/api/v1/boards/race/scores", "ann");
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.Header("Retry-After"), "1");
+  EXPECT_NE(refused.body.find(R"("code":"rate_limited")"), std::string::npos) << refused.body;
+  EXPECT_EQ(post("/api/v1/boards/race/scores", "bob").status, 200);
+  EXPECT_EQ(post("/api/v1/score", "ann").status, 200);  // another board: default
+  EXPECT_EQ(post("/api/v1/score", "ann").status, 200);
+  EXPECT_EQ(post("/api/v1/score", "ann").status, 429);
+  // An invalid id is refused for what it is, not counted.
+  EXPECT_EQ(c.Post("/api/v1/boards/race/scores", R"({"score":1})", {{"ClientId", "bad id"}}).status, 400);
+  auto metrics = c.Get("/metrics");
+  EXPECT_NE(metrics.body.find("hotrow_leaderboard_scores_rate_limited_total 2"), std::string::npos) << metrics.body;
+  // A second later a token is back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(post("/api/v1/boards/race/scores", "ann").status, 200);
 }
 
 }  // namespace

@@ -52,7 +52,13 @@ TEST(PostgresBoards, ADeleteIsNotStarvedByPostsAndNewPostsAreRefusedAtOnce) {
   ASSERT_TRUE(f.Create("busy").ok());
   auto in_flight = f.Connect();
   ASSERT_TRUE(in_flight->Exec("BEGIN").ok());
-  ASSERT_TRUE(in_flight->Query("SELECT * FROM hotrow_lb_post_v1('busy', 'early', 5, NULL, 1, 0, NULL)").ok());
+  // The schedule as the store holds it (ScheduleFingerprint).
+  const std::string post =
+      "SELECT outcome FROM hotrow_lb_post_v1('busy', $1, 5, NULL, 1, 0, NULL, (SELECT reset || ' ' || reset_timezone "
+      "|| ' ' || reset_every_s || ' ' || epoch_season || ' ' || epoch_us FROM lb_board WHERE board_id = 'busy'))";
+  auto early = in_flight->Query(post, {"early"});
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  ASSERT_EQ(early->Int(0, 0), 0) << "stored";
   std::promise<Status> deleted;
   std::thread deleter(
       [&] { deleted.set_value(Wait<Status>([&](auto done) { f.service->DeleteBoard("busy", done); })); });
@@ -62,7 +68,7 @@ TEST(PostgresBoards, ADeleteIsNotStarvedByPostsAndNewPostsAreRefusedAtOnce) {
       [&] { return OrThrow(other->Query("SELECT deleting FROM lb_board WHERE board_id = 'busy'")).Text(0, 0) == "t"; },
       std::chrono::seconds(5)));
   ASSERT_TRUE(other->Exec("SET statement_timeout = '2s'").ok());
-  auto late = other->Query("SELECT outcome FROM hotrow_lb_post_v1('busy', 'late', 5, NULL, 1, 0, NULL)");
+  auto late = other->Query(post, {"late"});
   ASSERT_TRUE(late.ok()) << "a new post must not wait behind the delete: " << late.status().ToString();
   EXPECT_EQ(late->Int(0, 0), 2) << "refused: no board";
   ASSERT_TRUE(in_flight->Exec("COMMIT").ok());
@@ -123,6 +129,33 @@ TEST(PostgresBoards, AnOldInstancesWritesThroughTheViewFail) {
   EXPECT_FALSE(old->Query("DELETE FROM leaderboard WHERE client_id = 'p'").ok());
   EXPECT_FALSE(old->Query("UPDATE leaderboard SET score = 1 WHERE client_id = 'p'").ok());
   EXPECT_EQ(OrThrow(old->Query("SELECT COUNT(*) FROM lb_score WHERE client_id = 'p'")).Int(0, 0), 1);
+}
+
+// An instance that missed a change of a board's schedule (its NOTIFY lost)
+// must not post into a season computed with the old one: the post function
+// compares the schedule, answers "stale" (nothing written), and the
+// instance reads the board again (off the pool's threads) and posts with
+// the new one.
+TEST(PostgresBoards, APostComputedWithAMissedScheduleChangeIsRetriedWithTheNewOne) {
+  PgBoards f;
+  ASSERT_TRUE(f.Create("quiet").ok());
+  auto raw = f.Connect();
+  // Another instance's PATCH without its notification: seasons of one
+  // second from an epoch one second ago (season 2 or later now).
+  ASSERT_TRUE(raw->Exec("UPDATE lb_board SET reset_every_s = 1, epoch_season = 2, pre_epoch_started_us = created_us, "
+                        "epoch_us = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint - 1000000 "
+                        "WHERE board_id = 'quiet'")
+                  .ok());
+  auto posted = f.Post("quiet", "ann", 5);
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  EXPECT_GE(posted->season, 2) << "the season of the schedule the board has";
+  auto stored = raw->Query("SELECT season FROM lb_score WHERE board_id = 'quiet' AND client_id = 'ann'");
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1);
+  EXPECT_EQ(stored->Int(0, 0), posted->season);
+  auto now = f.service->GetBoard("quiet");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->info.settings.reset_every_s, 1) << "the instance read the board again";
 }
 
 }  // namespace

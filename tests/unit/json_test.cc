@@ -72,6 +72,28 @@ TEST(JsonObject, NestedValuesAreSkippedButTyped) {
   EXPECT_EQ(obj->Integer("d", 0, 1).status().message(), "d must be an integer, not an array");
 }
 
+// An object field's members, for {"reset":{"everySeconds":N}}: scalars kept,
+// nested values typed, every member recorded even after a nested one.
+// (Before, members after a nested value went unrecorded, so a duplicate of
+// one was not seen.)
+TEST(JsonObject, AnObjectFieldsMembersAreReadAndCheckedLikeTheTopLevel) {
+  auto obj = JsonObject::Parse(R"({"reset":{"everySeconds":5,"x":{"y":[1]},"z":"w"},"id":"a"})");
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  EXPECT_EQ(obj->KindOf("reset"), JsonObject::Kind::kObject);
+  auto reset = obj->Object("reset");
+  ASSERT_TRUE(reset.ok());
+  EXPECT_EQ(reset->Integer("everySeconds", 1, 10).value(), 5);
+  EXPECT_EQ(reset->String("z").value(), "w");
+  EXPECT_EQ(reset->String("x").status().message(), "x must be a string, not an object");
+  EXPECT_EQ(reset->OnlyFields({"everySeconds"}).field(), "x");
+  EXPECT_EQ(obj->String("id").value(), "a");
+  auto dup = JsonObject::Parse(R"({"reset":{"everySeconds":{},"everySeconds":5}})");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().field(), "reset.everySeconds");
+  EXPECT_EQ(obj->Object("id").status().field(), "id");
+  EXPECT_EQ(obj->Object("nope").status().field(), "nope");
+}
+
 TEST(JsonObject, DeepNestingDoesNotOverflowTheStack) {
   std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
   EXPECT_TRUE(JsonObject::Parse(deep).ok());

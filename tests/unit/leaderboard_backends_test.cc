@@ -3,6 +3,7 @@
 #include <future>
 #include <mutex>
 
+#include "base/time.h"
 #include "contract/leaderboard_contract.h"
 #include "contract/wait.h"
 #include "db/sqlite_database.h"
@@ -154,7 +155,7 @@ TEST(RedisBoards, ABoardMadeWhileTheOtherInstanceWasDeafReachesItAfterItsReconne
 class HeldPostAnswers : public leaderboard::LeaderboardStore {
  public:
   explicit HeldPostAnswers(leaderboard::LeaderboardStore& store) : store_(store) {}
-  Status Load(const std::function<void(leaderboard::BoardInfo)>& boards,
+  Status Load(const std::function<int64_t(leaderboard::BoardInfo)>& boards,
               const std::function<void(const std::string&, int64_t, std::string, leaderboard::Stored)>& sink) override {
     return store_.Load(boards, sink);
   }
@@ -165,9 +166,9 @@ class HeldPostAnswers : public leaderboard::LeaderboardStore {
   void CreateBoard(leaderboard::BoardInfo b, std::function<void(Status)> done) override {
     store_.CreateBoard(std::move(b), std::move(done));
   }
-  void UpdateBoard(leaderboard::BoardInfo b, std::vector<leaderboard::RecordedSeason> h,
-                   std::function<void(Status)> done) override {
-    store_.UpdateBoard(std::move(b), std::move(h), std::move(done));
+  void UpdateBoard(leaderboard::BoardInfo b, leaderboard::BoardInfo expected,
+                   std::vector<leaderboard::RecordedSeason> h, std::function<void(Status)> done) override {
+    store_.UpdateBoard(std::move(b), std::move(expected), std::move(h), std::move(done));
   }
   void DeleteBoard(leaderboard::BoardInfo b, std::function<void(Status)> done) override {
     store_.DeleteBoard(std::move(b), std::move(done));
@@ -177,6 +178,9 @@ class HeldPostAnswers : public leaderboard::LeaderboardStore {
       std::lock_guard lock(mutex_);
       held_.push_back([r = std::move(r), done] { done(r); });
     });
+  }
+  void Purge(std::string id, int64_t created_us, int64_t through, std::function<void(Status)> done) override {
+    store_.Purge(std::move(id), created_us, through, std::move(done));
   }
   void Remove(std::string id, int64_t season, std::string client, std::function<void(Result<int64_t>)> done) override {
     store_.Remove(std::move(id), season, std::move(client), std::move(done));
@@ -227,6 +231,44 @@ TEST(LeaderboardService, APostAnsweredAfterItsBoardsDeleteDoesNotBringTheBoardBa
   auto list = service.ListBoards(0, 10);
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->total, 1) << "only default";
+}
+
+// An instance that missed a change of a board's schedule (its message lost)
+// must not post into a season computed with the old one: the script
+// compares the schedule the season was computed with, answers "stale",
+// and the instance reads the board again and posts with the new one.
+// (Before, the post went to the old schedule's season.)
+TEST(RedisBoards, APostComputedWithAMissedScheduleChangeIsRetriedWithTheNewOne) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  auto store = OrThrow(leaderboard::RedisLeaderboardStore::Open(redis->url()));
+  leaderboard::LeaderboardService service(*store, leaderboard::LeaderboardOptions{.test_hooks = true});
+  ASSERT_TRUE(service.Load().ok());
+  ASSERT_TRUE(Wait<Result<leaderboard::BoardView>>([&](auto done) {
+                service.CreateBoard(leaderboard::BoardInfo{.id = "quiet", .settings = {}, .created_us = 0}, done);
+              }).ok());
+  auto view = service.GetBoard("quiet");
+  ASSERT_TRUE(view.ok());
+  // Another instance's PATCH, its message lost: seasons of one second from
+  // an epoch one second ago, so the board is in season 2 or later now.
+  leaderboard::BoardInfo changed = view->info;
+  changed.settings.reset_every_s = 1;
+  changed.epoch_season = 2;
+  changed.epoch_us = NowMicros() - 1'000'000;
+  changed.pre_epoch_started_us = view->info.created_us;
+  const auto& s = changed.settings;
+  std::string encoded = std::string(leaderboard::Name(s.order)) + " " + leaderboard::Name(s.op) + " none UTC " +
+                        leaderboard::Name(s.ranking) + " none " + std::to_string(s.keep_seasons) + " " +
+                        std::to_string(changed.created_us) + " 1 2 " + std::to_string(changed.epoch_us) + " " +
+                        std::to_string(changed.pre_epoch_started_us);
+  ASSERT_TRUE(store->client().CommandSync({"HSET", "hotrow:lb:boards", "quiet", encoded}).ok());
+  auto posted =
+      Wait<Result<leaderboard::Posted>>([&](auto done) { service.PostScore("quiet", "ann", 5, std::nullopt, done); });
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  EXPECT_GE(posted->season, 2) << "the season of the schedule the board has";
+  auto now = service.GetBoard("quiet");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->info.settings.reset_every_s, 1) << "the instance read the board again";
 }
 
 }  // namespace

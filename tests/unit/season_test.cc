@@ -35,6 +35,17 @@ TEST(Season, ANoResetBoardStaysInSeasonOne) {
   EXPECT_FALSE(at.next_us);
 }
 
+// A clock a little behind the one that made the board (another instance,
+// a database server) is in season 1 too: there is no season 0. (Before,
+// such a clock computed season 0, where a score was stored and never read.)
+TEST(Season, BeforeABoardsCreationIsItsFirstSeason) {
+  auto s = Daily("UTC", "2026-01-01T10:00:00Z");
+  auto at = Of(s, "2026-01-01T09:59:59Z");
+  EXPECT_EQ(at.season, 1);
+  EXPECT_EQ(at.started_us, At("2026-01-01T10:00:00Z"));
+  EXPECT_EQ(*at.next_us, At("2026-01-02T00:00:00Z"));
+}
+
 TEST(Season, DailyAtMidnightAndAfterLongDowntime) {
   auto s = Daily("UTC", "2026-01-01T10:00:00Z");
   auto first = Of(s, "2026-01-01T23:59:59Z");
@@ -138,6 +149,22 @@ TEST(Season, AnUnknownZoneIsRefused) {
   EXPECT_EQ(ValidateTimezone("").code(), ErrorCode::kInvalidField);
   EXPECT_TRUE(ValidateTimezone("Europe/Berlin").ok());
   EXPECT_TRUE(ValidateTimezone("UTC").ok());
+  EXPECT_TRUE(ValidateTimezone("America/Argentina/Buenos_Aires").ok());
+  EXPECT_TRUE(ValidateTimezone("Etc/GMT+5").ok());
+}
+
+// A zone is a tzdata name, never a path or a name whose meaning depends on
+// the host: cctz would read any file it is given (a FIFO blocks the loop
+// that asked), and instances would disagree. (Before, "/etc/localtime",
+// "../../etc/localtime", "localtime" and "Asia/Tokyo\0x" were accepted.)
+TEST(Season, AZoneIsANameNeverAPath) {
+  for (std::string_view bad : std::initializer_list<std::string_view>{
+           "/etc/localtime", "../../../../etc/localtime", "Asia/../Asia/Tokyo", "./UTC", "localtime", "posixrules",
+           "file:/usr/share/zoneinfo/UTC", "utc", "EST5EDT,M3.2.0,M11.1.0", "Asia//Tokyo", "Asia/Tokyo/",
+           std::string_view("Asia/Tokyo\0x", 12), "/tmp/fifo"})
+    EXPECT_EQ(ValidateTimezone(bad).code(), ErrorCode::kInvalidField) << bad;
+  // Long names never reach the zone loader (which keeps each name it sees).
+  EXPECT_EQ(ValidateTimezone(std::string(65, 'A')).code(), ErrorCode::kInvalidField);
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+// --score-rate: the token bucket per ClientId per board, its flag, and the
+// bound on buckets.
+#include "leaderboard/rate_limit.h"
+
+#include <gtest/gtest.h>
+
+namespace hotrow::leaderboard {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000;
+
+TEST(ScoreRate, ParsesPerSecondAndPerMinuteAndRefusesTheRest) {
+  EXPECT_EQ(ParseScoreRate("10/s")->per_second, 10);
+  EXPECT_EQ(ParseScoreRate("600/min")->per_second, 10);
+  EXPECT_EQ(ParseScoreRate("0.5/s")->per_second, 0.5);
+  EXPECT_EQ(ParseScoreRate("off")->per_second, 0);
+  EXPECT_EQ(ParseScoreRate("")->per_second, 0);
+  for (const char* bad : {"0/s", "-1/s", "10", "10/h", "ten/s", "10/s ", "1e7/s", "nan/s", "inf/s", "/s", "10/"}) {
+    auto r = ParseScoreRate(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().field(), "--score-rate") << bad;
+  }
+}
+
+TEST(ScoreRateLimiter, ABurstOfOneSecondsWorthThenTheRate) {
+  ScoreRateLimiter limiter(ScoreRate{2});
+  int64_t t = 1000 * kSecond;
+  EXPECT_FALSE(limiter.Take("b", "ann", t));
+  EXPECT_FALSE(limiter.Take("b", "ann", t));
+  auto wait = limiter.Take("b", "ann", t);
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(*wait, 1);  // whole seconds, at least one
+  // Another player, and the same player on another board, have their own.
+  EXPECT_FALSE(limiter.Take("b", "bob", t));
+  EXPECT_FALSE(limiter.Take("c", "ann", t));
+  // Half a second later one token is back (2/s), and only one.
+  EXPECT_FALSE(limiter.Take("b", "ann", t + kSecond / 2));
+  EXPECT_TRUE(limiter.Take("b", "ann", t + kSecond / 2));
+  // An idle player's bucket fills up to the burst, not beyond.
+  t += 100 * kSecond;
+  EXPECT_FALSE(limiter.Take("b", "ann", t));
+  EXPECT_FALSE(limiter.Take("b", "ann", t));
+  EXPECT_TRUE(limiter.Take("b", "ann", t));
+}
+
+TEST(ScoreRateLimiter, ASlowRateAnswersTheSecondsUntilItsNextToken) {
+  ScoreRateLimiter limiter(ScoreRate{1.0 / 60});  // 1/min: a burst of one
+  EXPECT_FALSE(limiter.Take("b", "ann", 0));
+  auto wait = limiter.Take("b", "ann", 0);
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(*wait, 60);
+  wait = limiter.Take("b", "ann", 30 * kSecond);
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(*wait, 30);
+  EXPECT_FALSE(limiter.Take("b", "ann", 60 * kSecond));
+}
+
+TEST(ScoreRateLimiter, TheBucketsAreBoundedAndTheIdleLongestGoFirst) {
+  ScoreRateLimiter limiter(ScoreRate{1}, /*buckets_max=*/ScoreRateLimiter::kShards * 4);
+  for (int i = 0; i < 10'000; ++i) EXPECT_FALSE(limiter.Take("b", "p" + std::to_string(i), i));
+  EXPECT_LE(limiter.buckets(), ScoreRateLimiter::kShards * 4);
+  // The last players are still limited; the first ones were evicted and
+  // start again with a full bucket.
+  EXPECT_TRUE(limiter.Take("b", "p9999", 10'000));
+  EXPECT_FALSE(limiter.Take("b", "p0", 10'000));
+}
+
+TEST(ScoreRateLimiter, OffAdmitsEverything) {
+  ScoreRateLimiter limiter(ScoreRate{});
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(limiter.Take("b", "ann", 0));
+  EXPECT_EQ(limiter.buckets(), 0u);
+}
+
+}  // namespace
+}  // namespace hotrow::leaderboard
