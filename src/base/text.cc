@@ -137,4 +137,13 @@ std::string HexEncode(std::string_view bytes) {
   return out;
 }
 
+Status ValidateIdempotencyKey(std::string_view key) {
+  if (key.empty() || key.size() > kIdempotencyKeyLengthMax)
+    return Status::InvalidField("Idempotency-Key", "Idempotency-Key must be 1-200 visible ASCII characters");
+  for (char c : key)
+    if (c < 0x21 || c > 0x7E)
+      return Status::InvalidField("Idempotency-Key", "Idempotency-Key must be 1-200 visible ASCII characters");
+  return Status::Ok();
+}
+
 }  // namespace hotrow

@@ -53,6 +53,11 @@ std::optional<int64_t> ParsePositiveId(std::string_view s);
 // Parses a decimal integer in [min, max] (an optional leading '-').
 std::optional<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max);
 
+// An Idempotency-Key header (payments, score posts): 1-200 visible ASCII
+// characters; invalid_field naming the header otherwise.
+inline constexpr size_t kIdempotencyKeyLengthMax = 200;
+Status ValidateIdempotencyKey(std::string_view key);
+
 // Lower-case hexadecimal of `bytes`.
 std::string HexEncode(std::string_view bytes);
 

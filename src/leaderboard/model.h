@@ -26,6 +26,8 @@ inline constexpr int64_t kScoreAbsMax = (int64_t{1} << 53) - 1;  // exact in a d
 inline constexpr int64_t kPageLimitMax = 100;
 inline constexpr int64_t kPageLimitDefault = 10;
 inline constexpr int64_t kAroundMax = 50;
+// A score post's Idempotency-Key is kept for 24 h (then purged).
+inline constexpr int64_t kIdempotencyKeptUs = 24ll * 3600 * 1000000;
 inline constexpr int64_t kOffsetMax = INT64_MAX - kPageLimitMax;  // offset + limit never overflows
 
 enum class ScoreMode {
@@ -160,7 +162,8 @@ struct PlayerView {
 struct Posted {
   Entry entry;  // the stored score and the rank after the request
   bool changed = false;
-  int64_t season = 1;  // the season it went to
+  int64_t season = 1;     // the season it went to
+  bool replayed = false;  // an Idempotency-Key retry: the kept answer, nothing written
 };
 
 // A demo player's score: around 5,000 with a long tail, so there are many

@@ -91,6 +91,25 @@ constexpr std::string_view kBoards = R"sql(
     SELECT client_id, score, seq FROM lb_score WHERE board_id = 'default' AND season = 1 OFFSET 0;
 )sql";
 
+// Step 2 (v0.7.0): score posts' Idempotency-Keys, with the answer each got
+// (store.h, ScorePost), kept kIdempotencyKeptUs; every keyed post deletes
+// a few expired ones, so the table holds about a day of keys.
+constexpr std::string_view kIdempotency = R"sql(
+  CREATE TABLE lb_idempotency (
+    board_id         text   NOT NULL REFERENCES lb_board ON DELETE CASCADE,
+    client_id        text   NOT NULL,
+    key              text   NOT NULL,
+    board_created_us bigint NOT NULL,
+    fingerprint      text   NOT NULL,
+    score            bigint NOT NULL,
+    seq              bigint NOT NULL,
+    season           int    NOT NULL,
+    created_us       bigint NOT NULL,
+    PRIMARY KEY (board_id, client_id, key)
+  );
+  CREATE INDEX lb_idempotency_created ON lb_idempotency (created_us);
+)sql";
+
 // The post: decides the stored score with the board's settings as stored
 // (p_op, when not NULL, overrides the operator: the legacy ?mode) and writes
 // it in one transaction. A board being deleted is refused before any lock,
@@ -104,12 +123,19 @@ constexpr std::string_view kBoards = R"sql(
 // is outside [p_start_us, p_next_us) (nothing written; `score` is the
 // clock: post again for its season), 5 the instance computed the season
 // with another schedule than the board's (p_schedule, ScheduleFingerprint;
-// nothing written: read the board again); with the board's creation time,
-// order and ranking.
+// nothing written: read the board again), 6 p_key was kept with another
+// fingerprint than p_fp, 7 p_key was kept with p_fp: its answer (score, seq,
+// season), nothing written; with the board's creation time, order and
+// ranking. The key is looked up under the clock's lock, so two posts with
+// one key are one after the other, and before the schedule and the season
+// (a retry after a reset still gets its answer).
 constexpr std::string_view kFunctions = R"sql(
+  DROP FUNCTION IF EXISTS hotrow_lb_post_v1(text, text, bigint, text, int, bigint, bigint, text);
   CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_client text, p_score bigint, p_op text, p_season int,
-                                               p_start_us bigint, p_next_us bigint, p_schedule text)
-  RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text)
+                                               p_start_us bigint, p_next_us bigint, p_schedule text, p_key text,
+                                               p_fp text)
+  RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text,
+                 season int)
   LANGUAGE plpgsql AS $$
   DECLARE
     b lb_board%ROWTYPE;
@@ -119,20 +145,15 @@ constexpr std::string_view kFunctions = R"sql(
     v bigint;
     n bigint;
     now_us bigint;
+    k lb_idempotency%ROWTYPE;
   BEGIN
     IF NOT EXISTS (SELECT 1 FROM lb_board x WHERE x.board_id = p_board AND NOT x.deleting) THEN
-      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text;
+      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::int;
       RETURN;
     END IF;
     SELECT * INTO b FROM lb_board x WHERE x.board_id = p_board FOR KEY SHARE;
     IF NOT FOUND OR b.deleting THEN
-      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text;
-      RETURN;
-    END IF;
-    -- (Parenthesized: IF reads its condition up to the first THEN outside them.)
-    IF p_schedule <> (b.reset || ' ' || b.reset_timezone || ' ' || b.reset_every_s || ' ' || b.epoch_season || ' ' ||
-                      (CASE WHEN b.epoch_us <> 0 THEN b.epoch_us ELSE b.created_us END)) THEN
-      RETURN QUERY SELECT 5::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking;
+      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::int;
       RETURN;
     END IF;
     op := COALESCE(p_op, b.operator);
@@ -140,8 +161,29 @@ constexpr std::string_view kFunctions = R"sql(
       RETURNING leaderboard_clock.n INTO n;
     -- The season is the one this clock, read after the locks, is in.
     now_us := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint;
+    IF p_key IS NOT NULL THEN
+      SELECT * INTO k FROM lb_idempotency x
+        WHERE x.board_id = p_board AND x.client_id = p_client AND x.key = p_key AND x.board_created_us = b.created_us
+          AND x.created_us > now_us - 86400000000;
+      IF FOUND THEN
+        IF k.fingerprint <> p_fp THEN
+          RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
+        ELSE
+          RETURN QUERY SELECT 7::smallint, k.score, k.seq, b.created_us, b.sort_order, b.ranking, k.season;
+        END IF;
+        RETURN;
+      END IF;
+      DELETE FROM lb_idempotency x WHERE (x.board_id, x.client_id, x.key) IN (
+        SELECT y.board_id, y.client_id, y.key FROM lb_idempotency y WHERE y.created_us <= now_us - 86400000000 LIMIT 10);
+    END IF;
+    -- (Parenthesized: IF reads its condition up to the first THEN outside them.)
+    IF p_schedule <> (b.reset || ' ' || b.reset_timezone || ' ' || b.reset_every_s || ' ' || b.epoch_season || ' ' ||
+                      (CASE WHEN b.epoch_us <> 0 THEN b.epoch_us ELSE b.created_us END)) THEN
+      RETURN QUERY SELECT 5::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
+      RETURN;
+    END IF;
     IF now_us < p_start_us OR (p_next_us IS NOT NULL AND now_us >= p_next_us) THEN
-      RETURN QUERY SELECT 4::smallint, now_us, NULL::bigint, b.created_us, b.sort_order, b.ranking;
+      RETURN QUERY SELECT 4::smallint, now_us, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
       RETURN;
     END IF;
     SELECT s.score, s.seq INTO old_score, old_seq FROM lb_score s
@@ -154,25 +196,34 @@ constexpr std::string_view kFunctions = R"sql(
     ELSE
       v := old_score + p_score;
       IF v < -9007199254740991 OR v > 9007199254740991 THEN
-        RETURN QUERY SELECT 3::smallint, v, NULL::bigint, b.created_us, b.sort_order, b.ranking;
+        RETURN QUERY SELECT 3::smallint, v, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
         RETURN;
       END IF;
     END IF;
     IF old_score IS NOT NULL AND v = old_score THEN
-      RETURN QUERY SELECT 1::smallint, old_score, old_seq, b.created_us, b.sort_order, b.ranking;
-      RETURN;
+      n := old_seq;
+      outcome := 1;
+    ELSE
+      INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (p_board, p_season, p_client, v, n)
+        ON CONFLICT ON CONSTRAINT lb_score_pkey DO UPDATE SET score = excluded.score, seq = excluded.seq;
+      PERFORM pg_notify('hotrow_lb', 'set2 ' || p_board || ' ' || b.created_us || ' ' || p_season || ' ' || v || ' ' ||
+                                     n || ' ' || p_client);
+      outcome := 0;
     END IF;
-    INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (p_board, p_season, p_client, v, n)
-      ON CONFLICT (board_id, season, client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq;
-    PERFORM pg_notify('hotrow_lb', 'set2 ' || p_board || ' ' || b.created_us || ' ' || p_season || ' ' || v || ' ' ||
-                                   n || ' ' || p_client);
-    RETURN QUERY SELECT 0::smallint, v, n, b.created_us, b.sort_order, b.ranking;
+    IF p_key IS NOT NULL THEN
+      INSERT INTO lb_idempotency VALUES (p_board, p_client, p_key, b.created_us, p_fp, v, n, p_season, now_us)
+        ON CONFLICT ON CONSTRAINT lb_idempotency_pkey DO UPDATE SET board_created_us = excluded.board_created_us,
+          fingerprint = excluded.fingerprint, score = excluded.score, seq = excluded.seq, season = excluded.season,
+          created_us = excluded.created_us;
+    END IF;
+    RETURN QUERY SELECT outcome, v, n, b.created_us, b.sort_order, b.ranking, p_season;
   END $$;
 )sql";
 
 Status MigrateSchema(pg::Connection& conn) {
   if (Status s = CreateSchema(conn); !s.ok()) return s;
-  if (Status s = pg::Migrate(conn, "leaderboard", {{.sql = kBoards, .contract = true}}); !s.ok()) return s;
+  if (Status s = pg::Migrate(conn, "leaderboard", {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}}); !s.ok())
+    return s;
   return conn.Exec(std::string(kFunctions));
 }
 
@@ -380,8 +431,8 @@ namespace {
 
 // The statements of the request path, prepared once per connection.
 constexpr pg::NamedSql kPostScore{"lb_post",
-                                  "SELECT outcome, score, seq, created_us, sort_order, ranking FROM "
-                                  "hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7, $8)"};
+                                  "SELECT outcome, score, seq, created_us, sort_order, ranking, season FROM "
+                                  "hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"};
 constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
   WITH b AS (SELECT created_us FROM lb_board WHERE board_id = $1 AND NOT deleting),
   d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 AND EXISTS (SELECT 1 FROM b)
@@ -501,12 +552,15 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
     auto rows = (*c)->Query(
         kPostScore, {p.board_id, p.client_id, std::to_string(p.score), p.op ? pg::Param(Name(*p.op)) : pg::Param(),
                      std::to_string(p.season), std::to_string(p.season_start_us),
-                     p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param(), p.schedule});
+                     p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param(), p.schedule,
+                     p.idempotency_key.empty() ? pg::Param() : pg::Param(p.idempotency_key),
+                     p.idempotency_key.empty() ? pg::Param() : pg::Param(p.fingerprint)});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(Status::Internal("the post function answered nothing"));
     switch (rows->Int(0, 0)) {
       case 0:
-      case 1: {
+      case 1:
+      case 7: {
         auto order = ParseOrder(rows->Text(0, 4));
         auto ranking = ParseRanking(rows->Text(0, 5));
         if (!order || !ranking) return done(Status::Internal("board '" + p.board_id + "' has unknown settings"));
@@ -516,8 +570,11 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
                                 .board_created_us = rows->Int(0, 3),
                                 .board_order = *order,
                                 .board_ranking = *ranking,
-                                .season = p.season});
+                                .season = rows->Int(0, 6),
+                                .replayed = rows->Int(0, 0) == 7});
       }
+      case 6:
+        return done(IdempotencyKeyReused(p.idempotency_key));
       case 4: {
         StoredScore moved;
         moved.moved_at_us = rows->Int(0, 1);

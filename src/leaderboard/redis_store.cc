@@ -57,9 +57,16 @@ redis.call('SADD', 'hotrow:lb:b:default:written', '1')
 // "<order> <operator> <reset> <zone> <ranking> <auth> <keep> <created>
 // <every> <epoch season> <epoch> <pre-epoch start>") in the season given,
 // when TIME is inside it and the instance computed it with the board's
-// schedule (ARGV[9], ScheduleFingerprint). Returns {'ok', score, rank,
-// changed, created, order, ranking}, {'noboard'}, {'range', the stored
-// score}, {'season', TIME in microseconds} or {'stale'}.
+// schedule (ARGV[9], ScheduleFingerprint). With an Idempotency-Key, KEYS[5]
+// is its key and ARGV[10] the post's fingerprint ('' without one): a kept
+// answer ("<created> <score> <member> <season> <fingerprint>", expiring
+// after kIdempotencyKeptUs) of this board incarnation is returned as
+// {'replay', score, the rank that entry has now, season, created, order,
+// ranking}, with another fingerprint as {'mismatch'}, before the schedule
+// and the season are looked at. Returns
+// {'ok', score, rank, changed, created, order, ranking}, {'noboard'},
+// {'range', the stored score}, {'season', TIME in microseconds} or
+// {'stale'}.
 const db::redis::Script kPostScript{WithHelpers(R"lua(
 local settings = redis.call('HGET', KEYS[1], ARGV[1])
 if not settings then return {'noboard'} end
@@ -68,6 +75,35 @@ for w in string.gmatch(settings, '%S+') do f[#f + 1] = w end
 local order, op, ranking, created = f[1], f[2], f[5], f[8]
 local epoch = f[11]
 if epoch == '0' then epoch = created end
+local keyed = ARGV[10] ~= ''
+if keyed then
+  local kept = redis.call('GET', KEYS[5])
+  if kept then
+    local kc, ks, km, kn, kf = string.match(kept, '^(%S+) (%S+) (%S+) (%S+) (.*)$')
+    if kc == created then
+      if kf ~= ARGV[10] then return {'mismatch'} end
+      -- The rank the kept entry has now (as a Board's RankOf): if it is no
+      -- longer there, placed for the count and taken out again.
+      local z = 'hotrow:lb:b:' .. ARGV[1] .. ':' .. kn .. ':z'
+      local rank
+      if ranking == 'shared' then
+        rank = better_than(z, tonumber(ks), order == 'desc') + 1
+      else
+        local present = redis.call('ZSCORE', z, km)
+        if not present then redis.call('ZADD', z, ks, km) end
+        rank = rank_of(z, km, order == 'desc') + 1
+        if not present then redis.call('ZREM', z, km) end
+      end
+      return {'replay', ks, rank, tonumber(kn), created, order, ranking}
+    end
+  end
+end
+local function answer(score, member, rank, changed)
+  if keyed then
+    redis.call('SET', KEYS[5], created .. ' ' .. score .. ' ' .. member .. ' ' .. ARGV[6] .. ' ' .. ARGV[10], 'PX', ARGV[11])
+  end
+  return {'ok', score, rank, changed, created, order, ranking}
+end
 if ARGV[9] ~= f[3] .. ' ' .. f[4] .. ' ' .. f[9] .. ' ' .. f[10] .. ' ' .. epoch then return {'stale'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -89,7 +125,7 @@ if old then
   if v == o then
     local rank = rank_of(KEYS[2], old, desc) + 1
     if ranking == 'shared' then rank = better_than(KEYS[2], o, desc) + 1 end
-    return {'ok', num(o), rank, 0, created, order, ranking}
+    return answer(num(o), old, rank, 0)
   end
   redis.call('ZREM', KEYS[2], old)
 end
@@ -103,7 +139,7 @@ redis.call('SADD', prefix .. 'written', ARGV[6])
 redis.call('PUBLISH', ARGV[5], ARGV[1])
 local rank = rank_of(KEYS[2], member, desc) + 1
 if ranking == 'shared' then rank = better_than(KEYS[2], v, desc) + 1 end
-return {'ok', num(v), rank, 1, created, order, ranking}
+return answer(num(v), member, rank, 1)
 )lua")};
 
 // KEYS: boards, purged. ARGV: board, created_us, through season. Deletes
@@ -474,10 +510,13 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
   const int64_t season = p.season;
   client_->Eval(
       kPostScript,
-      {"4", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq, p.board_id, p.client_id,
+      {"5", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq,
+       // (A space never appears in a ClientId, nor in a key.)
+       "hotrow:lb:b:" + p.board_id + ":key:" + p.client_id + " " + p.idempotency_key, p.board_id, p.client_id,
        std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
-       std::to_string(p.season_start_us), p.season_next_us ? std::to_string(*p.season_next_us) : "", p.schedule},
-      [this, board_id, posted, season, done = std::move(done)](Result<db::redis::Reply> r) {
+       std::to_string(p.season_start_us), p.season_next_us ? std::to_string(*p.season_next_us) : "", p.schedule,
+       p.idempotency_key.empty() ? std::string() : p.fingerprint, std::to_string(kIdempotencyKeptUs / 1000)},
+      [this, board_id, posted, season, key = p.idempotency_key, done = std::move(done)](Result<db::redis::Reply> r) {
         if (!r.ok()) return done(r.status());
         const auto& e = r->elements;
         if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));
@@ -486,6 +525,19 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
           StoredScore moved;
           moved.moved_at_us = ParseScore(e[1]);
           return done(moved);
+        }
+        if (e[0].str == "mismatch") return done(IdempotencyKeyReused(key));
+        if (e[0].str == "replay" && e.size() == 7) {
+          auto order = ParseOrder(e[5].str);
+          auto ranking = ParseRanking(e[6].str);
+          if (!order || !ranking) return done(Status::Internal("unexpected reply from the score script"));
+          return done(StoredScore{.score = ParseScore(e[1]),
+                                  .rank = ReplyInt(e[2]),
+                                  .board_created_us = ReplyInt(e[4]),
+                                  .board_order = *order,
+                                  .board_ranking = *ranking,
+                                  .season = ReplyInt(e[3]),
+                                  .replayed = true});
         }
         if (e[0].str == "stale") {
           StoredScore stale;

@@ -24,6 +24,10 @@
 //                               hash client id -> member
 //   hotrow:lb:seq               INCR counter: the sequence number of a
 //                               score change, for every board
+//   hotrow:lb:b:<board>:key:<client> <Idempotency-Key>
+//                               string "<board created> <score> <member>
+//                               <season> <fingerprint>", the answer a keyed
+//                               post got; expires after kIdempotencyKeptUs
 // On a desc board the digits are 2^53-1 - seq and pages read ZREVRANGE,
 // which orders equal scores by member bytes, descending: the earlier change
 // is the larger member. On an asc board they are seq itself and pages read

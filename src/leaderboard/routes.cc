@@ -221,8 +221,20 @@ Result<std::pair<std::string, int64_t>> ParsePost(const Request& req) {
   return std::pair{std::string(req.Header("ClientId")), *score};
 }
 
+// The Idempotency-Key header, if sent (the service checks it).
+PostExtras ExtrasOf(const Request& req) {
+  PostExtras extras;
+  if (req.HasHeader("Idempotency-Key")) {
+    extras.idempotency_key = std::string(req.Header("Idempotency-Key"));
+    // An empty header is a key that fails the check, not no key.
+    if (extras.idempotency_key.empty()) extras.idempotency_key = " ";
+  }
+  return extras;
+}
+
 Response PostedResponse(const Posted& p, bool with_season) {
   Response res;
+  if (p.replayed) res.AddHeader("Idempotent-Replayed", "true");
   JsonWriter w(res.body);
   w.StartObject();
   w.Field("clientId", p.entry.client_id);
@@ -259,10 +271,13 @@ void PostScore(LeaderboardService& service, const Request& req, Responder respon
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
   if (auto wait = service.RateLimit(kDefaultBoard, post->first)) return responder.Send(RateLimited(*wait));
-  service.PostScore(post->first, post->second, *mode, [responder](Result<Posted> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    responder.Send(PostedResponse(*r, false));
-  });
+  service.PostScore(
+      post->first, post->second, *mode,
+      [responder](Result<Posted> r) mutable {
+        if (!r.ok()) return responder.Send(Error(r.status()));
+        responder.Send(PostedResponse(*r, false));
+      },
+      ExtrasOf(req));
 }
 
 // A page: {"entries", "total", "next"} and, for a board route, "board" and
@@ -406,10 +421,11 @@ void BoardScore(LeaderboardService& service, const Request& req, Responder respo
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
   if (auto wait = service.RateLimit(req.params.at(0), post->first)) return responder.Send(RateLimited(*wait));
-  service.PostScore(req.params.at(0), post->first, post->second, std::nullopt, [responder](Result<Posted> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    responder.Send(PostedResponse(*r, true));
-  });
+  service.PostScore(req.params.at(0), post->first, post->second, std::nullopt, ExtrasOf(req),
+                    [responder](Result<Posted> r) mutable {
+                      if (!r.ok()) return responder.Send(Error(r.status()));
+                      responder.Send(PostedResponse(*r, true));
+                    });
 }
 
 void BoardRemovePlayer(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {

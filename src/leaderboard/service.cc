@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/text.h"
 #include "base/time.h"
 #include "ops/log.h"
 #include "ops/metrics.h"
@@ -691,19 +692,22 @@ std::optional<int64_t> LeaderboardService::RateLimit(std::string_view board_id, 
 }
 
 void LeaderboardService::PostScore(const std::string& board_id, const std::string& client_id, int64_t score,
-                                   std::optional<Operator> op, std::function<void(Result<Posted>)> done) {
+                                   std::optional<Operator> op, PostExtras extras,
+                                   std::function<void(Result<Posted>)> done) {
   if (Status s = ValidateBoardId(board_id, "board"); !s.ok()) return done(s);
   if (Status s = ValidateClientId(client_id); !s.ok()) return done(s);
   if (score < -kScoreAbsMax || score > kScoreAbsMax)
     return done(Status::OutOfRange("score", -kScoreAbsMax, kScoreAbsMax));
+  if (!extras.idempotency_key.empty())
+    if (Status s = ValidateIdempotencyKey(extras.idempotency_key); !s.ok()) return done(s);
   // A few rounds: each is one season boundary crossed between this
   // instance's clock and the store's.
   constexpr int kPostTries = 3;
-  PostOnce(board_id, client_id, score, op, 0, kPostTries, std::move(done));
+  PostOnce(board_id, client_id, score, op, extras, 0, kPostTries, std::move(done));
 }
 
 void LeaderboardService::PostOnce(const std::string& board_id, const std::string& client_id, int64_t score,
-                                  std::optional<Operator> op, int64_t at_us, int tries,
+                                  std::optional<Operator> op, const PostExtras& extras, int64_t at_us, int tries,
                                   std::function<void(Result<Posted>)> done) {
   auto found = FindOrNotFound(board_id);
   if (!found.ok()) return done(found.status());
@@ -717,6 +721,11 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
                  .season_start_us = (*state)->season_started_us,
                  .season_next_us = (*state)->season_next_us,
                  .schedule = ScheduleFingerprint((*state)->info)};
+  if (!extras.idempotency_key.empty()) {
+    // Every field of the request but the key's own scope (board, ClientId).
+    post.idempotency_key = extras.idempotency_key;
+    post.fingerprint = "score=" + std::to_string(score) + " op=" + (op ? Name(*op) : "board");
+  }
   if (at_us != 0) {
     // The store's clock was outside this instance's season: the season at
     // the store's time.
@@ -729,7 +738,7 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
   // The first season has no lower bound: a store clock a little behind the
   // creating instance's is still in it (there is no season 0).
   if (post.season == kFirstSeasonOfAll) post.season_start_us = 0;
-  store_.PostScore(std::move(post), [this, board_id, client_id, score, op, tries,
+  store_.PostScore(std::move(post), [this, board_id, client_id, score, op, extras, tries,
                                      done = std::move(done)](Result<StoredScore> r) mutable {
     if (!r.ok()) return done(r.status());
     if (r->moved_at_us) {
@@ -738,7 +747,7 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
         return done(
             Status::Unavailable("the board's season kept changing while the score was posted; nothing "
                                 "was stored"));
-      return PostOnce(board_id, client_id, score, op, *r->moved_at_us, tries - 1, std::move(done));
+      return PostOnce(board_id, client_id, score, op, extras, *r->moved_at_us, tries - 1, std::move(done));
     }
     if (r->stale_schedule) {
       // This instance missed a change of the board's schedule: read the
@@ -749,29 +758,34 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
             Status::Unavailable("the board's schedule kept changing while the score was posted; nothing "
                                 "was stored"));
       auto again = std::make_shared<std::function<void(Result<Posted>)>>(std::move(done));
-      bool started = OffThread(0, [this, board_id, client_id, score, op, tries, again] {
+      bool started = OffThread(0, [this, board_id, client_id, score, op, extras, tries, again] {
         if (Status s = ApplyBoardChange(board_id); !s.ok()) return (*again)(s);
-        PostOnce(board_id, client_id, score, op, 0, tries - 1, std::move(*again));
+        PostOnce(board_id, client_id, score, op, extras, 0, tries - 1, std::move(*again));
       });
       if (!started) (*again)(Status::Unavailable("the board's schedule changed; nothing was stored; try again"));
       return;
     }
     const int64_t season = r->season;
-    if (ranking_) return done(Posted{Entry{r->rank, client_id, r->score}, r->changed, season});
+    const bool replayed = r->replayed;
+    auto posted = [&](int64_t rank, int64_t score, bool changed) {
+      return Posted{Entry{rank, client_id, score}, changed, season, replayed};
+    };
+    if (ranking_) return done(posted(r->rank, r->score, r->changed));
     // The Board of the board and season the post went to, as the store
     // says. Changes reach it in seq order whatever order the commits answer
     // in; the rank is this request's score's, even when a later post for
-    // the same player reached the Board first.
+    // the same player reached the Board first. A replay changes nothing (the
+    // player may have posted or been removed since).
     if (auto board = BoardFor(board_id, r->board_created_us, season, r->board_order, r->board_ranking)) {
-      board->SetIfNewer(client_id, r->score, r->seq);
-      return done(Posted{Entry{board->RankOf(r->score, r->seq), client_id, r->score}, r->changed, season});
+      if (!replayed) board->SetIfNewer(client_id, r->score, r->seq);
+      return done(posted(board->RankOf(r->score, r->seq), r->score, r->changed));
     }
     auto state = StateOf(board_id, r->board_created_us);
     if (!state) {
       // The board was deleted (and made again) since: the score went with
       // it; its rank is what it was, which this instance no longer holds.
       Board gone(r->board_order, r->board_ranking);
-      return done(Posted{Entry{gone.RankOf(r->score, r->seq), client_id, r->score}, r->changed, season});
+      return done(posted(gone.RankOf(r->score, r->seq), r->score, r->changed));
     }
     // A season that ended while the post was under way, and that this
     // instance does not hold: its rank from the season as stored (after
@@ -779,17 +793,18 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
     Stored stored{.score = r->score, .seq = r->seq};
     bool changed = r->changed;
     Archived(state, season, /*limited=*/false,
-             [client_id, stored, changed, season, order = r->board_order, ranking = r->board_ranking,
+             [client_id, stored, changed, season, replayed, order = r->board_order, ranking = r->board_ranking,
               done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
                if (!b.ok()) {
                  // Stored all the same: never a 5xx for a write that landed.
                  log::Warn("leaderboard: the rank of a score posted to an ended season could not be read: {}",
                            b.status().ToString());
                  Board empty(order, ranking);
-                 return done(
-                     Posted{Entry{empty.RankOf(stored.score, stored.seq), client_id, stored.score}, changed, season});
+                 return done(Posted{Entry{empty.RankOf(stored.score, stored.seq), client_id, stored.score}, changed,
+                                    season, replayed});
                }
-               done(Posted{Entry{(*b)->RankOf(stored.score, stored.seq), client_id, stored.score}, changed, season});
+               done(Posted{Entry{(*b)->RankOf(stored.score, stored.seq), client_id, stored.score}, changed, season,
+                           replayed});
              });
   });
 }

@@ -85,6 +85,11 @@ struct RanksView {
   std::vector<std::string> missing;
 };
 
+// What a score post may carry besides the score.
+struct PostExtras {
+  std::string idempotency_key = {};  // empty: none; else as ValidateIdempotencyKey
+};
+
 struct LeaderboardOptions {
   // "reset":{"everySeconds":N} boards (serve --test-hooks): tests cannot
   // wait for midnight.
@@ -130,7 +135,15 @@ class LeaderboardService final : public DomainService {
   // board's operator, or `op` when given (the legacy route's ?mode). `done`
   // gets the score stored after the request, its rank and its season.
   void PostScore(const std::string& board_id, const std::string& client_id, int64_t score, std::optional<Operator> op,
-                 std::function<void(Result<Posted>)> done);
+                 std::function<void(Result<Posted>)> done) {
+    PostScore(board_id, client_id, score, op, PostExtras{}, std::move(done));
+  }
+  // With an Idempotency-Key (store.h, ScorePost): a retry gets the kept
+  // answer (score, season), `replayed`, with the rank that answer's entry
+  // has now; the same key with another score or operator is
+  // idempotency_mismatch.
+  void PostScore(const std::string& board_id, const std::string& client_id, int64_t score, std::optional<Operator> op,
+                 PostExtras extras, std::function<void(Result<Posted>)> done);
   // Removes the player from the current season; not_found when it has no
   // score there.
   void Remove(const std::string& board_id, const std::string& client_id, std::function<void(Status)> done);
@@ -157,10 +170,10 @@ class LeaderboardService final : public DomainService {
 
   // The legacy routes: `default`, whose Board object the service keeps as
   // long as `default` is in one season (it never resets unless PATCHed).
-  void PostScore(const std::string& client_id, int64_t score, ScoreMode mode,
-                 std::function<void(Result<Posted>)> done) {
+  void PostScore(const std::string& client_id, int64_t score, ScoreMode mode, std::function<void(Result<Posted>)> done,
+                 PostExtras extras = {}) {
     PostScore(std::string(kDefaultBoard), client_id, score,
-              mode == ScoreMode::kBest ? Operator::kBest : Operator::kReplace, std::move(done));
+              mode == ScoreMode::kBest ? Operator::kBest : Operator::kReplace, std::move(extras), std::move(done));
   }
   void Remove(const std::string& client_id, std::function<void(Status)> done) {
     Remove(std::string(kDefaultBoard), client_id, std::move(done));
@@ -242,7 +255,7 @@ class LeaderboardService final : public DomainService {
   std::shared_ptr<Board> BoardFor(const std::string& board_id, int64_t created_us, int64_t season, Order order,
                                   Ranking ranking);
   void PostOnce(const std::string& board_id, const std::string& client_id, int64_t score, std::optional<Operator> op,
-                int64_t at_us, int tries, std::function<void(Result<Posted>)> done);
+                const PostExtras& extras, int64_t at_us, int tries, std::function<void(Result<Posted>)> done);
 
   LeaderboardStore& store_;
   const LeaderboardOptions options_;

@@ -1,5 +1,7 @@
 #include "leaderboard/sqlite_store.h"
 
+#include <chrono>
+#include <future>
 #include <random>
 
 #include "base/time.h"
@@ -70,6 +72,24 @@ constexpr std::string_view kBoards = R"sql(
   INSERT INTO lb_score (board_id, season, client_id, score, seq)
     SELECT 'default', 1, client_id, score, seq FROM leaderboard;
   DROP TABLE leaderboard;
+)sql";
+
+// Step 2 (v0.7.0): score posts' Idempotency-Keys, with the answer each got
+// (ScorePost), kept kIdempotencyKeptUs.
+constexpr std::string_view kIdempotency = R"sql(
+  CREATE TABLE lb_idempotency (
+    board_id         TEXT    NOT NULL,
+    client_id        TEXT    NOT NULL,
+    key              TEXT    NOT NULL,
+    board_created_us INTEGER NOT NULL,  -- the board's incarnation
+    fingerprint      TEXT    NOT NULL,
+    score            INTEGER NOT NULL,
+    seq              INTEGER NOT NULL,
+    season           INTEGER NOT NULL,
+    created_us       INTEGER NOT NULL,
+    PRIMARY KEY (board_id, client_id, key)
+  ) WITHOUT ROWID;
+  CREATE INDEX lb_idempotency_created ON lb_idempotency (created_us);
 )sql";
 
 constexpr const char* kBoardColumns =
@@ -174,10 +194,54 @@ Result<bool> PurgeBatch(sqlite::Connection& c, const std::string& board_id, int6
 
 // Decides and writes one score inside the batch transaction, in the season
 // the writer's clock is in now.
+// The answer kept for the post's Idempotency-Key (replayed), if any.
+Result<std::optional<StoredScore>> Replay(sqlite::Connection& c, const ScorePost& p, const PostBoard& b, int64_t now) {
+  auto q = c.Prepare(
+      "SELECT fingerprint, score, seq, season FROM lb_idempotency WHERE board_id = ?1 AND client_id = ?2 AND "
+      "key = ?3 AND board_created_us = ?4 AND created_us > ?5");
+  if (!q.ok()) return q.status();
+  q->Bind(1, p.board_id).Bind(2, p.client_id).Bind(3, p.idempotency_key).Bind(4, b.info.created_us);
+  auto row = q->Bind(5, now - kIdempotencyKeptUs).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<StoredScore>();
+  if (q->Text(0) != p.fingerprint) return IdempotencyKeyReused(p.idempotency_key);
+  StoredScore kept = Answer(b, q->Int(3), q->Int(1), q->Int(2), false);
+  kept.replayed = true;
+  return std::optional(kept);
+}
+
+// Keeps the post's Idempotency-Key with its answer (over an expired one).
+Status KeepKey(sqlite::Connection& c, const ScorePost& p, const StoredScore& answer, int64_t now) {
+  if (p.idempotency_key.empty()) return Status::Ok();
+  auto q = c.Prepare(
+      "INSERT OR REPLACE INTO lb_idempotency (board_id, client_id, key, board_created_us, fingerprint, score, seq, "
+      "season, created_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  if (!q.ok()) return q.status();
+  q->Bind(1, p.board_id).Bind(2, p.client_id).Bind(3, p.idempotency_key).Bind(4, answer.board_created_us);
+  q->Bind(5, p.fingerprint).Bind(6, answer.score).Bind(7, answer.seq).Bind(8, answer.season).Bind(9, now);
+  return q->Run();
+}
+
+Result<StoredScore> ApplyScoreUnkept(sqlite::Connection& c, const ScorePost& p, const PostBoard& b, int64_t now);
+
 Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
   auto board = BoardForPost(c, p.board_id);
   if (!board.ok()) return board.status();
-  auto at = SeasonOf(ScheduleOf(board->info), NowMicros());
+  const int64_t now = NowMicros();
+  if (!p.idempotency_key.empty()) {
+    auto kept = Replay(c, p, *board, now);
+    if (!kept.ok()) return kept.status();
+    if (*kept) return **kept;
+  }
+  auto answer = ApplyScoreUnkept(c, p, *board, now);
+  if (!answer.ok()) return answer;
+  if (Status s = KeepKey(c, p, *answer, now); !s.ok()) return s;
+  return answer;
+}
+
+Result<StoredScore> ApplyScoreUnkept(sqlite::Connection& c, const ScorePost& p, const PostBoard& b, int64_t now) {
+  const PostBoard* board = &b;
+  auto at = SeasonOf(ScheduleOf(board->info), now);
   if (!at.ok()) return at.status();
   const int64_t season = at->season;
   auto find = c.Prepare("SELECT score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
@@ -220,12 +284,50 @@ void SubmitStatus(sqlite::Database& db, std::function<Status(sqlite::Connection&
 }  // namespace
 
 Status CreateLeaderboardSchema(sqlite::Connection& conn) {
-  return sqlite::MigrateComponent(conn, "leaderboard", {{.sql = kBoards, .contract = true}}, "leaderboard");
+  return sqlite::MigrateComponent(conn, "leaderboard", {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}},
+                                  "leaderboard");
 }
 
 Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db::sqlite::Database& db) {
   if (Status s = CreateLeaderboardSchema(db.writer().connection()); !s.ok()) return s;
-  return std::unique_ptr<SqliteLeaderboardStore>(new SqliteLeaderboardStore(db));
+  std::unique_ptr<SqliteLeaderboardStore> store(new SqliteLeaderboardStore(db));
+  // Idempotency-Keys older than kIdempotencyKeptUs go every hour (a replay
+  // ignores them already); the first pass shortly after start-up (the
+  // writer starts after Open).
+  store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
+                                                  [p = store.get()] { p->PurgeKeys(); });
+  return store;
+}
+
+SqliteLeaderboardStore::~SqliteLeaderboardStore() { Stop(); }
+
+void SqliteLeaderboardStore::Stop() {
+  if (purger_) purger_->Stop();
+}
+
+void SqliteLeaderboardStore::PurgeKeys() {
+  const int64_t cutoff = NowMicros() - kIdempotencyKeptUs;
+  // In batches, so that posts never wait behind a day's keys at once.
+  auto batch = [cutoff](sqlite::Connection& c) -> Result<bool> {
+    auto q = c.Prepare(
+        "DELETE FROM lb_idempotency WHERE (board_id, client_id, key) IN (SELECT board_id, client_id, key FROM "
+        "lb_idempotency WHERE created_us <= ?1 LIMIT ?2)");
+    if (!q.ok()) return q.status();
+    if (Status s = q->Bind(1, cutoff).Bind(2, kPurgeBatchRows).Run(); !s.ok()) return s;
+    return c.Changes() >= kPurgeBatchRows;
+  };
+  for (bool more = true; more;) {
+    std::promise<Result<bool>> answer;
+    auto future = answer.get_future();
+    sqlite::SubmitCall<bool>(db_.writer(), batch, [&answer](const Result<bool>& r) { answer.set_value(r); });
+    Result<bool> r = future.get();
+    if (!r.ok()) {
+      log::Warn("leaderboard: the purge of old Idempotency-Keys failed (the next pass retries): {}",
+                r.status().ToString());
+      return;
+    }
+    more = *r;
+  }
 }
 
 Status SqliteLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& board_sink,
@@ -379,7 +481,8 @@ void SqliteLeaderboardStore::DeleteBoard(BoardInfo info, std::function<void(Stat
     if (!board.ok()) return board.status();
     if (Status s = board->Bind(1, board_id).Bind(2, created).Run(); !s.ok()) return s;
     if (c.Changes() == 0) return NoSuchBoard(board_id);
-    for (const char* sql : {"DELETE FROM lb_score WHERE board_id = ?1", "DELETE FROM lb_season WHERE board_id = ?1"}) {
+    for (const char* sql : {"DELETE FROM lb_score WHERE board_id = ?1", "DELETE FROM lb_season WHERE board_id = ?1",
+                            "DELETE FROM lb_idempotency WHERE board_id = ?1"}) {
       auto q = c.Prepare(sql);
       if (!q.ok()) return q.status();
       if (Status s = q->Bind(1, board_id).Run(); !s.ok()) return s;

@@ -9,13 +9,15 @@
 // Schema: the component "leaderboard" of the main file
 // (sqlite::MigrateComponent). Step 1 creates the board tables with the board
 // `default` and moves v0.1.0's table leaderboard(client_id, score, seq) into
-// it, as season 1 of `default`.
+// it, as season 1 of `default`; step 2 adds lb_idempotency (score posts'
+// Idempotency-Keys, purged hourly after kIdempotencyKeptUs).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 
+#include "base/periodic_task.h"
 #include "db/sqlite_database.h"
 #include "leaderboard/store.h"
 
@@ -25,6 +27,8 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
  public:
   // Creates and migrates the schema if needed (before db.writer().Start()).
   static Result<std::unique_ptr<SqliteLeaderboardStore>> Open(db::sqlite::Database& db);
+  ~SqliteLeaderboardStore() override;
+  void Stop() override;
 
   Status Load(const std::function<int64_t(BoardInfo)>& board_sink,
               const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) override;
@@ -44,7 +48,10 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
 
  private:
   explicit SqliteLeaderboardStore(db::sqlite::Database& db) : db_(db) {}
+  // Deletes the Idempotency-Keys past kIdempotencyKeptUs (purger_'s thread).
+  void PurgeKeys();
   db::sqlite::Database& db_;
+  std::unique_ptr<PeriodicTask> purger_;
 };
 
 Status CreateLeaderboardSchema(db::sqlite::Connection& conn);

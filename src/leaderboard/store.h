@@ -61,6 +61,15 @@ struct RecordedSeason {
 // another (it missed a PATCH): nothing written, read the board again. The
 // first season's start is given as 0 (a clock a little behind the
 // creating instance's is still in it).
+//
+// Idempotency-Key: with `idempotency_key`, the store of record keeps
+// (board incarnation, client, key) -> `fingerprint` and the answer, in the
+// same transaction (or script) as the score, for kIdempotencyKeptUs. A post
+// that finds its key answers the kept score, seq and season with
+// `replayed` (and the rank the SharedRanking store answered then), writes
+// nothing, and is checked before the season and the schedule (a retry
+// after a reset still gets its answer); one with another fingerprint is
+// idempotency_mismatch (IdempotencyKeyReused).
 struct ScorePost {
   std::string board_id = {};
   std::string client_id = {};
@@ -70,6 +79,8 @@ struct ScorePost {
   int64_t season_start_us = 0;
   std::optional<int64_t> season_next_us = std::nullopt;
   std::string schedule = {};
+  std::string idempotency_key = {};  // empty: none
+  std::string fingerprint = {};
 };
 
 // The player's stored score after a post: what the operator made of it (an
@@ -90,6 +101,7 @@ struct StoredScore {
   // nothing was written (ScorePost).
   std::optional<int64_t> moved_at_us = std::nullopt;
   bool stale_schedule = false;  // nothing written (ScorePost)
+  bool replayed = false;        // an Idempotency-Key's kept answer: nothing written
 };
 
 // A change another instance made.
@@ -200,6 +212,15 @@ class LeaderboardStore {
 inline Status BoardChangedMeanwhile(std::string_view board_id) {
   return Status::Conflict("board '" + std::string(board_id) +
                           "' was changed by another request meanwhile; read it and send the change again");
+}
+
+// The error every backend answers for an Idempotency-Key sent again with
+// another request.
+inline Status IdempotencyKeyReused(std::string_view key) {
+  return Status(
+      ErrorCode::kIdempotencyMismatch,
+      "Idempotency-Key '" + std::string(key) + "' was used for a different score post by this player on this board",
+      "Idempotency-Key");
 }
 
 // The error every backend answers for an unknown board.

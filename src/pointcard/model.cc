@@ -76,15 +76,6 @@ int64_t NowUs() {
       .count();
 }
 
-Status ValidateIdempotencyKey(std::string_view key) {
-  if (key.empty() || key.size() > kIdempotencyKeyLengthMax)
-    return Status::InvalidField("Idempotency-Key", "Idempotency-Key must be 1-200 visible ASCII characters");
-  for (char c : key)
-    if (c < 0x21 || c > 0x7E)
-      return Status::InvalidField("Idempotency-Key", "Idempotency-Key must be 1-200 visible ASCII characters");
-  return Status::Ok();
-}
-
 const std::vector<Region>& Prefectures() {
   static const std::vector<Region> kRegions = [] {
     const char* names[] = {"北海道", "青森県", "岩手県", "宮城県", "秋田県", "山形県",   "福島県", "茨城県",

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/text.h"
 #include "base/time.h"
 
 namespace hotrow::metrics {
@@ -32,7 +33,6 @@ inline constexpr int64_t kHistoryLimitMax = 100;
 // microseconds in 294247), so a huge cursor is the first page, not an error.
 inline constexpr int64_t kHistoryCursorMaxUs = 253402300799999999;
 inline constexpr int64_t kHistoryLimitDefault = 20;
-inline constexpr size_t kIdempotencyKeyLengthMax = 200;
 // Idempotency keys are kept at least 24 h; they are purged after this.
 inline constexpr int64_t kIdempotencyRetentionUs = 48ll * 3600 * 1000000;
 inline constexpr int64_t kRatePercentMin = 1;
@@ -152,9 +152,6 @@ using ::hotrow::kTimeTextMax;
 std::optional<int64_t> ParseTime(std::string_view text);
 // Microseconds since the epoch, now.
 int64_t NowUs();
-
-// invalid_field unless 1-200 visible ASCII characters.
-Status ValidateIdempotencyKey(std::string_view key);
 
 // The 47 prefectures of Japan, M_REGION's rows.
 const std::vector<Region>& Prefectures();

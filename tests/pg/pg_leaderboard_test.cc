@@ -55,7 +55,8 @@ TEST(PostgresBoards, ADeleteIsNotStarvedByPostsAndNewPostsAreRefusedAtOnce) {
   // The schedule as the store holds it (ScheduleFingerprint).
   const std::string post =
       "SELECT outcome FROM hotrow_lb_post_v1('busy', $1, 5, NULL, 1, 0, NULL, (SELECT reset || ' ' || reset_timezone "
-      "|| ' ' || reset_every_s || ' ' || epoch_season || ' ' || epoch_us FROM lb_board WHERE board_id = 'busy'))";
+      "|| ' ' || reset_every_s || ' ' || epoch_season || ' ' || epoch_us FROM lb_board WHERE board_id = 'busy'), NULL, "
+      "NULL)";
   auto early = in_flight->Query(post, {"early"});
   ASSERT_TRUE(early.ok()) << early.status().ToString();
   ASSERT_EQ(early->Int(0, 0), 0) << "stored";
