@@ -21,5 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)obj->Number(name);
   }
   (void)obj->OnlyFields({"title", "content", "category"});
+  // An object kept as sent (a score's metadata): it must be exactly one
+  // JSON object, whatever surrounded it.
+  auto raw = obj->RawObject("metadata", 1024, 8);
+  if (raw.ok()) {
+    auto again = hotrow::http::JsonObject::Parse(*raw);
+    if (!again.ok() || raw->empty() || raw->front() != '{' || raw->back() != '}') __builtin_trap();
+  }
   return 0;
 }

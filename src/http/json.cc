@@ -31,6 +31,12 @@ std::string_view JsonKindName(JsonObject::Kind kind) {
 // SAX handler: records top-level fields, skips the insides of nested values.
 struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonObjectBuilder> {
   JsonObject* obj;
+  // The text and the reader's position in it: a top-level field's object
+  // is kept as sent (RawObject). The (iterative) reader calls StartObject
+  // and EndObject before it takes the '{' or '}'.
+  std::string_view text;
+  const rapidjson::MemoryStream* stream = nullptr;
+  size_t raw_begin = 0;
   int depth = 0;
   bool root_is_object = false;
   std::string duplicate;
@@ -75,7 +81,7 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
       return false;
     // Set where a top-level field's value begins; kept through its insides
     // (so members after a nested value are still recorded).
-    if (depth == 1) in_object_ = true, in_array_ = false;
+    if (depth == 1) in_object_ = true, in_array_ = false, raw_begin = stream->Tell();
     ++depth;
     return true;
   }
@@ -86,7 +92,7 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
         duplicate.assign(name);
         return false;
       }
-      obj->fields_.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true, {}});
+      obj->fields_.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true, {}, {}});
     } else if (depth == 2 && in_object_) {
       auto& members = obj->fields_.back().members;
       std::string_view name(s, n);
@@ -95,11 +101,14 @@ struct JsonObjectBuilder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonO
           duplicate = obj->fields_.back().name + "." + std::string(name);
           return false;
         }
-      members.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true, {}});
+      members.push_back({std::string(name), JsonObject::Kind::kNull, {}, {}, 0, true, {}, {}});
     }
     return true;
   }
-  bool EndObject(rapidjson::SizeType) { return --depth, true; }
+  bool EndObject(rapidjson::SizeType) {
+    if (--depth == 1 && in_object_) obj->fields_.back().raw = text.substr(raw_begin, stream->Tell() + 1 - raw_begin);
+    return true;
+  }
   bool StartArray() {
     if (!Value(JsonObject::Kind::kArray)) return false;
     if (depth == 1) in_array_ = true, in_object_ = false;
@@ -114,6 +123,8 @@ Result<JsonObject> JsonObject::Parse(std::string_view text) {
   JsonObjectBuilder builder;
   builder.obj = &obj;
   rapidjson::MemoryStream stream(text.data(), text.size());
+  builder.text = text;
+  builder.stream = &stream;
   // One reader per thread: its parse stack keeps its memory between bodies.
   thread_local rapidjson::Reader reader;
   constexpr unsigned kFlags =
@@ -162,8 +173,55 @@ Result<JsonObject> JsonObject::Object(std::string_view name) const {
   if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
   if (f->kind != Kind::kObject) return Status::InvalidField(f->name, f->name + " must be an object");
   JsonObject child;
-  for (const auto& m : f->members) child.fields_.push_back({m.name, m.kind, m.text, {}, 0, true, {}});
+  for (const auto& m : f->members) child.fields_.push_back({m.name, m.kind, m.text, {}, 0, true, {}, {}});
   return child;
+}
+
+namespace {
+// SAX handler for RawObject: the depth, and keys repeated in any object.
+struct ObjectChecker : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ObjectChecker> {
+  int depth = 0, depth_max = 0;
+  std::vector<std::vector<std::string>> keys;  // per open object (arrays: an empty, unused entry)
+  std::string duplicate;
+  bool Default() { return true; }
+  bool StartObject() {
+    keys.emplace_back();
+    return ++depth <= depth_max;
+  }
+  bool StartArray() {
+    keys.emplace_back();
+    return ++depth <= depth_max;
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    std::string_view k(s, n);
+    for (const auto& seen : keys.back())
+      if (seen == k) return duplicate.assign(k), false;
+    keys.back().emplace_back(k);
+    return true;
+  }
+  bool EndObject(rapidjson::SizeType) { return keys.pop_back(), --depth, true; }
+  bool EndArray(rapidjson::SizeType) { return keys.pop_back(), --depth, true; }
+};
+}  // namespace
+
+Result<std::string> JsonObject::RawObject(std::string_view name, size_t bytes_max, int depth_max) const {
+  const Field* f = Find(name);
+  if (!f) return Status::InvalidField(std::string(name), std::string(name) + " is required");
+  if (f->kind != Kind::kObject)
+    return Status::InvalidField(f->name, f->name + " must be an object, not " + std::string(JsonKindName(f->kind)));
+  if (f->raw.size() > bytes_max)
+    return Status::InvalidField(
+        f->name, f->name + " is " + std::to_string(f->raw.size()) + " bytes; at most " + std::to_string(bytes_max));
+  ObjectChecker checker;
+  checker.depth_max = depth_max;
+  rapidjson::MemoryStream stream(f->raw.data(), f->raw.size());
+  rapidjson::Reader reader;
+  if (!reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(stream, checker)) {
+    if (!checker.duplicate.empty())
+      return Status::InvalidField(f->name, f->name + " has the key '" + checker.duplicate + "' twice in one object");
+    return Status::InvalidField(f->name, f->name + " is nested more than " + std::to_string(depth_max) + " deep");
+  }
+  return std::string(f->raw);
 }
 
 Result<std::vector<std::string>> JsonObject::StringArray(std::string_view name, size_t items_max) const {

@@ -61,6 +61,9 @@ class JsonWriter {
   void Bool(bool b) { writer_.Bool(b); }
   void Null() { writer_.Null(); }
   void Double(double d) { writer_.Double(d); }
+  // A JSON object's text as it is (stored metadata, checked when it was
+  // accepted: JsonObject::RawObject).
+  void RawObject(std::string_view json) { writer_.RawValue(json.data(), json.size(), rapidjson::kObjectType); }
 
   // Key and value in one call, for the common case.
   void Field(std::string_view k, std::string_view v) { Key(k), String(v); }
@@ -113,6 +116,12 @@ class JsonObject {
   // insides are skipped, as at the top level).
   Result<JsonObject> Object(std::string_view name) const;
   Kind KindOf(std::string_view name) const { return Find(name) ? Find(name)->kind : Kind::kNull; }
+  // A required object field exactly as sent (its bytes, whitespace and
+  // all: stored and returned byte for byte): invalid_field naming it unless
+  // it is an object of at most `bytes_max` bytes, nested at most
+  // `depth_max` deep (the object itself is depth 1), with no key twice in
+  // any object inside it.
+  Result<std::string> RawObject(std::string_view name, size_t bytes_max, int depth_max) const;
 
  private:
   Result<int64_t> IntegerOf(std::string_view name, int64_t min, int64_t max, bool saturate) const;
@@ -124,11 +133,14 @@ class JsonObject {
     size_t item_count = 0;           // an array's items, of any kind
     bool items_strings = true;       // whether every item is a string
     std::vector<Field> members;      // an object's members (their insides skipped)
+    std::string_view raw = {};       // an object's text as sent (into the parsed body)
   };
   friend struct JsonObjectBuilder;
   const Field* Find(std::string_view name) const;
 
   // Request bodies are small flat objects: up to 8 fields need no heap.
+  // Fields' `raw` views point into the text parsed: a JsonObject must not
+  // outlive it.
   boost::container::small_vector<Field, 8> fields_;
 };
 

@@ -28,7 +28,19 @@ struct Board::Impl {
   const int64_t sign;  // the key's first half is sign * score (|score| < 2^53: no overflow)
   const Ranking ranking;
   Tree tree;
-  std::unordered_map<std::string, Stored, StringHash, std::equal_to<>> players;
+  struct Rec {
+    int64_t score, seq;
+  };
+  std::unordered_map<std::string, Rec, StringHash, std::equal_to<>> players;
+  // Kept apart from the rank structure: only players with a display name or
+  // metadata cost anything here.
+  std::unordered_map<std::string, std::shared_ptr<const Profile>, StringHash, std::equal_to<>> profiles;
+
+  std::shared_ptr<const Profile> ProfileOf(std::string_view client_id) const {
+    if (profiles.empty()) return nullptr;
+    auto it = profiles.find(client_id);
+    return it == profiles.end() ? nullptr : it->second;
+  }
 
   Key KeyOf(int64_t score, int64_t seq) const { return {sign * score, seq}; }
   int64_t ScoreOf(const Key& key) const { return sign * key.first; }
@@ -50,7 +62,7 @@ struct Board::Impl {
       int64_t rank = ranking == Ranking::kUnique || out.empty()   ? Rank(pos, it->first)
                      : it->first.first == sign * out.back().score ? out.back().rank
                                                                   : pos + 1;
-      out.push_back({rank, it->second, ScoreOf(it->first)});
+      out.push_back({rank, it->second, ScoreOf(it->first), ProfileOf(it->second)});
     }
     return out;
   }
@@ -93,7 +105,7 @@ void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
     tree.erase(old);
     it->second = {score, seq};
   } else {
-    it = impl_->players.emplace(std::string(client_id), Stored{score, seq}).first;
+    it = impl_->players.emplace(std::string(client_id), Impl::Rec{score, seq}).first;
     touches_top = true;  // the total changes
   }
   Key key = impl_->KeyOf(score, seq);
@@ -105,11 +117,28 @@ void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& player
   std::unique_lock lock(mutex_);
   impl_->tree.clear();
   impl_->players.clear();
+  impl_->profiles.clear();
   for (const auto& [id, st] : players) {
-    auto it = impl_->players.emplace(id, st).first;
+    auto it = impl_->players.emplace(id, Impl::Rec{st.score, st.seq}).first;
     impl_->tree.insert({impl_->KeyOf(st.score, st.seq), it->first});
+    if (st.profile) impl_->profiles.emplace(id, st.profile);
   }
   Publish();
+}
+
+void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile> profile) {
+  if (!profile) return;
+  std::unique_lock lock(mutex_);
+  auto player = impl_->players.find(client_id);
+  if (player == impl_->players.end()) return;
+  auto it = impl_->profiles.find(client_id);
+  if (it != impl_->profiles.end() && it->second->seq >= profile->seq) return;
+  if (it == impl_->profiles.end())
+    impl_->profiles.emplace(std::string(client_id), std::move(profile));
+  else
+    it->second = std::move(profile);
+  Key key = impl_->KeyOf(player->second.score, player->second.seq);
+  if (impl_->tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
 }
 
 bool Board::Erase(std::string_view client_id) {
@@ -118,6 +147,7 @@ bool Board::Erase(std::string_view client_id) {
   if (it == impl_->players.end()) return false;
   impl_->tree.erase(impl_->KeyOf(it->second.score, it->second.seq));
   impl_->players.erase(it);
+  if (auto p = impl_->profiles.find(client_id); p != impl_->profiles.end()) impl_->profiles.erase(p);
   Publish();
   return true;
 }
@@ -135,7 +165,7 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
   if (it == impl_->players.end()) return std::nullopt;
   Key key = impl_->KeyOf(it->second.score, it->second.seq);
   auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
-  PlayerView view{{impl_->Rank(position, key), it->first, it->second.score}, std::nullopt};
+  PlayerView view{{impl_->Rank(position, key), it->first, it->second.score, impl_->ProfileOf(it->first)}, std::nullopt};
   if (around) {
     int64_t size = static_cast<int64_t>(impl_->tree.size());
     view.around = impl_->Range(std::max<int64_t>(0, position - *around), std::min(size, position + *around + 1));
@@ -152,7 +182,8 @@ std::vector<Entry> Board::Locate(const std::vector<std::string>& client_ids) con
       if (it == impl_->players.end()) continue;
       Key key = impl_->KeyOf(it->second.score, it->second.seq);
       auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
-      placed.push_back({position, Entry{impl_->Rank(position, key), it->first, it->second.score}});
+      placed.push_back(
+          {position, Entry{impl_->Rank(position, key), it->first, it->second.score, impl_->ProfileOf(it->first)}});
     }
   }
   std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -165,6 +196,18 @@ int64_t Board::RankOf(int64_t score, int64_t seq) const {
   std::shared_lock lock(mutex_);
   Key key = impl_->KeyOf(score, seq);
   return impl_->Rank(static_cast<int64_t>(impl_->tree.order_of_key(key)), key);
+}
+
+int64_t Board::RankOfPast(std::string_view client_id, int64_t score, int64_t seq) const {
+  std::shared_lock lock(mutex_);
+  Key key = impl_->KeyOf(score, seq);
+  int64_t rank = impl_->Rank(static_cast<int64_t>(impl_->tree.order_of_key(key)), key);
+  auto it = impl_->players.find(client_id);
+  if (it == impl_->players.end()) return rank;
+  Key now = impl_->KeyOf(it->second.score, it->second.seq);
+  // The player's entry now, if it counts before the past one, is not another player.
+  bool before = impl_->ranking == Ranking::kUnique ? now < key : now.first < key.first;
+  return before ? rank - 1 : rank;
 }
 
 Page Board::Top(int64_t offset, int64_t limit) const {

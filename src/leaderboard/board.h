@@ -51,9 +51,14 @@ class Board {
   // new): changes that arrive out of order from other instances cannot
   // move a player back.
   void SetIfNewer(std::string_view client_id, int64_t score, int64_t seq);
-  // False when absent.
+  // Sets a player's display name and metadata, when the player is on the
+  // board and `profile` is newer (its seq) than the one held. Held apart
+  // from the rank structure (only players that have one pay for it);
+  // entries carry it.
+  void SetProfile(std::string_view client_id, std::shared_ptr<const Profile> profile);
+  // False when absent. The profile goes too.
   bool Erase(std::string_view client_id);
-  // Replaces every player at once.
+  // Replaces every player (and profile) at once.
   void ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players);
 
   // The player's entry with its rank, and the K entries either side.
@@ -65,6 +70,10 @@ class Board {
   int64_t size() const;
   // The 1-based rank an entry (score, seq) has, or would have, now.
   int64_t RankOf(int64_t score, int64_t seq) const;
+  // The rank a past entry (score, seq) of `client_id` would have now among
+  // the others (a replayed answer: the player may have moved on since, and
+  // is not counted twice).
+  int64_t RankOfPast(std::string_view client_id, int64_t score, int64_t seq) const;
   Order order() const { return order_; }
   Ranking ranking() const { return ranking_; }
 

@@ -2,11 +2,21 @@
 
 #include <algorithm>
 
+#include "base/text.h"
+
 namespace hotrow::leaderboard {
 
 int64_t DemoScore(std::mt19937_64& rng) {
   std::normal_distribution<double> dist(5000, 1500);
   return static_cast<int64_t>(std::max(0.0, dist(rng)));
+}
+
+Status ValidateDisplayName(std::string_view name) {
+  return CheckUserText(name, TextRule{.field = "displayName",
+                                      .code_points_min = 1,
+                                      .code_points_max = kDisplayNameMax,
+                                      .multiline = false,
+                                      .trimmed = true});
 }
 
 Status ValidateClientId(std::string_view id, const char* field) {

@@ -118,16 +118,35 @@ Result<int64_t> ApplyOperator(Operator op, Order order, std::optional<int64_t> s
 // The error of an increment whose result `sum` leaves +-kScoreAbsMax.
 Status IncrementOutOfRange(int64_t sum);
 
+// What a player shows beside the score, when set: a display name (1-64
+// visible characters) and metadata (a JSON object of at most 1,024 bytes as
+// sent, nested at most 8 deep, no key twice; kept byte for byte). `seq`
+// orders changes of it as a score's seq orders scores (a profile can change
+// while the score, and so its seq, stays). Immutable, shared.
+struct Profile {
+  std::string display_name;  // empty: unset
+  std::string metadata;      // empty: unset
+  int64_t seq = 0;
+};
+inline constexpr size_t kDisplayNameMax = 64;  // code points
+inline constexpr size_t kMetadataBytesMax = 1024;
+inline constexpr int kMetadataDepthMax = 8;
+// invalid_field `displayName` unless 1-kDisplayNameMax visible characters
+// (text.h's rule, trimmed).
+Status ValidateDisplayName(std::string_view name);
+
 // A player's stored score and the sequence number of the change that set it.
 struct Stored {
   int64_t score;
   int64_t seq;
+  std::shared_ptr<const Profile> profile = nullptr;  // when set (loads only; a Board keeps it apart)
 };
 
 struct Entry {
   int64_t rank = 0;  // 1-based
   std::string client_id;
   int64_t score = 0;
+  std::shared_ptr<const Profile> profile = nullptr;  // none set
 };
 
 // A page of the board. Its entries are a view into an immutable list that

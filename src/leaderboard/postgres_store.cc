@@ -110,6 +110,12 @@ constexpr std::string_view kIdempotency = R"sql(
   CREATE INDEX lb_idempotency_created ON lb_idempotency (created_us);
 )sql";
 
+// Step 3 (v0.7.0): the order of display name and metadata changes (a
+// profile may change while the score, and its seq, stays).
+constexpr std::string_view kProfiles = R"sql(
+  ALTER TABLE lb_score ADD COLUMN profile_seq bigint NOT NULL DEFAULT 0;
+)sql";
+
 // The post: decides the stored score with the board's settings as stored
 // (p_op, when not NULL, overrides the operator: the legacy ?mode) and writes
 // it in one transaction. A board being deleted is refused before any lock,
@@ -128,19 +134,27 @@ constexpr std::string_view kIdempotency = R"sql(
 // season), nothing written; with the board's creation time, order and
 // ranking. The key is looked up under the clock's lock, so two posts with
 // one key are one after the other, and before the schedule and the season
-// (a retry after a reset still gets its answer).
+// (a retry after a reset still gets its answer). p_name and p_meta, when
+// not NULL, replace the player's display name and metadata (even when the
+// score stays); when they changed, out_name, out_meta and out_pseq (the
+// post's clock value: their order) say how, and a "prof" notification
+// follows the "set2" one.
 constexpr std::string_view kFunctions = R"sql(
-  DROP FUNCTION IF EXISTS hotrow_lb_post_v1(text, text, bigint, text, int, bigint, bigint, text);
   CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_client text, p_score bigint, p_op text, p_season int,
                                                p_start_us bigint, p_next_us bigint, p_schedule text, p_key text,
-                                               p_fp text)
+                                               p_fp text, p_name text, p_meta text)
   RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text,
-                 season int)
+                 season int, out_name text, out_meta text, out_pseq bigint)
   LANGUAGE plpgsql AS $$
   DECLARE
     b lb_board%ROWTYPE;
     old_score bigint;
     old_seq bigint;
+    old_name text;
+    old_meta text;
+    new_name text;
+    new_meta text;
+    profile_changed bool;
     op text;
     v bigint;
     n bigint;
@@ -148,12 +162,12 @@ constexpr std::string_view kFunctions = R"sql(
     k lb_idempotency%ROWTYPE;
   BEGIN
     IF NOT EXISTS (SELECT 1 FROM lb_board x WHERE x.board_id = p_board AND NOT x.deleting) THEN
-      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::int;
+      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::text, NULL::text, NULL::bigint;
       RETURN;
     END IF;
     SELECT * INTO b FROM lb_board x WHERE x.board_id = p_board FOR KEY SHARE;
     IF NOT FOUND OR b.deleting THEN
-      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::int;
+      RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::text, NULL::text, NULL::bigint;
       RETURN;
     END IF;
     op := COALESCE(p_op, b.operator);
@@ -167,27 +181,35 @@ constexpr std::string_view kFunctions = R"sql(
           AND x.created_us > now_us - 86400000000;
       IF FOUND THEN
         IF k.fingerprint <> p_fp THEN
-          RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
+          RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int, NULL::text, NULL::text, NULL::bigint;
         ELSE
-          RETURN QUERY SELECT 7::smallint, k.score, k.seq, b.created_us, b.sort_order, b.ranking, k.season;
+          RETURN QUERY SELECT 7::smallint, k.score, k.seq, b.created_us, b.sort_order, b.ranking, k.season,
+                              NULL::text, NULL::text, NULL::bigint;
         END IF;
         RETURN;
       END IF;
+      -- SKIP LOCKED: never wait, holding the clock, for keys a board's
+      -- delete (its cascade) holds.
       DELETE FROM lb_idempotency x WHERE (x.board_id, x.client_id, x.key) IN (
-        SELECT y.board_id, y.client_id, y.key FROM lb_idempotency y WHERE y.created_us <= now_us - 86400000000 LIMIT 10);
+        SELECT y.board_id, y.client_id, y.key FROM lb_idempotency y WHERE y.created_us <= now_us - 86400000000
+          LIMIT 10 FOR UPDATE SKIP LOCKED);
     END IF;
     -- (Parenthesized: IF reads its condition up to the first THEN outside them.)
     IF p_schedule <> (b.reset || ' ' || b.reset_timezone || ' ' || b.reset_every_s || ' ' || b.epoch_season || ' ' ||
                       (CASE WHEN b.epoch_us <> 0 THEN b.epoch_us ELSE b.created_us END)) THEN
-      RETURN QUERY SELECT 5::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
+      RETURN QUERY SELECT 5::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int, NULL::text, NULL::text, NULL::bigint;
       RETURN;
     END IF;
     IF now_us < p_start_us OR (p_next_us IS NOT NULL AND now_us >= p_next_us) THEN
-      RETURN QUERY SELECT 4::smallint, now_us, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
+      RETURN QUERY SELECT 4::smallint, now_us, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int, NULL::text, NULL::text, NULL::bigint;
       RETURN;
     END IF;
-    SELECT s.score, s.seq INTO old_score, old_seq FROM lb_score s
+    SELECT s.score, s.seq, s.display_name, s.metadata INTO old_score, old_seq, old_name, old_meta FROM lb_score s
       WHERE s.board_id = p_board AND s.season = p_season AND s.client_id = p_client FOR UPDATE;
+    -- Given: replaces the stored one, even when the score stays.
+    new_name := COALESCE(p_name, old_name);
+    new_meta := COALESCE(p_meta, old_meta);
+    profile_changed := new_name IS DISTINCT FROM old_name OR new_meta IS DISTINCT FROM old_meta;
     IF old_score IS NULL OR op = 'replace' THEN
       v := p_score;
     ELSIF op = 'best' THEN
@@ -196,19 +218,37 @@ constexpr std::string_view kFunctions = R"sql(
     ELSE
       v := old_score + p_score;
       IF v < -9007199254740991 OR v > 9007199254740991 THEN
-        RETURN QUERY SELECT 3::smallint, v, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int;
+        RETURN QUERY SELECT 3::smallint, v, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int, NULL::text, NULL::text, NULL::bigint;
         RETURN;
       END IF;
     END IF;
+    IF profile_changed THEN
+      out_name := new_name;
+      out_meta := new_meta;
+      out_pseq := n;  -- this post's clock: the profile's order
+    END IF;
     IF old_score IS NOT NULL AND v = old_score THEN
+      IF profile_changed THEN
+        UPDATE lb_score s SET display_name = new_name, metadata = new_meta, profile_seq = n
+          WHERE s.board_id = p_board AND s.season = p_season AND s.client_id = p_client;
+      END IF;
       n := old_seq;
       outcome := 1;
     ELSE
-      INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (p_board, p_season, p_client, v, n)
-        ON CONFLICT ON CONSTRAINT lb_score_pkey DO UPDATE SET score = excluded.score, seq = excluded.seq;
+      INSERT INTO lb_score (board_id, season, client_id, score, seq, display_name, metadata, profile_seq)
+        VALUES (p_board, p_season, p_client, v, n, new_name, new_meta, CASE WHEN profile_changed THEN n ELSE 0 END)
+        ON CONFLICT ON CONSTRAINT lb_score_pkey DO UPDATE SET score = excluded.score, seq = excluded.seq,
+          display_name = excluded.display_name, metadata = excluded.metadata,
+          profile_seq = CASE WHEN profile_changed THEN excluded.profile_seq ELSE lb_score.profile_seq END;
       PERFORM pg_notify('hotrow_lb', 'set2 ' || p_board || ' ' || b.created_us || ' ' || p_season || ' ' || v || ' ' ||
                                      n || ' ' || p_client);
       outcome := 0;
+    END IF;
+    IF profile_changed THEN
+      -- "prof <board> <created> <season> <seq> <client> <name bytes, -1: none> <name><metadata>"
+      PERFORM pg_notify('hotrow_lb', 'prof ' || p_board || ' ' || b.created_us || ' ' || p_season || ' ' || out_pseq ||
+                                     ' ' || p_client || ' ' || COALESCE(octet_length(new_name), -1) || ' ' ||
+                                     COALESCE(new_name, '') || COALESCE(new_meta, ''));
     END IF;
     IF p_key IS NOT NULL THEN
       INSERT INTO lb_idempotency VALUES (p_board, p_client, p_key, b.created_us, p_fp, v, n, p_season, now_us)
@@ -216,13 +256,15 @@ constexpr std::string_view kFunctions = R"sql(
           fingerprint = excluded.fingerprint, score = excluded.score, seq = excluded.seq, season = excluded.season,
           created_us = excluded.created_us;
     END IF;
-    RETURN QUERY SELECT outcome, v, n, b.created_us, b.sort_order, b.ranking, p_season;
+    RETURN QUERY SELECT outcome, v, n, b.created_us, b.sort_order, b.ranking, p_season, out_name, out_meta, out_pseq;
   END $$;
 )sql";
 
 Status MigrateSchema(pg::Connection& conn) {
   if (Status s = CreateSchema(conn); !s.ok()) return s;
-  if (Status s = pg::Migrate(conn, "leaderboard", {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}}); !s.ok())
+  if (Status s = pg::Migrate(conn, "leaderboard",
+                             {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}, {.sql = kProfiles}});
+      !s.ok())
     return s;
   return conn.Exec(std::string(kFunctions));
 }
@@ -243,6 +285,15 @@ namespace {
 constexpr const char* kBoardColumns =
     "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us, reset_every_s, "
     "epoch_season, epoch_us, pre_epoch_started_us";
+
+// A profile from a row's (display_name, metadata, profile_seq) at column
+// `first`; null when neither is set (or no change was answered).
+std::shared_ptr<const Profile> ProfileOf(const pg::Rows& r, int i, int first) {
+  if (r.IsNull(i, first) && r.IsNull(i, first + 1)) return nullptr;
+  return std::make_shared<const Profile>(Profile{.display_name = std::string(r.Text(i, first)),
+                                                 .metadata = std::string(r.Text(i, first + 1)),
+                                                 .seq = r.IsNull(i, first + 2) ? 0 : r.Int(i, first + 2)});
+}
 
 Result<BoardInfo> BoardFrom(const pg::Rows& r, int i) {
   BoardInfo b{.id = std::string(r.Text(i, 0)),
@@ -298,7 +349,8 @@ Status PostgresLeaderboardStore::Load(
           froms += (froms.size() > 1 ? "," : "") + std::to_string(from);
         }
         auto scores = c.Query(
-            "SELECT s.board_id, s.season, s.client_id, s.score, s.seq FROM lb_score s "
+            "SELECT s.board_id, s.season, s.client_id, s.score, s.seq, s.display_name, s.metadata, s.profile_seq "
+            "FROM lb_score s "
             "JOIN unnest($1::text[], $2::bigint[]) AS w(board_id, from_season) "
             "ON s.board_id = w.board_id AND s.season >= w.from_season",
             {ids + "}", froms + "}"});
@@ -315,7 +367,7 @@ Status PostgresLeaderboardStore::Load(
   for (int i = 0; i < scores.size(); ++i) {
     if (scores.Text(i, 0) != board) board = std::string(scores.Text(i, 0));
     sink(board, scores.Int(i, 1), std::string(scores.Text(i, 2)),
-         Stored{.score = scores.Int(i, 3), .seq = scores.Int(i, 4)});
+         Stored{.score = scores.Int(i, 3), .seq = scores.Int(i, 4), .profile = ProfileOf(scores, i, 5)});
   }
   return Status::Ok();
 }
@@ -324,13 +376,16 @@ Status PostgresLeaderboardStore::LoadSeason(const std::string& board_id, int64_t
                                             const std::function<void(std::string, Stored)>& sink) {
   auto rows = pool_.Run<pg::Rows>(
       [&](pg::Connection& c) {
-        return c.Query("SELECT client_id, score, seq FROM lb_score WHERE board_id = $1 AND season = $2",
-                       {board_id, std::to_string(season)});
+        return c.Query(
+            "SELECT client_id, score, seq, display_name, metadata, profile_seq FROM lb_score WHERE board_id = $1 "
+            "AND season = $2",
+            {board_id, std::to_string(season)});
       },
       /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i)
-    sink(std::string(rows->Text(i, 0)), Stored{.score = rows->Int(i, 1), .seq = rows->Int(i, 2)});
+    sink(std::string(rows->Text(i, 0)),
+         Stored{.score = rows->Int(i, 1), .seq = rows->Int(i, 2), .profile = ProfileOf(*rows, i, 3)});
   return Status::Ok();
 }
 
@@ -411,6 +466,22 @@ Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_
   change.board_created_us = *created_number;
   if (*kind == "del2") {
     change.kind = ScoreChange::Kind::kErase;
+  } else if (*kind == "prof") {
+    // "<seq> <client> <name bytes, -1: none> <name><metadata>"
+    auto seq = Token(rest);
+    auto client = seq ? Token(rest) : std::nullopt;
+    auto length = client ? Token(rest) : std::nullopt;
+    auto seq_number = seq ? Number(*seq) : std::nullopt;
+    auto length_number = length ? Number(*length) : std::nullopt;
+    if (!seq_number || !length_number || *length_number < -1 || *length_number > static_cast<int64_t>(rest.size()))
+      return bad();
+    size_t name_bytes = *length_number < 0 ? 0 : static_cast<size_t>(*length_number);
+    change.kind = ScoreChange::Kind::kProfile;
+    change.client_id = std::string(*client);
+    change.profile = std::make_shared<const Profile>(Profile{.display_name = std::string(rest.substr(0, name_bytes)),
+                                                             .metadata = std::string(rest.substr(name_bytes)),
+                                                             .seq = *seq_number});
+    return std::make_optional(std::move(change));
   } else if (*kind == "set2") {
     auto score = Token(rest);
     auto seq = score ? Token(rest) : std::nullopt;
@@ -430,9 +501,10 @@ Result<std::optional<ScoreChange>> PostgresLeaderboardStore::Follow(std::string_
 namespace {
 
 // The statements of the request path, prepared once per connection.
-constexpr pg::NamedSql kPostScore{"lb_post",
-                                  "SELECT outcome, score, seq, created_us, sort_order, ranking, season FROM "
-                                  "hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"};
+constexpr pg::NamedSql kPostScore{
+    "lb_post",
+    "SELECT outcome, score, seq, created_us, sort_order, ranking, season, out_name, out_meta, "
+    "out_pseq FROM hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"};
 constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
   WITH b AS (SELECT created_us FROM lb_board WHERE board_id = $1 AND NOT deleting),
   d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 AND EXISTS (SELECT 1 FROM b)
@@ -550,11 +622,13 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
   pool_.Submit([p = std::move(p), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     auto rows = (*c)->Query(
-        kPostScore, {p.board_id, p.client_id, std::to_string(p.score), p.op ? pg::Param(Name(*p.op)) : pg::Param(),
-                     std::to_string(p.season), std::to_string(p.season_start_us),
-                     p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param(), p.schedule,
-                     p.idempotency_key.empty() ? pg::Param() : pg::Param(p.idempotency_key),
-                     p.idempotency_key.empty() ? pg::Param() : pg::Param(p.fingerprint)});
+        kPostScore,
+        {p.board_id, p.client_id, std::to_string(p.score), p.op ? pg::Param(Name(*p.op)) : pg::Param(),
+         std::to_string(p.season), std::to_string(p.season_start_us),
+         p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param(), p.schedule,
+         p.idempotency_key.empty() ? pg::Param() : pg::Param(p.idempotency_key),
+         p.idempotency_key.empty() ? pg::Param() : pg::Param(p.fingerprint),
+         p.display_name ? pg::Param(*p.display_name) : pg::Param(), p.metadata ? pg::Param(*p.metadata) : pg::Param()});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(Status::Internal("the post function answered nothing"));
     switch (rows->Int(0, 0)) {
@@ -571,7 +645,8 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
                                 .board_order = *order,
                                 .board_ranking = *ranking,
                                 .season = rows->Int(0, 6),
-                                .replayed = rows->Int(0, 0) == 7});
+                                .replayed = rows->Int(0, 0) == 7,
+                                .profile = rows->IsNull(0, 9) ? nullptr : ProfileOf(*rows, 0, 7)});
       }
       case 6:
         return done(IdempotencyKeyReused(p.idempotency_key));

@@ -33,6 +33,23 @@ local function better_than(z, score, desc)
   if desc then return redis.call('ZCOUNT', z, '(' .. num(score), '+inf') end
   return redis.call('ZCOUNT', z, '-inf', '(' .. num(score))
 end
+-- A profile as kept in a season's :p hash: "<name bytes, -1: none> <name><metadata>".
+local function profile_parts(p)
+  if not p then return nil, nil end
+  local len, rest = string.match(p, '^(%-?%d+) (.*)$')
+  len = tonumber(len)
+  local name, meta = nil, rest
+  if len >= 0 then name, meta = string.sub(rest, 1, len), string.sub(rest, len + 1) end
+  if meta == '' then meta = nil end
+  return name, meta
+end
+local function profile_text(name, meta)
+  return (name and #name or -1) .. ' ' .. (name or '') .. (meta or '')
+end
+-- The profile of a zset member (16 digits, then the client id), or false.
+local function profile_of(p, member)
+  return redis.call('HGET', p, string.sub(member, 17)) or false
+end
 )lua";
 
 std::string WithHelpers(std::string_view body) { return std::string(kLuaHelpers) + std::string(body); }
@@ -63,8 +80,10 @@ redis.call('SADD', 'hotrow:lb:b:default:written', '1')
 // after kIdempotencyKeptUs) of this board incarnation is returned as
 // {'replay', score, the rank that entry has now, season, created, order,
 // ranking}, with another fingerprint as {'mismatch'}, before the schedule
-// and the season are looked at. Returns
-// {'ok', score, rank, changed, created, order, ranking}, {'noboard'},
+// and the season are looked at. KEYS[6] is the season's profiles hash;
+// ARGV[12] and ARGV[13] the display name and metadata, each '=' .. value
+// when given ('' when not: the stored one stays). Returns {'ok', score,
+// rank, changed, created, order, ranking, profile changed}, {'noboard'},
 // {'range', the stored score}, {'season', TIME in microseconds} or
 // {'stale'}.
 const db::redis::Script kPostScript{WithHelpers(R"lua(
@@ -82,27 +101,45 @@ if keyed then
     local kc, ks, km, kn, kf = string.match(kept, '^(%S+) (%S+) (%S+) (%S+) (.*)$')
     if kc == created then
       if kf ~= ARGV[10] then return {'mismatch'} end
-      -- The rank the kept entry has now (as a Board's RankOf): if it is no
-      -- longer there, placed for the count and taken out again.
+      -- The rank the kept entry has now (as a Board's RankOf), read only:
+      -- when it is no longer there, the entries before where it would be
+      -- (equal scores: the members after it on a desc board, before it on
+      -- an asc one).
       local z = 'hotrow:lb:b:' .. ARGV[1] .. ':' .. kn .. ':z'
-      local rank
-      if ranking == 'shared' then
-        rank = better_than(z, tonumber(ks), order == 'desc') + 1
-      else
-        local present = redis.call('ZSCORE', z, km)
-        if not present then redis.call('ZADD', z, ks, km) end
-        rank = rank_of(z, km, order == 'desc') + 1
-        if not present then redis.call('ZREM', z, km) end
+      local desc = order == 'desc'
+      local rank = better_than(z, tonumber(ks), desc) + 1
+      if ranking ~= 'shared' then
+        if redis.call('ZSCORE', z, km) then
+          rank = rank_of(z, km, desc) + 1
+        else
+          for _, m in ipairs(redis.call('ZRANGEBYSCORE', z, ks, ks)) do
+            if (desc and m > km) or (not desc and m < km) then rank = rank + 1 end
+          end
+        end
+      end
+      -- The player's entry now, when it is another and counts before the
+      -- kept one, is not another player (Board::RankOfPast).
+      local cur = redis.call('HGET', 'hotrow:lb:b:' .. ARGV[1] .. ':' .. kn .. ':m', ARGV[2])
+      if cur and cur ~= km then
+        local cs, s = tonumber(redis.call('ZSCORE', z, cur)), tonumber(ks)
+        local better = (desc and cs > s) or (not desc and cs < s)
+        local tie_before = cs == s and ((desc and cur > km) or (not desc and cur < km))
+        if better or (ranking ~= 'shared' and tie_before) then rank = rank - 1 end
       end
       return {'replay', ks, rank, tonumber(kn), created, order, ranking}
     end
   end
 end
+local nname, nmeta, pchanged = nil, nil, false
 local function answer(score, member, rank, changed)
   if keyed then
     redis.call('SET', KEYS[5], created .. ' ' .. score .. ' ' .. member .. ' ' .. ARGV[6] .. ' ' .. ARGV[10], 'PX', ARGV[11])
   end
-  return {'ok', score, rank, changed, created, order, ranking}
+  if pchanged then
+    redis.call('HSET', KEYS[6], ARGV[2], profile_text(nname, nmeta))
+    if changed == 0 then redis.call('PUBLISH', ARGV[5], ARGV[1]) end  -- (a changed score published already)
+  end
+  return {'ok', score, rank, changed, created, order, ranking, pchanged and 1 or 0}
 end
 if ARGV[9] ~= f[3] .. ' ' .. f[4] .. ' ' .. f[9] .. ' ' .. f[10] .. ' ' .. epoch then return {'stale'} end
 local t = redis.call('TIME')
@@ -110,6 +147,11 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if now < tonumber(ARGV[7]) or (ARGV[8] ~= '' and now >= tonumber(ARGV[8])) then return {'season', num(now)} end
 local prefix = 'hotrow:lb:b:' .. ARGV[1] .. ':'
 if ARGV[4] ~= '' then op = ARGV[4] end
+local pname, pmeta = profile_parts(redis.call('HGET', KEYS[6], ARGV[2]))
+nname, nmeta = pname, pmeta
+if ARGV[12] ~= '' then nname = string.sub(ARGV[12], 2) end
+if ARGV[13] ~= '' then nmeta = string.sub(ARGV[13], 2) end
+pchanged = nname ~= pname or nmeta ~= pmeta
 local desc = order == 'desc'
 local old = redis.call('HGET', KEYS[3], ARGV[2])
 local n = tonumber(ARGV[3])
@@ -160,7 +202,7 @@ if created ~= ARGV[2] or through <= (tonumber(redis.call('HGET', KEYS[2], ARGV[1
 local prefix = 'hotrow:lb:b:' .. ARGV[1] .. ':'
 for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
   if tonumber(s) <= through then
-    redis.call('UNLINK', prefix .. s .. ':z', prefix .. s .. ':m')
+    redis.call('UNLINK', prefix .. s .. ':z', prefix .. s .. ':m', prefix .. s .. ':p')
     redis.call('SREM', prefix .. 'written', s)
   end
 end
@@ -171,8 +213,9 @@ redis.call('HSET', KEYS[2], ARGV[1], through)
 return 1
 )lua"};
 
-// KEYS: boards, zset, members. ARGV: board, client, channel. Returns the
-// board's creation time (as text), 0 for no such player, -1 for no board.
+// KEYS: boards, zset, members, profiles. ARGV: board, client, channel.
+// Returns the board's creation time (as text), 0 for no such player, -1
+// for no board.
 const db::redis::Script kRemoveScript{R"lua(
 local settings = redis.call('HGET', KEYS[1], ARGV[1])
 if not settings then return -1 end
@@ -180,6 +223,7 @@ local old = redis.call('HGET', KEYS[3], ARGV[2])
 if not old then return 0 end
 redis.call('ZREM', KEYS[2], old)
 redis.call('HDEL', KEYS[3], ARGV[2])
+redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[1])
 local n = 0
 for w in string.gmatch(settings, '%S+') do
@@ -217,7 +261,7 @@ elseif ARGV[4] == 'update' then
   for i = 7, #ARGV - 1, 2 do redis.call('HSETNX', prefix .. 'seasons', ARGV[i], ARGV[i + 1]) end
 else
   for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
-    redis.call('DEL', prefix .. s .. ':z', prefix .. s .. ':m')
+    redis.call('DEL', prefix .. s .. ':z', prefix .. s .. ':m', prefix .. s .. ':p')
   end
   redis.call('DEL', prefix .. 'written', prefix .. 'seasons')
   redis.call('HDEL', KEYS[1], ARGV[1])
@@ -227,9 +271,10 @@ redis.call('PUBLISH', ARGV[3], 'board ' .. ARGV[1])
 return 1
 )lua"};
 
-// KEYS: zset. ARGV: offset, limit, order, ranking. Returns {total,
-// first_rank, member, score, ...}; first_rank is the first entry's (shared
-// ranks: 1 + the number of strictly better scores).
+// KEYS: zset, profiles. ARGV: offset, limit, order, ranking. Returns
+// {total, first_rank, member, score, profile or nil, ...}; first_rank is
+// the first entry's (shared ranks: 1 + the number of strictly better
+// scores).
 const db::redis::Script kTopScript{WithHelpers(R"lua(
 local total = redis.call('ZCARD', KEYS[1])
 local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -240,14 +285,18 @@ if offset < total then
   if desc then page = redis.call('ZREVRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES')
   else page = redis.call('ZRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES') end
   if ARGV[4] == 'shared' and #page > 0 then out[2] = better_than(KEYS[1], tonumber(page[2]), desc) + 1 end
-  for i = 1, #page do out[#out + 1] = page[i] end
+  for i = 1, #page, 2 do
+    out[#out + 1] = page[i]
+    out[#out + 1] = page[i + 1]
+    out[#out + 1] = profile_of(KEYS[2], page[i])
+  end
 end
 return out
 )lua")};
 
-// KEYS: zset, members. ARGV: client, around (-1: none), order, ranking.
-// Returns nil, or {rank, score, first_position + 1, first_rank, member,
-// score, ...}.
+// KEYS: zset, members, profiles. ARGV: client, around (-1: none), order,
+// ranking. Returns nil, or {rank, score, profile or nil, first_position +
+// 1, first_rank, member, score, profile or nil, ...}.
 const db::redis::Script kPlayerScript{WithHelpers(R"lua(
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return nil end
@@ -256,23 +305,28 @@ local position = rank_of(KEYS[1], member, desc)
 local score = redis.call('ZSCORE', KEYS[1], member)
 local rank = position + 1
 if ARGV[4] == 'shared' then rank = better_than(KEYS[1], tonumber(score), desc) + 1 end
-local out = {rank, score}
+local out = {rank, score, profile_of(KEYS[3], member)}
 local k = tonumber(ARGV[2])
 if k >= 0 then
   local from = math.max(0, position - k)
   local page
   if desc then page = redis.call('ZREVRANGE', KEYS[1], from, position + k, 'WITHSCORES')
   else page = redis.call('ZRANGE', KEYS[1], from, position + k, 'WITHSCORES') end
-  out[3] = from + 1
   out[4] = from + 1
-  if ARGV[4] == 'shared' then out[4] = better_than(KEYS[1], tonumber(page[2]), desc) + 1 end
-  for i = 1, #page do out[#out + 1] = page[i] end
+  out[5] = from + 1
+  if ARGV[4] == 'shared' then out[5] = better_than(KEYS[1], tonumber(page[2]), desc) + 1 end
+  for i = 1, #page, 2 do
+    out[#out + 1] = page[i]
+    out[#out + 1] = page[i + 1]
+    out[#out + 1] = profile_of(KEYS[3], page[i])
+  end
 end
 return out
 )lua")};
 
-// KEYS: zset, members. ARGV: order, ranking, then the client ids. Returns
-// {client, position, rank, score, ...} for those with a score.
+// KEYS: zset, members, profiles. ARGV: order, ranking, then the client
+// ids. Returns {client, position, rank, score, profile or nil, ...} for
+// those with a score.
 const db::redis::Script kRanksScript{WithHelpers(R"lua(
 local desc = ARGV[1] == 'desc'
 local out = {}
@@ -287,6 +341,7 @@ for i = 3, #ARGV do
     out[#out + 1] = position
     out[#out + 1] = rank
     out[#out + 1] = score
+    out[#out + 1] = profile_of(KEYS[3], member)
   end
 end
 return out
@@ -304,20 +359,34 @@ std::string ClientOf(const std::string& member) {
   return member.size() > kSeqDigits ? member.substr(kSeqDigits) : member;
 }
 
-// Entries from a flat [member, score, member, score, ...] list starting at
+// A profile as a season's :p hash keeps it ("<name bytes, -1: none>
+// <name><metadata>"); null for nil or text it cannot read.
+std::shared_ptr<const Profile> ProfileOf(const db::redis::Reply& r) {
+  if (r.is_nil() || r.str.empty()) return nullptr;
+  size_t space = r.str.find(' ');
+  if (space == std::string::npos) return nullptr;
+  int64_t length = std::strtoll(r.str.c_str(), nullptr, 10);
+  std::string_view rest = std::string_view(r.str).substr(space + 1);
+  if (length < -1 || length > static_cast<int64_t>(rest.size())) return nullptr;
+  size_t name_bytes = length < 0 ? 0 : static_cast<size_t>(length);
+  return std::make_shared<const Profile>(Profile{.display_name = std::string(rest.substr(0, name_bytes)),
+                                                 .metadata = std::string(rest.substr(name_bytes))});
+}
+
+// Entries from a flat [member, score, profile, ...] list starting at
 // elements[first], at positions from first_position, ranked as `ranking`
 // from first_rank (shared ranks change only where the score does).
 std::vector<Entry> Entries(const std::vector<db::redis::Reply>& elements, size_t first, int64_t first_position,
                            int64_t first_rank, Ranking ranking) {
   std::vector<Entry> out;
-  for (size_t i = first; i + 1 < elements.size(); i += 2) {
-    int64_t position = first_position + static_cast<int64_t>((i - first) / 2);
+  for (size_t i = first; i + 2 < elements.size(); i += 3) {
+    int64_t position = first_position + static_cast<int64_t>((i - first) / 3);
     int64_t score = ParseScore(elements[i + 1]);
     int64_t rank = out.empty()                   ? first_rank
                    : ranking == Ranking::kUnique ? position
                    : score == out.back().score   ? out.back().rank
                                                  : position;
-    out.push_back({rank, ClientOf(elements[i].str), score});
+    out.push_back({rank, ClientOf(elements[i].str), score, ProfileOf(elements[i + 2])});
   }
   return out;
 }
@@ -510,12 +579,13 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
   const int64_t season = p.season;
   client_->Eval(
       kPostScript,
-      {"5", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq,
+      {"6", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq,
        // (A space never appears in a ClientId, nor in a key.)
-       "hotrow:lb:b:" + p.board_id + ":key:" + p.client_id + " " + p.idempotency_key, p.board_id, p.client_id,
-       std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
+       "hotrow:lb:b:" + p.board_id + ":key:" + p.client_id + " " + p.idempotency_key, KeyOf(p.board_id, p.season, "p"),
+       p.board_id, p.client_id, std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
        std::to_string(p.season_start_us), p.season_next_us ? std::to_string(*p.season_next_us) : "", p.schedule,
-       p.idempotency_key.empty() ? std::string() : p.fingerprint, std::to_string(kIdempotencyKeptUs / 1000)},
+       p.idempotency_key.empty() ? std::string() : p.fingerprint, std::to_string(kIdempotencyKeptUs / 1000),
+       p.display_name ? "=" + *p.display_name : std::string(), p.metadata ? "=" + *p.metadata : std::string()},
       [this, board_id, posted, season, key = p.idempotency_key, done = std::move(done)](Result<db::redis::Reply> r) {
         if (!r.ok()) return done(r.status());
         const auto& e = r->elements;
@@ -546,12 +616,13 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
         }
         // The stored score, exact; the sum in int64 (Lua's double may round it).
         if (e[0].str == "range" && e.size() == 2) return done(IncrementOutOfRange(ParseScore(e[1]) + posted));
-        auto order = e.size() == 7 ? ParseOrder(e[5].str) : std::nullopt;
-        auto ranking = e.size() == 7 ? ParseRanking(e[6].str) : std::nullopt;
+        auto order = e.size() == 8 ? ParseOrder(e[5].str) : std::nullopt;
+        auto ranking = e.size() == 8 ? ParseRanking(e[6].str) : std::nullopt;
         if (e[0].str != "ok" || !order || !ranking)
           return done(Status::Internal("unexpected reply from the score script"));
         bool changed = ReplyInt(e[3]) == 1;
-        if (changed) Invalidate(board_id);  // before answering: our next read must see it
+        // Before answering: our next read must see it.
+        if (changed || ReplyInt(e[7]) == 1) Invalidate(board_id);
         done(StoredScore{.score = ParseScore(e[1]),
                          .changed = changed,
                          .rank = ReplyInt(e[2]),
@@ -571,17 +642,17 @@ void RedisLeaderboardStore::Purge(std::string board_id, int64_t created_us, int6
 
 void RedisLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
                                    std::function<void(Result<int64_t>)> done) {
-  client_->Eval(
-      kRemoveScript,
-      {"3", kBoards, KeyOf(board_id, season, "z"), KeyOf(board_id, season, "m"), board_id, client_id, kChannel},
-      [this, board_id, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
-        if (!r.ok()) return done(r.status());
-        int64_t answer = ReplyInt(*r);
-        if (answer == -1) return done(NoSuchBoard(board_id));
-        if (answer == 0) return done(NoSuchPlayer(client_id));
-        Invalidate(board_id);
-        done(answer);
-      });
+  client_->Eval(kRemoveScript,
+                {"4", kBoards, KeyOf(board_id, season, "z"), KeyOf(board_id, season, "m"), KeyOf(board_id, season, "p"),
+                 board_id, client_id, kChannel},
+                [this, board_id, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  if (!r.ok()) return done(r.status());
+                  int64_t answer = ReplyInt(*r);
+                  if (answer == -1) return done(NoSuchBoard(board_id));
+                  if (answer == 0) return done(NoSuchPlayer(client_id));
+                  Invalidate(board_id);
+                  done(answer);
+                });
 }
 
 namespace {
@@ -595,8 +666,8 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
   const Ranking ranking = board.settings.ranking;
   if (offset + limit > kPageLimitMax) {
     client_->Eval(kTopScript,
-                  {"1", KeyOf(board.id, season, "z"), std::to_string(offset), std::to_string(limit),
-                   Name(board.settings.order), Name(ranking)},
+                  {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), std::to_string(offset),
+                   std::to_string(limit), Name(board.settings.order), Name(ranking)},
                   [offset, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
                     if (!r.ok()) return done(r.status());
                     const auto& e = r->elements;
@@ -638,8 +709,8 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
 void RedisLeaderboardStore::FetchTop(const BoardInfo& board, int64_t season, uint64_t version) {
   auto started = std::chrono::steady_clock::now();
   client_->Eval(kTopScript,
-                {"1", KeyOf(board.id, season, "z"), "0", std::to_string(kPageLimitMax), Name(board.settings.order),
-                 Name(board.settings.ranking)},
+                {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), "0", std::to_string(kPageLimitMax),
+                 Name(board.settings.order), Name(board.settings.ranking)},
                 [this, board, season, version, started](Result<db::redis::Reply> r) {
                   Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
                   if (r.ok() && r->elements.size() >= 2) {
@@ -690,30 +761,36 @@ void RedisLeaderboardStore::FetchTop(const BoardInfo& board, int64_t season, uin
 void RedisLeaderboardStore::Player(const BoardInfo& board, int64_t season, std::string client_id,
                                    std::optional<int64_t> around, std::function<void(Result<PlayerView>)> done) {
   const Ranking ranking = board.settings.ranking;
-  client_->Eval(kPlayerScript,
-                {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "m"), client_id,
-                 std::to_string(around.value_or(-1)), Name(board.settings.order), Name(ranking)},
-                [client_id, around, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
-                  if (!r.ok()) return done(r.status());
-                  if (r->is_nil()) return done(NoSuchPlayer(client_id));
-                  const auto& e = r->elements;
-                  PlayerView view{{ReplyInt(e.at(0)), client_id, ParseScore(e.at(1))}, std::nullopt};
-                  if (around) view.around = Entries(e, 4, ReplyInt(e.at(2)), ReplyInt(e.at(3)), ranking);
-                  done(std::move(view));
-                });
+  client_->Eval(
+      kPlayerScript,
+      {"3", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "m"), KeyOf(board.id, season, "p"), client_id,
+       std::to_string(around.value_or(-1)), Name(board.settings.order), Name(ranking)},
+      [client_id, around, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
+        if (!r.ok()) return done(r.status());
+        if (r->is_nil()) return done(NoSuchPlayer(client_id));
+        const auto& e = r->elements;
+        PlayerView view{{ReplyInt(e.at(0)), client_id, ParseScore(e.at(1)), ProfileOf(e.at(2))}, std::nullopt};
+        if (around) view.around = Entries(e, 5, ReplyInt(e.at(3)), ReplyInt(e.at(4)), ranking);
+        done(std::move(view));
+      });
 }
 
 void RedisLeaderboardStore::Ranks(const BoardInfo& board, int64_t season, std::vector<std::string> client_ids,
                                   std::function<void(Result<std::vector<Entry>>)> done) {
-  std::vector<std::string> args = {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "m"),
-                                   Name(board.settings.order), Name(board.settings.ranking)};
+  std::vector<std::string> args = {"3",
+                                   KeyOf(board.id, season, "z"),
+                                   KeyOf(board.id, season, "m"),
+                                   KeyOf(board.id, season, "p"),
+                                   Name(board.settings.order),
+                                   Name(board.settings.ranking)};
   for (auto& id : client_ids) args.push_back(std::move(id));
   client_->Eval(kRanksScript, std::move(args), [done = std::move(done)](Result<db::redis::Reply> r) {
     if (!r.ok()) return done(r.status());
     const auto& e = r->elements;
     std::vector<std::pair<int64_t, Entry>> placed;
-    for (size_t i = 0; i + 3 < e.size(); i += 4)
-      placed.push_back({ReplyInt(e[i + 1]), Entry{ReplyInt(e[i + 2]), e[i].str, ParseScore(e[i + 3])}});
+    for (size_t i = 0; i + 4 < e.size(); i += 5)
+      placed.push_back(
+          {ReplyInt(e[i + 1]), Entry{ReplyInt(e[i + 2]), e[i].str, ParseScore(e[i + 3]), ProfileOf(e[i + 4])}});
     std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<Entry> entries;
     for (auto& [position, entry] : placed) entries.push_back(std::move(entry));
@@ -735,7 +812,7 @@ Status RedisLeaderboardStore::Clear() {
     auto seasons = client_->CommandSync({"SMEMBERS", prefix + "written"});
     if (!seasons.ok()) return seasons.status();
     for (const auto& s : seasons->elements) {
-      auto r = client_->CommandSync({"DEL", prefix + s.str + ":z", prefix + s.str + ":m"});
+      auto r = client_->CommandSync({"DEL", prefix + s.str + ":z", prefix + s.str + ":m", prefix + s.str + ":p"});
       if (!r.ok()) return r.status();
     }
     auto r = client_->CommandSync({"DEL", prefix + "written", prefix + "seasons"});

@@ -22,6 +22,10 @@
 //                               the client id
 //   hotrow:lb:b:<board>:<season>:m
 //                               hash client id -> member
+//   hotrow:lb:b:<board>:<season>:p
+//                               hash client id -> "<name bytes, -1: none>
+//                               <display name><metadata>", for the players
+//                               that have either
 //   hotrow:lb:seq               INCR counter: the sequence number of a
 //                               score change, for every board
 //   hotrow:lb:b:<board>:key:<client> <Idempotency-Key>

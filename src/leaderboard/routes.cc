@@ -14,11 +14,22 @@ using http::Response;
 
 namespace {
 
+// "displayName" and "metadata", when set.
+void WriteProfile(JsonWriter& w, const Profile* p) {
+  if (!p) return;
+  if (!p->display_name.empty()) w.Field("displayName", p->display_name);
+  if (!p->metadata.empty()) {
+    w.Key("metadata");
+    w.RawObject(p->metadata);
+  }
+}
+
 void WriteEntry(JsonWriter& w, const Entry& e) {
   w.StartObject();
   w.Field("rank", e.rank);
   w.Field("clientId", e.client_id);
   w.Field("score", e.score);
+  WriteProfile(w, e.profile.get());
   w.EndObject();
 }
 
@@ -211,25 +222,38 @@ Result<int64_t> ReadSeason(LeaderboardService& service, const http::Query& q, co
 }
 
 // A post's ClientId and score, from the header and a {"score": N} body.
-Result<std::pair<std::string, int64_t>> ParsePost(const Request& req) {
+struct ParsedPost {
+  std::string client_id;
+  int64_t score = 0;
+  PostExtras extras;
+};
+
+// The ClientId, the body {"score", "displayName"?, "metadata"?} and the
+// Idempotency-Key header.
+Result<ParsedPost> ParsePost(const Request& req) {
   if (!req.HasHeader("ClientId")) return Status::InvalidField("ClientId", "the ClientId header is required");
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return body.status();
-  if (Status s = body->OnlyFields({"score"}); !s.ok()) return s;
+  if (Status s = body->OnlyFields({"score", "displayName", "metadata"}); !s.ok()) return s;
   auto score = body->SaturatedInteger("score");
   if (!score.ok()) return score.status();
-  return std::pair{std::string(req.Header("ClientId")), *score};
-}
-
-// The Idempotency-Key header, if sent (the service checks it).
-PostExtras ExtrasOf(const Request& req) {
-  PostExtras extras;
+  ParsedPost post{std::string(req.Header("ClientId")), *score, {}};
   if (req.HasHeader("Idempotency-Key")) {
-    extras.idempotency_key = std::string(req.Header("Idempotency-Key"));
+    post.extras.idempotency_key = std::string(req.Header("Idempotency-Key"));
     // An empty header is a key that fails the check, not no key.
-    if (extras.idempotency_key.empty()) extras.idempotency_key = " ";
+    if (post.extras.idempotency_key.empty()) post.extras.idempotency_key = " ";
   }
-  return extras;
+  if (body->Has("displayName")) {
+    auto name = body->String("displayName");
+    if (!name.ok()) return name.status();
+    post.extras.display_name = std::move(*name);
+  }
+  if (body->Has("metadata")) {
+    auto metadata = body->RawObject("metadata", kMetadataBytesMax, kMetadataDepthMax);
+    if (!metadata.ok()) return metadata.status();
+    post.extras.metadata = std::move(*metadata);
+  }
+  return post;
 }
 
 Response PostedResponse(const Posted& p, bool with_season) {
@@ -270,14 +294,14 @@ void PostScore(LeaderboardService& service, const Request& req, Responder respon
   if (!mode.ok()) return responder.Send(Error(mode.status()));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
-  if (auto wait = service.RateLimit(kDefaultBoard, post->first)) return responder.Send(RateLimited(*wait));
+  if (auto wait = service.RateLimit(kDefaultBoard, post->client_id)) return responder.Send(RateLimited(*wait));
   service.PostScore(
-      post->first, post->second, *mode,
+      post->client_id, post->score, *mode,
       [responder](Result<Posted> r) mutable {
         if (!r.ok()) return responder.Send(Error(r.status()));
         responder.Send(PostedResponse(*r, false));
       },
-      ExtrasOf(req));
+      std::move(post->extras));
 }
 
 // A page: {"entries", "total", "next"} and, for a board route, "board" and
@@ -319,6 +343,7 @@ void SendPlayer(Responder& responder, const PlayerView& v, std::optional<int64_t
   w.Field("rank", v.entry.rank);
   w.Field("clientId", v.entry.client_id);
   w.Field("score", v.entry.score);
+  WriteProfile(w, v.entry.profile.get());
   if (season) w.Field("season", *season);
   if (v.around) {
     w.Key("around");
@@ -420,8 +445,8 @@ void BoardScore(LeaderboardService& service, const Request& req, Responder respo
     return responder.Send(Error(Status::InvalidField("season", "a score goes to the board's current season")));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
-  if (auto wait = service.RateLimit(req.params.at(0), post->first)) return responder.Send(RateLimited(*wait));
-  service.PostScore(req.params.at(0), post->first, post->second, std::nullopt, ExtrasOf(req),
+  if (auto wait = service.RateLimit(req.params.at(0), post->client_id)) return responder.Send(RateLimited(*wait));
+  service.PostScore(req.params.at(0), post->client_id, post->score, std::nullopt, std::move(post->extras),
                     [responder](Result<Posted> r) mutable {
                       if (!r.ok()) return responder.Send(Error(r.status()));
                       responder.Send(PostedResponse(*r, true));

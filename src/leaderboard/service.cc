@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/crypto.h"
 #include "base/text.h"
 #include "base/time.h"
 #include "ops/log.h"
@@ -404,6 +405,8 @@ Status LeaderboardService::Follow(std::string_view notification) {
   if (!board) return Status::Ok();  // gone, or an archived season not in memory (BoardFor noted it)
   if (change.kind == ScoreChange::Kind::kErase)
     board->Erase(change.client_id);
+  else if (change.kind == ScoreChange::Kind::kProfile)
+    board->SetProfile(change.client_id, change.profile);
   else
     board->SetIfNewer(change.client_id, change.score, change.seq);
   return Status::Ok();
@@ -700,6 +703,12 @@ void LeaderboardService::PostScore(const std::string& board_id, const std::strin
     return done(Status::OutOfRange("score", -kScoreAbsMax, kScoreAbsMax));
   if (!extras.idempotency_key.empty())
     if (Status s = ValidateIdempotencyKey(extras.idempotency_key); !s.ok()) return done(s);
+  if (extras.display_name)
+    if (Status s = ValidateDisplayName(*extras.display_name); !s.ok()) return done(s);
+  if (extras.metadata && (extras.metadata->size() > kMetadataBytesMax || extras.metadata->size() < 2 ||
+                          extras.metadata->front() != '{' || extras.metadata->back() != '}'))
+    return done(Status::InvalidField(
+        "metadata", "metadata must be a JSON object of at most " + std::to_string(kMetadataBytesMax) + " bytes"));
   // A few rounds: each is one season boundary crossed between this
   // instance's clock and the store's.
   constexpr int kPostTries = 3;
@@ -724,8 +733,17 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
   if (!extras.idempotency_key.empty()) {
     // Every field of the request but the key's own scope (board, ClientId).
     post.idempotency_key = extras.idempotency_key;
-    post.fingerprint = "score=" + std::to_string(score) + " op=" + (op ? Name(*op) : "board");
+    // The operator as this instance knows the board's: the legacy route's
+    // ?mode=replace and a replace board's own are the same request.
+    post.fingerprint = "score=" + std::to_string(score) + " op=" + Name(op.value_or((*state)->info.settings.op));
+    // The profile's fields, hashed (1 KiB of metadata need not be kept
+    // twice); "-" for one not given.
+    if (extras.display_name || extras.metadata)
+      post.fingerprint += " profile=" + HexEncode(Sha256((extras.display_name ? "=" + *extras.display_name : "-") +
+                                                         "\n" + (extras.metadata ? "=" + *extras.metadata : "-")));
   }
+  post.display_name = extras.display_name;
+  post.metadata = extras.metadata;
   if (at_us != 0) {
     // The store's clock was outside this instance's season: the season at
     // the store's time.
@@ -774,12 +792,29 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
     // The Board of the board and season the post went to, as the store
     // says. Changes reach it in seq order whatever order the commits answer
     // in; the rank is this request's score's, even when a later post for
-    // the same player reached the Board first. A replay changes nothing (the
-    // player may have posted or been removed since).
-    if (auto board = BoardFor(board_id, r->board_created_us, season, r->board_order, r->board_ranking)) {
-      if (!replayed) board->SetIfNewer(client_id, r->score, r->seq);
-      return done(posted(board->RankOf(r->score, r->seq), r->score, r->changed));
+    // the same player reached the Board first. A replay changes nothing,
+    // not even which season this instance holds: it ranks the kept entry in
+    // a Board held already, or in the season as read (Archived below).
+    std::shared_ptr<Board> board;
+    if (!replayed) {
+      board = BoardFor(board_id, r->board_created_us, season, r->board_order, r->board_ranking);
+      if (board) {
+        board->SetIfNewer(client_id, r->score, r->seq);
+        board->SetProfile(client_id, r->profile);
+      }
+    } else if (auto held = StateOf(board_id, r->board_created_us)) {
+      if (season > held->season)  // the store's clock ahead of this instance's: that season is current
+        board = BoardFor(board_id, r->board_created_us, season, r->board_order, r->board_ranking);
+      else if (season == held->season)
+        board = held->board;
+      else if (season == held->previous_season)
+        board = held->previous;
+      else
+        board = CachedArchive(board_id, r->board_created_us, season);
     }
+    if (board)
+      return done(posted(replayed ? board->RankOfPast(client_id, r->score, r->seq) : board->RankOf(r->score, r->seq),
+                         r->score, r->changed));
     auto state = StateOf(board_id, r->board_created_us);
     if (!state) {
       // The board was deleted (and made again) since: the score went with
@@ -803,8 +838,9 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
                  return done(Posted{Entry{empty.RankOf(stored.score, stored.seq), client_id, stored.score}, changed,
                                     season, replayed});
                }
-               done(Posted{Entry{(*b)->RankOf(stored.score, stored.seq), client_id, stored.score}, changed, season,
-                           replayed});
+               int64_t rank = replayed ? (*b)->RankOfPast(client_id, stored.score, stored.seq)
+                                       : (*b)->RankOf(stored.score, stored.seq);
+               done(Posted{Entry{rank, client_id, stored.score}, changed, season, replayed});
              });
   });
 }

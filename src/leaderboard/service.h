@@ -88,6 +88,12 @@ struct RanksView {
 // What a score post may carry besides the score.
 struct PostExtras {
   std::string idempotency_key = {};  // empty: none; else as ValidateIdempotencyKey
+  // Given: replaces the stored one, even when the score stays (model.h,
+  // Profile); none: the stored one is kept. `metadata` is a JSON object's
+  // text as sent, checked by the caller (http::JsonObject::RawObject); the
+  // service checks its size.
+  std::optional<std::string> display_name = std::nullopt;
+  std::optional<std::string> metadata = std::nullopt;
 };
 
 struct LeaderboardOptions {

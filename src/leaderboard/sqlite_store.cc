@@ -92,6 +92,12 @@ constexpr std::string_view kIdempotency = R"sql(
   CREATE INDEX lb_idempotency_created ON lb_idempotency (created_us);
 )sql";
 
+// Step 3 (v0.7.0): the order of display name and metadata changes (a
+// profile may change while the score, and its seq, stays).
+constexpr std::string_view kProfiles = R"sql(
+  ALTER TABLE lb_score ADD COLUMN profile_seq INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr const char* kBoardColumns =
     "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us, reset_every_s, "
     "epoch_season, epoch_us, pre_epoch_started_us";
@@ -239,35 +245,84 @@ Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
   return answer;
 }
 
+// The next sequence number (score changes and profile changes share it).
+Result<int64_t> NextSeq(sqlite::Connection& c) {
+  auto bump = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
+  if (!bump.ok()) return bump.status();
+  auto row = bump->Step();
+  if (!row.ok()) return row.status();
+  int64_t seq = bump->Int(0);
+  if (Status s = bump->Run(); !s.ok()) return s;
+  return seq;
+}
+
+// A profile from a row's (display_name, metadata, profile_seq) at `first`;
+// null when neither is set.
+std::shared_ptr<const Profile> ProfileFrom(const sqlite::Query& q, int first) {
+  if (q.IsNull(first) && q.IsNull(first + 1)) return nullptr;
+  return std::make_shared<const Profile>(Profile{
+      .display_name = std::string(q.Text(first)), .metadata = std::string(q.Text(first + 1)), .seq = q.Int(first + 2)});
+}
+
 Result<StoredScore> ApplyScoreUnkept(sqlite::Connection& c, const ScorePost& p, const PostBoard& b, int64_t now) {
   const PostBoard* board = &b;
   auto at = SeasonOf(ScheduleOf(board->info), now);
   if (!at.ok()) return at.status();
   const int64_t season = at->season;
-  auto find = c.Prepare("SELECT score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND client_id = ?3");
+  auto find = c.Prepare(
+      "SELECT score, seq, display_name, metadata, profile_seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND "
+      "client_id = ?3");
   if (!find.ok()) return find.status();
   auto row = find->Bind(1, p.board_id).Bind(2, season).Bind(3, p.client_id).Step();
   if (!row.ok()) return row.status();
   std::optional<Stored> stored;
-  if (*row) stored = Stored{.score = find->Int(0), .seq = find->Int(1)};
+  std::string name, metadata;  // as stored ("" unset)
+  if (*row) {
+    stored = Stored{.score = find->Int(0), .seq = find->Int(1)};
+    name = find->Text(2), metadata = find->Text(3);
+  }
   const BoardSettings& settings = board->info.settings;
   auto next = ApplyOperator(p.op.value_or(settings.op), settings.order,
                             stored ? std::optional(stored->score) : std::nullopt, p.score);
   if (!next.ok()) return next.status();
-  if (stored && stored->score == *next) return Answer(*board, season, stored->score, stored->seq, false);
-  auto bump = c.Prepare("UPDATE leaderboard_seq SET last = last + 1 WHERE id = 1 RETURNING last");
-  if (!bump.ok()) return bump.status();
-  auto seq_row = bump->Step();
-  if (!seq_row.ok()) return seq_row.status();
-  int64_t seq = bump->Int(0);
-  if (Status s = bump->Run(); !s.ok()) return s;
-  auto upsert = c.Prepare(
-      "INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (?1, ?2, ?3, ?4, ?5) "
-      "ON CONFLICT (board_id, season, client_id) DO UPDATE SET score = excluded.score, seq = excluded.seq");
-  if (!upsert.ok()) return upsert.status();
-  upsert->Bind(1, p.board_id).Bind(2, season).Bind(3, p.client_id).Bind(4, *next).Bind(5, seq);
-  if (Status s = upsert->Run(); !s.ok()) return s;
-  return Answer(*board, season, *next, seq, true);
+  // Given: replaces the stored one, even when the score stays.
+  const bool profile_changed = (p.display_name && *p.display_name != name) || (p.metadata && *p.metadata != metadata);
+  if (p.display_name) name = *p.display_name;
+  if (p.metadata) metadata = *p.metadata;
+  const bool score_changed = !stored || stored->score != *next;
+  if (!score_changed && !profile_changed) return Answer(*board, season, stored->score, stored->seq, false);
+  auto seq = NextSeq(c);
+  if (!seq.ok()) return seq.status();
+  auto bind_text = [](sqlite::Query& q, int i, const std::string& v) -> sqlite::Query& {
+    return v.empty() ? q.BindNull(i) : q.Bind(i, v);
+  };
+  StoredScore answer = score_changed ? Answer(*board, season, *next, *seq, true)
+                                     : Answer(*board, season, stored->score, stored->seq, false);
+  if (score_changed) {
+    auto upsert = c.Prepare(
+        "INSERT INTO lb_score (board_id, season, client_id, score, seq, display_name, metadata, profile_seq) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (board_id, season, client_id) DO UPDATE SET "
+        "score = excluded.score, seq = excluded.seq, display_name = excluded.display_name, "
+        "metadata = excluded.metadata, profile_seq = excluded.profile_seq");
+    if (!upsert.ok()) return upsert.status();
+    upsert->Bind(1, p.board_id).Bind(2, season).Bind(3, p.client_id).Bind(4, *next).Bind(5, *seq);
+    bind_text(*upsert, 6, name);
+    bind_text(*upsert, 7, metadata);
+    upsert->Bind(8, profile_changed ? *seq : (*row ? find->Int(4) : 0));
+    if (Status s = upsert->Run(); !s.ok()) return s;
+  } else {
+    auto update = c.Prepare(
+        "UPDATE lb_score SET display_name = ?4, metadata = ?5, profile_seq = ?6 WHERE board_id = ?1 AND season = ?2 "
+        "AND client_id = ?3");
+    if (!update.ok()) return update.status();
+    update->Bind(1, p.board_id).Bind(2, season).Bind(3, p.client_id);
+    bind_text(*update, 4, name);
+    bind_text(*update, 5, metadata);
+    if (Status s = update->Bind(6, *seq).Run(); !s.ok()) return s;
+  }
+  if (profile_changed)
+    answer.profile = std::make_shared<const Profile>(Profile{.display_name = name, .metadata = metadata, .seq = *seq});
+  return answer;
 }
 
 // Runs `apply` (a status-only change) on the writer.
@@ -284,7 +339,8 @@ void SubmitStatus(sqlite::Database& db, std::function<Status(sqlite::Connection&
 }  // namespace
 
 Status CreateLeaderboardSchema(sqlite::Connection& conn) {
-  return sqlite::MigrateComponent(conn, "leaderboard", {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}},
+  return sqlite::MigrateComponent(conn, "leaderboard",
+                                  {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}, {.sql = kProfiles}},
                                   "leaderboard");
 }
 
@@ -302,6 +358,7 @@ Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db:
 SqliteLeaderboardStore::~SqliteLeaderboardStore() { Stop(); }
 
 void SqliteLeaderboardStore::Stop() {
+  stopping_.store(true);  // a purge under way ends after its batch
   if (purger_) purger_->Stop();
 }
 
@@ -316,7 +373,7 @@ void SqliteLeaderboardStore::PurgeKeys() {
     if (Status s = q->Bind(1, cutoff).Bind(2, kPurgeBatchRows).Run(); !s.ok()) return s;
     return c.Changes() >= kPurgeBatchRows;
   };
-  for (bool more = true; more;) {
+  for (bool more = true; more && !stopping_.load();) {
     std::promise<Result<bool>> answer;
     auto future = answer.get_future();
     sqlite::SubmitCall<bool>(db_.writer(), batch, [&answer](const Result<bool>& r) { answer.set_value(r); });
@@ -354,7 +411,9 @@ Status SqliteLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& boa
     std::string id = board->id;
     wanted.emplace_back(std::move(id), board_sink(std::move(*board)));
   }
-  auto q = (*conn)->Prepare("SELECT season, client_id, score, seq FROM lb_score WHERE board_id = ?1 AND season >= ?2");
+  auto q = (*conn)->Prepare(
+      "SELECT season, client_id, score, seq, display_name, metadata, profile_seq FROM lb_score WHERE board_id = ?1 "
+      "AND season >= ?2");
   if (!q.ok()) return q.status();
   for (const auto& [board, from] : wanted) {
     q->Reset();
@@ -363,7 +422,8 @@ Status SqliteLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& boa
       auto row = q->Step();
       if (!row.ok()) return row.status();
       if (!*row) break;
-      sink(board, q->Int(0), std::string(q->Text(1)), Stored{.score = q->Int(2), .seq = q->Int(3)});
+      sink(board, q->Int(0), std::string(q->Text(1)),
+           Stored{.score = q->Int(2), .seq = q->Int(3), .profile = ProfileFrom(*q, 4)});
     }
   }
   return Status::Ok();
@@ -373,14 +433,16 @@ Status SqliteLeaderboardStore::LoadSeason(const std::string& board_id, int64_t s
                                           const std::function<void(std::string, Stored)>& sink) {
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
-  auto q = (*conn)->Prepare("SELECT client_id, score, seq FROM lb_score WHERE board_id = ?1 AND season = ?2");
+  auto q = (*conn)->Prepare(
+      "SELECT client_id, score, seq, display_name, metadata, profile_seq FROM lb_score WHERE board_id = ?1 AND "
+      "season = ?2");
   if (!q.ok()) return q.status();
   q->Bind(1, board_id).Bind(2, season);
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
-    sink(std::string(q->Text(0)), Stored{.score = q->Int(1), .seq = q->Int(2)});
+    sink(std::string(q->Text(0)), Stored{.score = q->Int(1), .seq = q->Int(2), .profile = ProfileFrom(*q, 3)});
   }
 }
 

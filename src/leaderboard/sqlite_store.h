@@ -13,6 +13,7 @@
 // Idempotency-Keys, purged hourly after kIdempotencyKeptUs).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,6 +52,7 @@ class SqliteLeaderboardStore final : public LeaderboardStore {
   // Deletes the Idempotency-Keys past kIdempotencyKeptUs (purger_'s thread).
   void PurgeKeys();
   db::sqlite::Database& db_;
+  std::atomic<bool> stopping_{false};
   std::unique_ptr<PeriodicTask> purger_;
 };
 

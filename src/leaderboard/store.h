@@ -66,10 +66,10 @@ struct RecordedSeason {
 // (board incarnation, client, key) -> `fingerprint` and the answer, in the
 // same transaction (or script) as the score, for kIdempotencyKeptUs. A post
 // that finds its key answers the kept score, seq and season with
-// `replayed` (and the rank the SharedRanking store answered then), writes
-// nothing, and is checked before the season and the schedule (a retry
-// after a reset still gets its answer); one with another fingerprint is
-// idempotency_mismatch (IdempotencyKeyReused).
+// `replayed` (a SharedRanking store: with the rank the kept entry has now,
+// and no seq), writes nothing, and is checked before the season and the
+// schedule (a retry after a reset still gets its answer); one with another
+// fingerprint is idempotency_mismatch (IdempotencyKeyReused).
 struct ScorePost {
   std::string board_id = {};
   std::string client_id = {};
@@ -81,6 +81,9 @@ struct ScorePost {
   std::string schedule = {};
   std::string idempotency_key = {};  // empty: none
   std::string fingerprint = {};
+  // Given: replaces the stored one (even when the score stays); none: kept.
+  std::optional<std::string> display_name = std::nullopt;
+  std::optional<std::string> metadata = std::nullopt;
 };
 
 // The player's stored score after a post: what the operator made of it (an
@@ -102,21 +105,26 @@ struct StoredScore {
   std::optional<int64_t> moved_at_us = std::nullopt;
   bool stale_schedule = false;  // nothing written (ScorePost)
   bool replayed = false;        // an Idempotency-Key's kept answer: nothing written
+  // The player's display name and metadata after the post, when it changed
+  // them (seq: the post's sequence number).
+  std::shared_ptr<const Profile> profile = nullptr;
 };
 
 // A change another instance made.
 struct ScoreChange {
   enum class Kind {
-    kSet,    // a stored score changed
-    kErase,  // a player was removed
-    kBoard,  // board `board_id` was created, changed or deleted: read it again
+    kSet,      // a stored score changed
+    kErase,    // a player was removed
+    kBoard,    // board `board_id` was created, changed or deleted: read it again
+    kProfile,  // a player's display name or metadata changed
   };
   Kind kind = Kind::kSet;
   std::string board_id = {};
   int64_t season = kFirstSeason;
   std::string client_id = {};    // kSet and kErase
   int64_t score = 0, seq = 0;    // kSet only
-  int64_t board_created_us = 0;  // kSet and kErase: the board's creation time (a board made again is another)
+  int64_t board_created_us = 0;  // kSet, kErase and kProfile: the board's creation time (a board made again is another)
+  std::shared_ptr<const Profile> profile = nullptr;  // kProfile
 };
 
 // Reads answered by a store that ranks for every instance (Redis). `done`
@@ -219,7 +227,8 @@ inline Status BoardChangedMeanwhile(std::string_view board_id) {
 inline Status IdempotencyKeyReused(std::string_view key) {
   return Status(
       ErrorCode::kIdempotencyMismatch,
-      "Idempotency-Key '" + std::string(key) + "' was used for a different score post by this player on this board",
+      "Idempotency-Key '" + std::string(key) +
+          "' was used by this player on this board for a post with another score, operator, displayName or metadata",
       "Idempotency-Key");
 }
 

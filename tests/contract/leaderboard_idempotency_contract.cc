@@ -66,6 +66,13 @@ TEST_P(LeaderboardContract, ARetriedIncrementWithItsKeyAddsOnceAndGetsTheFirstAn
   ASSERT_TRUE(next.ok());
   EXPECT_FALSE(next->replayed);
   EXPECT_EQ(next->entry.score, 10);
+  // ann moved on (10, ahead of bob's 9): her first answer's 5 would be
+  // behind bob, and she is not counted twice.
+  auto moved = Post(store(), "coins", "ann", 5, "order-1");
+  ASSERT_TRUE(moved.ok());
+  EXPECT_TRUE(moved->replayed);
+  EXPECT_EQ(moved->entry.score, 5);
+  EXPECT_EQ(moved->entry.rank, 2);
   // Without a key, every post counts.
   ASSERT_TRUE(Post(store(), "coins", "ann", 1, "").ok());
   ASSERT_TRUE(Post(store(), "coins", "ann", 1, "").ok());
@@ -78,6 +85,25 @@ TEST_P(LeaderboardContract, ARetriedIncrementWithItsKeyAddsOnceAndGetsTheFirstAn
   EXPECT_TRUE(after->replayed);
   EXPECT_EQ(after->entry.score, 10);
   EXPECT_EQ(ScoreOf(store(), "coins", "ann"), 12);
+}
+
+TEST_P(LeaderboardContract, AReplayedAnswerNeverCountsThePlayerTwice) {
+  ASSERT_TRUE(Create(store(), "solo", Increment()).ok());
+  ASSERT_TRUE(Post(store(), "solo", "only", 5, "k1").ok());
+  ASSERT_TRUE(Post(store(), "solo", "only", 5, "k2").ok());
+  auto replay = Post(store(), "solo", "only", 5, "k1");
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->entry.rank, 1) << "alone on the board";
+  BoardSettings shared = Increment();
+  shared.ranking = leaderboard::Ranking::kShared;
+  ASSERT_TRUE(Create(store(), "tied", shared).ok());
+  ASSERT_TRUE(Post(store(), "tied", "a", 5, "k1").ok());
+  ASSERT_TRUE(Post(store(), "tied", "b", 5, "").ok());
+  ASSERT_TRUE(Post(store(), "tied", "a", 5, "k2").ok());  // a: 10
+  auto shared_replay = Post(store(), "tied", "a", 5, "k1");
+  ASSERT_TRUE(shared_replay.ok());
+  EXPECT_EQ(shared_replay->entry.rank, 1) << "tied with b, a's own 10 not counted";
 }
 
 TEST_P(LeaderboardContract, RetriesSentAtOnceAddOnce) {
@@ -131,10 +157,13 @@ TEST_P(LeaderboardContract, AKeyIsCheckedAndRefusedWhenItIsNotVisibleAscii) {
 TEST_P(LeaderboardContract, AReplayNeitherBringsBackARemovedPlayerNorOutlivesItsBoard) {
   ASSERT_TRUE(Create(store(), "coins", Increment()).ok());
   ASSERT_TRUE(Post(store(), "coins", "ann", 3, "k").ok());
+  ASSERT_TRUE(Post(store(), "coins", "bob", 3, "").ok());  // equal, later
+  ASSERT_TRUE(Post(store(), "coins", "cy", 1, "").ok());
   ASSERT_TRUE(Wait<Status>([&](auto done) { store().Remove("coins", "ann", done); }).ok());
   auto replay = Post(store(), "coins", "ann", 3, "k");
   ASSERT_TRUE(replay.ok()) << replay.status().ToString();
   EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->entry.rank, 1) << "where the kept entry would be: ahead of bob's later 3";
   EXPECT_FALSE(Player(store(), "coins", "ann").ok()) << "the replay wrote ann back";
 
   // A board deleted and made again starts with no keys.

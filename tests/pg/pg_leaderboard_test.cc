@@ -1,7 +1,9 @@
 // Boards on PostgreSQL, what the contract cannot see from one service: the
 // locks a post takes, a delete beside posts, late notifications, an old
 // instance's writes through the view.
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -56,7 +58,7 @@ TEST(PostgresBoards, ADeleteIsNotStarvedByPostsAndNewPostsAreRefusedAtOnce) {
   const std::string post =
       "SELECT outcome FROM hotrow_lb_post_v1('busy', $1, 5, NULL, 1, 0, NULL, (SELECT reset || ' ' || reset_timezone "
       "|| ' ' || reset_every_s || ' ' || epoch_season || ' ' || epoch_us FROM lb_board WHERE board_id = 'busy'), NULL, "
-      "NULL)";
+      "NULL, NULL, NULL)";
   auto early = in_flight->Query(post, {"early"});
   ASSERT_TRUE(early.ok()) << early.status().ToString();
   ASSERT_EQ(early->Int(0, 0), 0) << "stored";
@@ -118,6 +120,54 @@ TEST(PostgresBoards, ALateChangeOfAnotherIncarnationIsDropped) {
   EXPECT_TRUE(f.service->Follow("set2 x " + created + " 1 50 999999 real").ok());
   page = Wait<Result<leaderboard::Page>>([&](auto done) { f.service->Top("x", 0, 10, done); });
   EXPECT_EQ(page->total, 1);
+}
+
+// A second instance follows display-name changes from the notifications
+// (a change of the name alone keeps the score and its seq), and an older
+// one arriving late does not undo a newer one.
+TEST(PostgresBoards, AnotherInstanceFollowsDisplayNamesInOrder) {
+  PgBoards f;
+  auto other = std::make_unique<LeaderboardService>(*f.store);
+  ASSERT_TRUE(f.Create("x").ok());
+  ASSERT_TRUE(other->Load().ok());
+  std::mutex mutex;
+  std::condition_variable heard;
+  std::vector<std::string> seen;
+  auto listener = OrThrow(db::pg::Listener::Start(
+      f.url, {"hotrow_lb"},
+      [&](const std::string&, const std::string& payload) {
+        std::lock_guard lock(mutex);
+        seen.push_back(payload);
+        heard.notify_all();
+        return Status::Ok();
+      },
+      [] { return Status::Ok(); }));
+  for (int i = 0; i < 500 && listener->state() != db::pg::Listener::State::kListening; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto post = [&](int64_t score, std::string name) {
+    return Wait<Result<leaderboard::Posted>>([&](auto done) {
+      f.service->PostScore("x", "ann", score, std::nullopt,
+                           leaderboard::PostExtras{.idempotency_key = {}, .display_name = name}, done);
+    });
+  };
+  ASSERT_TRUE(post(5, "First").ok());
+  ASSERT_TRUE(post(5, "Second Name").ok());  // the name alone
+  {
+    std::unique_lock lock(mutex);
+    // set2 (the score), prof "First", prof "Second Name".
+    ASSERT_TRUE(heard.wait_for(lock, std::chrono::seconds(10), [&] { return seen.size() >= 3; }))
+        << "notifications: " << seen.size();
+  }
+  listener.reset();
+  ASSERT_EQ(seen.size(), 3u);
+  for (const auto& payload : seen) ASSERT_TRUE(other->Follow(payload).ok()) << payload;
+  ASSERT_TRUE(other->Follow(seen[1]).ok());  // "First" again, late
+  auto p = Wait<Result<leaderboard::PlayerView>>([&](auto done) { other->Player("x", "ann", std::nullopt, done); });
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->entry.profile);
+  EXPECT_EQ(p->entry.profile->display_name, "Second Name");
+  EXPECT_EQ(p->entry.score, 5);
+  other.reset();
 }
 
 // Through the view an old instance reads `default`; it can neither add nor

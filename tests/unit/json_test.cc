@@ -135,5 +135,55 @@ TEST(JsonWriter, EscapesUntrustedText) {
   EXPECT_EQ(out, "{\"s\":\"a\\\"b\\\\c\\n\\u0001</script>日本\",\"n\":-5}");
 }
 
+TEST(JsonObject, AnObjectFieldIsKeptByteForByte) {
+  std::string text = R"({"score":1, "metadata" : { "b" : [1, {"c":"\u00e9"}],"a":2.50 } ,"x":true})";
+  auto obj = JsonObject::Parse(text);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  auto raw = obj->RawObject("metadata", 1024, 8);
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  EXPECT_EQ(*raw, R"({ "b" : [1, {"c":"\u00e9"}],"a":2.50 })");
+  EXPECT_EQ(obj->RawObject("x", 1024, 8).status().field(), "x") << "not an object";
+  EXPECT_EQ(obj->RawObject("nope", 1024, 8).status().field(), "nope");
+  auto empty = JsonObject::Parse(R"({"m":{}})");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->RawObject("m", 1024, 8).value(), "{}");
+}
+
+TEST(JsonObject, AnObjectFieldIsCheckedForSizeDepthAndRepeatedKeysAtAnyDepth) {
+  auto too_big = JsonObject::Parse(R"({"m":{"k":"0123456789"}})");
+  ASSERT_TRUE(too_big.ok());
+  EXPECT_TRUE(too_big->RawObject("m", 16, 8).status().message().find("at most 16") != std::string::npos);
+  EXPECT_TRUE(too_big->RawObject("m", 18, 8).ok()) << "18 bytes";
+  // Depth 8 passes, 9 does not (the object itself is 1; arrays count).
+  auto nested = [](int depth) {  // an object `depth` deep, the innermost an array
+    std::string open = "{", close = "}";
+    for (int d = 2; d < depth; ++d) open += "\"a\":{", close += "}";
+    return "{\"m\":" + open + "\"a\":[1]" + close + "}";
+  };
+  std::string eight = nested(8), nine = nested(9);
+  EXPECT_TRUE(JsonObject::Parse(eight)->RawObject("m", 1024, 8).ok());
+  auto deep = JsonObject::Parse(nine)->RawObject("m", 1024, 8);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().field(), "m");
+  auto twice = JsonObject::Parse(R"({"m":{"a":{"k":1,"k":2}}})");
+  ASSERT_TRUE(twice.ok()) << "the top level's check is for top-level and member names";
+  auto dup = twice->RawObject("m", 1024, 8);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_TRUE(dup.status().message().find("'k' twice") != std::string::npos) << dup.status().message();
+  // The same key in two sibling objects is fine.
+  EXPECT_TRUE(JsonObject::Parse(R"({"m":{"a":{"k":1},"b":{"k":2}}})")->RawObject("m", 1024, 8).ok());
+}
+
+TEST(JsonWriter, ARawObjectGoesOutAsItIs) {
+  std::string out;
+  JsonWriter w(out);
+  w.StartObject();
+  w.Key("metadata");
+  w.RawObject(R"({ "a" : [1,2] })");
+  w.Field("n", 1);
+  w.EndObject();
+  EXPECT_EQ(out, R"({"metadata":{ "a" : [1,2] },"n":1})");
+}
+
 }  // namespace
 }  // namespace hotrow::http
