@@ -192,8 +192,16 @@ struct ObjectChecker : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ObjectChe
     keys.emplace_back();
     return ++depth <= depth_max;
   }
+  // A lone surrogate escape (\udc00) decodes to bytes that are not UTF-8:
+  // refused, as other readers of the metadata would refuse it.
+  bool bad_text = false;
+  bool String(const char* s, rapidjson::SizeType n, bool) {
+    if (!IsValidUtf8(std::string_view(s, n))) return bad_text = true, false;
+    return true;
+  }
   bool Key(const char* s, rapidjson::SizeType n, bool) {
     std::string_view k(s, n);
+    if (!IsValidUtf8(k)) return bad_text = true, false;
     for (const auto& seen : keys.back())
       if (seen == k) return duplicate.assign(k), false;
     keys.back().emplace_back(k);
@@ -219,6 +227,8 @@ Result<std::string> JsonObject::RawObject(std::string_view name, size_t bytes_ma
   if (!reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(stream, checker)) {
     if (!checker.duplicate.empty())
       return Status::InvalidField(f->name, f->name + " has the key '" + checker.duplicate + "' twice in one object");
+    if (checker.bad_text)
+      return Status::InvalidField(f->name, f->name + " has a string that is not Unicode text (a lone surrogate)");
     return Status::InvalidField(f->name, f->name + " is nested more than " + std::to_string(depth_max) + " deep");
   }
   return std::string(f->raw);

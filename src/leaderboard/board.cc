@@ -133,6 +133,9 @@ void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile
   if (player == impl_->players.end()) return;
   auto it = impl_->profiles.find(client_id);
   if (it != impl_->profiles.end() && it->second->seq >= profile->seq) return;
+  // None held: one older than the player's score is of an entry removed
+  // since (a late answer), not of this one.
+  if (it == impl_->profiles.end() && profile->seq < player->second.seq) return;
   if (it == impl_->profiles.end())
     impl_->profiles.emplace(std::string(client_id), std::move(profile));
   else

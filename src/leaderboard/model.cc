@@ -12,11 +12,31 @@ int64_t DemoScore(std::mt19937_64& rng) {
 }
 
 Status ValidateDisplayName(std::string_view name) {
-  return CheckUserText(name, TextRule{.field = "displayName",
-                                      .code_points_min = 1,
-                                      .code_points_max = kDisplayNameMax,
-                                      .multiline = false,
-                                      .trimmed = true});
+  // Not text.h's `trimmed`: a name may end in a combining mark or a
+  // variation selector ("José" decomposed, Hindi, "❤️"); only a space or a
+  // format character at either end is refused.
+  if (Status s = CheckUserText(name, TextRule{.field = "displayName",
+                                              .code_points_min = 1,
+                                              .code_points_max = kDisplayNameMax,
+                                              .multiline = false,
+                                              .trimmed = false});
+      !s.ok())
+    return s;
+  auto blank = [](uint32_t cp) {
+    return cp == 0x20 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200F) ||
+           (cp >= 0x2028 && cp <= 0x202F) || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
+  };
+  size_t i = 0;
+  auto first = NextCodePoint(name, &i);
+  uint32_t last = first.value_or(0);
+  while (i < name.size())
+    if (auto cp = NextCodePoint(name, &i))
+      last = *cp;
+    else
+      break;
+  if (blank(first.value_or(0)) || blank(last))
+    return Status::InvalidField("displayName", "displayName must not begin or end with a space");
+  return Status::Ok();
 }
 
 Status ValidateClientId(std::string_view id, const char* field) {

@@ -76,8 +76,9 @@ TEST_P(LeaderboardContract, ADisplayNameAndMetadataAreKeptByteForByteAndShownInE
     EXPECT_EQ(Shown(player->entry), want[0]);
     ASSERT_TRUE(player->around.has_value());
     EXPECT_EQ(Shown(*player->around), Strings(want.begin(), want.begin() + 2));
-    auto ranks = Wait<Result<RanksView>>(
-        [&](auto done) { store().Ranks("arena", std::nullopt, std::vector<std::string>{"cy", "ann"}, done); });
+    auto ranks = Wait<Result<RanksView>>([&](auto done) {
+      store().Ranks("arena", std::nullopt, std::vector<std::string>{"cy", "ann"}, done);
+    });
     ASSERT_TRUE(ranks.ok()) << ranks.status().ToString();
     EXPECT_EQ(Shown(ranks->entries), (Strings{want[0], want[2]}));
     if (round == 0) Restart();
@@ -124,13 +125,19 @@ TEST_P(LeaderboardContract, ARemovedPlayerComesBackWithoutTheOldName) {
 
 TEST_P(LeaderboardContract, BadNamesAndMetadataAreRefusedAndWriteNothing) {
   ASSERT_TRUE(Create(store(), "arena", BoardSettings{}).ok());
-  for (std::string bad : {std::string(""), std::string(65, 'n'), std::string(" padded"), std::string("tab\there"),
-                          std::string("\xC3")}) {
+  for (std::string bad :
+       {std::string(""), std::string(65, 'n'), std::string(" padded"), std::string("tab\there"), std::string("\xC3")}) {
     auto r = Post(store(), "arena", "ann", 1, Named(bad));
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().field(), "displayName") << bad;
   }
   EXPECT_TRUE(Post(store(), "arena", "ann", 1, Named(std::string(64, 'n'))).ok()) << "64 is allowed";
+  // A name may end in a combining mark or a variation selector.
+  for (std::string good : {std::string("Jose\xCC\x81"),
+                           std::string("\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D"
+                                       "\xE0\xA4\xA4\xE0\xA5\x87"),
+                           std::string("\xE2\x9D\xA4\xEF\xB8\x8F")})
+    EXPECT_TRUE(Post(store(), "arena", "dee", 1, Named(good)).ok()) << good;
   auto big = Post(store(), "arena", "bob", 1, Named(std::nullopt, "{\"k\":\"" + std::string(1020, 'x') + "\"}"));
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().field(), "metadata");

@@ -30,6 +30,29 @@ TEST(Board, RanksByScoreThenSequence) {
   EXPECT_EQ(b.Player("a", std::nullopt)->entry.rank, 3);
 }
 
+TEST(Board, AProfileFollowsItsOwnOrderAndALateOneOfARemovedEntryIsDropped) {
+  Board b;
+  auto profile = [](std::string name, int64_t seq) {
+    return std::make_shared<const Profile>(Profile{.display_name = std::move(name), .metadata = {}, .seq = seq});
+  };
+  b.SetProfile("ghost", profile("G", 1));  // not on the board: nothing
+  b.Set("a", 5, 3);
+  b.SetProfile("a", profile("First", 3));
+  b.SetProfile("a", profile("Second", 7));  // a name change alone: the score's seq stays
+  b.SetProfile("a", profile("First", 3));   // late: older than the one held
+  ASSERT_TRUE(b.Player("a", std::nullopt)->entry.profile);
+  EXPECT_EQ(b.Player("a", std::nullopt)->entry.profile->display_name, "Second");
+  EXPECT_EQ(b.Top(0, 10).entries[0].profile->display_name, "Second") << "the top snapshot carries it";
+  EXPECT_FALSE(b.Player("ghost", std::nullopt));
+  // Removed, then back with a score (seq 12) and no name: a late answer of
+  // the entry before (its profile seq 10) is not this one's.
+  EXPECT_TRUE(b.Erase("a"));
+  b.Set("a", 6, 12);
+  b.SetProfile("a", profile("Stale", 10));
+  EXPECT_FALSE(b.Player("a", std::nullopt)->entry.profile);
+  EXPECT_FALSE(b.Top(0, 10).entries[0].profile);
+}
+
 TEST(Board, RankMatchesALinearRecount) {
   Board b;
   std::mt19937_64 rng(3);
