@@ -32,6 +32,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "period_already_granted";
     case ErrorCode::kIdempotencyMismatch:
       return "idempotency_mismatch";
+    case ErrorCode::kBadSignature:
+      return "bad_signature";
     case ErrorCode::kRateLimited:
       return "rate_limited";
     case ErrorCode::kPayloadTooLarge:

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kInvalidField,          // one field (body, path or query) is wrong
   kUnauthorized,          // credentials required and missing
   kForbidden,             // credentials present but not sufficient
+  kBadSignature,          // a signed request whose signature is missing or wrong (401)
   kNotFound,              // no such resource or route
   kMethodNotAllowed,      // route exists, method does not
   kNotImplemented,        // a method or transfer coding the server does not implement (501)

@@ -60,5 +60,8 @@ Status ValidateIdempotencyKey(std::string_view key);
 
 // Lower-case hexadecimal of `bytes`.
 std::string HexEncode(std::string_view bytes);
+// The bytes of hexadecimal text (either case); nullopt for an odd length
+// or a character that is not a hex digit.
+std::optional<std::string> HexDecode(std::string_view hex);
 
 }  // namespace hotrow

@@ -32,6 +32,7 @@ struct ServeFlags {
   bool print_config = false;
   bool test_hooks = false;         // boards with seasons of seconds (tests)
   std::string score_rate = "off";  // leaderboard posts per ClientId per board (--score-rate)
+  std::string secrets_key_file;    // the key boards' HMAC secrets are sealed with (--secrets-key-file)
   bool print_routes = false;
   std::string config;  // read before parsing (cmd/config.h)
 };

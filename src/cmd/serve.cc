@@ -2,6 +2,7 @@
 // until SIGTERM/SIGINT.
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +15,9 @@
 #include <systemd/sd-daemon.h>
 
 #include "base/auth.h"
+#include "base/crypto.h"
 #include "base/domain.h"
+#include "base/text.h"
 #include "cmd/commands.h"
 #include "cmd/config.h"
 #include "cmd/operations.h"
@@ -159,6 +162,10 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
         return r.ok() ? std::string() : r.status().message();
       })
       ->capture_default_str();
+  c->add_option("--secrets-key-file", f.secrets_key_file,
+                "File holding the key (64 hex digits, or 32 raw bytes) that boards' HMAC secrets are kept "
+                "encrypted under (AES-256-GCM); without it no board may use auth hmac")
+      ->envname("HOTROW_SECRETS_KEY_FILE");
   c->add_flag(
        "--test-hooks", f.test_hooks,
        "Accept boards whose seasons last seconds (\"reset\":{\"everySeconds\":N}), for tests; never in production")
@@ -172,6 +179,27 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
 }
 
 namespace {
+
+// The key of --secrets-key-file: 64 hex digits (a trailing newline allowed)
+// or 32 raw bytes. A file others may read is refused: whoever reads it can
+// open every board's secret from the database.
+Result<std::string> ReadSecretsKey(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return Status::InvalidField("secrets-key-file", path + ": " + std::strerror(errno));
+  if ((st.st_mode & 077) != 0)
+    return Status::InvalidField("secrets-key-file", path + " may be read by others (chmod 600 it)");
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) return Status::InvalidField("secrets-key-file", path + ": " + std::strerror(errno));
+  std::string text(256, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), file));
+  std::fclose(file);
+  if (text.size() == kSealKeyBytes) return text;
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  auto key = text.size() == 2 * kSealKeyBytes ? HexDecode(text) : std::nullopt;
+  if (!key) return Status::InvalidField("secrets-key-file", path + " must hold 64 hex digits or 32 raw bytes");
+  return *key;
+}
 
 // Every store the server uses, on whichever backend --db and --redis name,
 // and the services over them: serve holds interfaces only.
@@ -465,9 +493,19 @@ int RunServe(const ServeFlags& f) {
   ops.follows = postgres;
 
   b.plans = std::make_unique<dateplan::DatePlanService>(*b.plan_store, admin);
+  std::string secrets_key;
+  if (!f.secrets_key_file.empty()) {
+    auto key = ReadSecretsKey(f.secrets_key_file);
+    if (!key.ok()) {
+      log::Error("--secrets-key-file: {}", key.status().message());
+      return 1;
+    }
+    secrets_key = std::move(*key);
+  }
   b.board = std::make_unique<leaderboard::LeaderboardService>(
       *b.board_store, leaderboard::LeaderboardOptions{.test_hooks = f.test_hooks,
-                                                      .score_rate = leaderboard::ParseScoreRate(f.score_rate).value()});
+                                                      .score_rate = leaderboard::ParseScoreRate(f.score_rate).value(),
+                                                      .secrets_key = std::move(secrets_key)});
   b.cards = std::make_unique<pointcard::PointCardService>(*b.card_store);
   for (DomainService* s : b.services()) {
     if (Status st = s->Load(); !st.ok()) {

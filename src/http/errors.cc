@@ -17,6 +17,8 @@ int HttpStatusFor(ErrorCode code) {
       return 401;
     case ErrorCode::kForbidden:
       return 403;
+    case ErrorCode::kBadSignature:
+      return 401;
     case ErrorCode::kNotFound:
       return 404;
     case ErrorCode::kMethodNotAllowed:
@@ -83,7 +85,9 @@ Response ErrorResponse(const Status& status) {
   w.EndObject();
   w.EndObject();
   if (r.status == 503) r.AddHeader("Retry-After", std::to_string(kRetryAfterSeconds));
-  if (r.status == 401) r.AddHeader("WWW-Authenticate", "Bearer");
+  // The scheme the request lacked: a signed post's, or the Bearer token's.
+  if (r.status == 401)
+    r.AddHeader("WWW-Authenticate", status.code() == ErrorCode::kBadSignature ? "HMAC-SHA256" : "Bearer");
   return r;
 }
 

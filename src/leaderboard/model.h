@@ -86,6 +86,28 @@ struct BoardInfo {
   int64_t epoch_season = 1;
   int64_t epoch_us = 0;
   int64_t pre_epoch_started_us = 0;
+  // auth hmac: the board's secret, sealed (base/crypto.h Seal, under the
+  // --secrets-key-file key); "" when it has none. The secret before a
+  // rotation stays accepted until previous_until_us.
+  std::string secret_sealed = {};
+  std::string previous_secret_sealed = {};
+  int64_t previous_until_us = 0;
+};
+
+// A signed post's headers (auth hmac): X-Timestamp is decimal Unix seconds
+// within kSignatureSkewS of the instance's clock; X-Signature 64 hex digits,
+// HMAC-SHA256 under the secret's ASCII bytes of
+// "POST\n<path as received, no query>\n<ClientId>\n<X-Timestamp as sent>\n<body>".
+inline constexpr int64_t kSignatureSkewS = 300;
+// A signature is kept by the store of record (as an Idempotency-Key is) so
+// that a repeated one replays its answer; it is refused after the skew.
+inline constexpr int64_t kSecretGraceSecondsMax = 7 * 86400;
+struct SignedRequest {
+  std::string_view path;
+  std::string_view client_id;
+  std::string_view timestamp;  // as sent; empty: missing
+  std::string_view signature;  // as sent; empty: missing
+  std::string_view body;
 };
 
 inline constexpr int64_t kResetEverySecondsMax = 86400;

@@ -116,6 +116,13 @@ constexpr std::string_view kProfiles = R"sql(
   ALTER TABLE lb_score ADD COLUMN profile_seq bigint NOT NULL DEFAULT 0;
 )sql";
 
+// Step 4 (v0.7.0): boards' HMAC secrets, sealed (model.h, BoardInfo).
+constexpr std::string_view kSecrets = R"sql(
+  ALTER TABLE lb_board ADD COLUMN secret text NOT NULL DEFAULT '',
+                       ADD COLUMN previous_secret text NOT NULL DEFAULT '',
+                       ADD COLUMN previous_until_us bigint NOT NULL DEFAULT 0;
+)sql";
+
 // The post: decides the stored score with the board's settings as stored
 // (p_op, when not NULL, overrides the operator: the legacy ?mode) and writes
 // it in one transaction. A board being deleted is refused before any lock,
@@ -129,8 +136,8 @@ constexpr std::string_view kProfiles = R"sql(
 // is outside [p_start_us, p_next_us) (nothing written; `score` is the
 // clock: post again for its season), 5 the instance computed the season
 // with another schedule than the board's (p_schedule, ScheduleFingerprint;
-// nothing written: read the board again), 6 p_key was kept with another
-// fingerprint than p_fp, 7 p_key was kept with p_fp: its answer (score, seq,
+// nothing written: read the board again), 6 one of p_keys (StoredKeys) was
+// kept with another fingerprint than p_fp, 7 one was kept with p_fp: its answer (score, seq,
 // season), nothing written; with the board's creation time, order and
 // ranking. The key is looked up under the clock's lock, so two posts with
 // one key are one after the other, and before the schedule and the season
@@ -141,7 +148,7 @@ constexpr std::string_view kProfiles = R"sql(
 // follows the "set2" one.
 constexpr std::string_view kFunctions = R"sql(
   CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_client text, p_score bigint, p_op text, p_season int,
-                                               p_start_us bigint, p_next_us bigint, p_schedule text, p_key text,
+                                               p_start_us bigint, p_next_us bigint, p_schedule text, p_keys text[],
                                                p_fp text, p_name text, p_meta text)
   RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text,
                  season int, out_name text, out_meta text, out_pseq bigint)
@@ -175,10 +182,11 @@ constexpr std::string_view kFunctions = R"sql(
       RETURNING leaderboard_clock.n INTO n;
     -- The season is the one this clock, read after the locks, is in.
     now_us := (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint;
-    IF p_key IS NOT NULL THEN
+    IF cardinality(p_keys) > 0 THEN
       SELECT * INTO k FROM lb_idempotency x
-        WHERE x.board_id = p_board AND x.client_id = p_client AND x.key = p_key AND x.board_created_us = b.created_us
-          AND x.created_us > now_us - 86400000000;
+        WHERE x.board_id = p_board AND x.client_id = p_client AND x.key = ANY (p_keys)
+          AND x.board_created_us = b.created_us AND x.created_us > now_us - 86400000000
+        LIMIT 1;
       IF FOUND THEN
         IF k.fingerprint <> p_fp THEN
           RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, b.created_us, b.sort_order, b.ranking, NULL::int, NULL::text, NULL::text, NULL::bigint;
@@ -250,8 +258,9 @@ constexpr std::string_view kFunctions = R"sql(
                                      ' ' || p_client || ' ' || COALESCE(octet_length(new_name), -1) || ' ' ||
                                      COALESCE(new_name, '') || COALESCE(new_meta, ''));
     END IF;
-    IF p_key IS NOT NULL THEN
-      INSERT INTO lb_idempotency VALUES (p_board, p_client, p_key, b.created_us, p_fp, v, n, p_season, now_us)
+    IF cardinality(p_keys) > 0 THEN
+      INSERT INTO lb_idempotency SELECT p_board, p_client, kk, b.created_us, p_fp, v, n, p_season, now_us
+        FROM unnest(p_keys) kk
         ON CONFLICT ON CONSTRAINT lb_idempotency_pkey DO UPDATE SET board_created_us = excluded.board_created_us,
           fingerprint = excluded.fingerprint, score = excluded.score, seq = excluded.seq, season = excluded.season,
           created_us = excluded.created_us;
@@ -262,8 +271,9 @@ constexpr std::string_view kFunctions = R"sql(
 
 Status MigrateSchema(pg::Connection& conn) {
   if (Status s = CreateSchema(conn); !s.ok()) return s;
-  if (Status s = pg::Migrate(conn, "leaderboard",
-                             {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}, {.sql = kProfiles}});
+  if (Status s = pg::Migrate(
+          conn, "leaderboard",
+          {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}, {.sql = kProfiles}, {.sql = kSecrets}});
       !s.ok())
     return s;
   return conn.Exec(std::string(kFunctions));
@@ -284,7 +294,7 @@ namespace {
 
 constexpr const char* kBoardColumns =
     "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us, reset_every_s, "
-    "epoch_season, epoch_us, pre_epoch_started_us";
+    "epoch_season, epoch_us, pre_epoch_started_us, secret, previous_secret, previous_until_us";
 
 // A profile from a row's (display_name, metadata, profile_seq) at column
 // `first`; null when neither is set (or no change was answered).
@@ -301,7 +311,10 @@ Result<BoardInfo> BoardFrom(const pg::Rows& r, int i) {
               .created_us = r.Int(i, 8),
               .epoch_season = r.Int(i, 10),
               .epoch_us = r.Int(i, 11),
-              .pre_epoch_started_us = r.Int(i, 12)};
+              .pre_epoch_started_us = r.Int(i, 12),
+              .secret_sealed = std::string(r.Text(i, 13)),
+              .previous_secret_sealed = std::string(r.Text(i, 14)),
+              .previous_until_us = r.Int(i, 15)};
   auto order = ParseOrder(r.Text(i, 1));
   auto op = ParseOperator(r.Text(i, 2));
   auto reset = ParseReset(r.Text(i, 3));
@@ -415,6 +428,21 @@ Result<BoardInfo> PostgresLeaderboardStore::LoadBoard(const std::string& board_i
 
 namespace {
 
+// A text[] literal of `items` (each quoted, " and \\ escaped).
+std::string TextArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const auto& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
 // Reads "<token> " off the front of `rest`.
 std::optional<std::string_view> Token(std::string_view& rest) {
   size_t space = rest.find(' ');
@@ -517,16 +545,19 @@ constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
 constexpr pg::NamedSql kFinishDelete{"lb_board_finish_delete", "DELETE FROM lb_board WHERE board_id = $1 AND deleting"};
 constexpr pg::NamedSql kCreateBoard{"lb_board_create", R"(
   WITH b AS (INSERT INTO lb_board (board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons,
-                                    created_us, reset_every_s, epoch_season, epoch_us, pre_epoch_started_us)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (board_id) DO NOTHING
+                                    created_us, reset_every_s, epoch_season, epoch_us, pre_epoch_started_us, secret,
+                                    previous_secret, previous_until_us)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+             ON CONFLICT (board_id) DO NOTHING
              RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 constexpr pg::NamedSql kUpdateBoard{"lb_board_update", R"(
   WITH b AS (UPDATE lb_board SET reset = $2, reset_timezone = $3, auth = $4, keep_seasons = $5, reset_every_s = $7,
-                                  epoch_season = $8, epoch_us = $9, pre_epoch_started_us = $10
+                                  epoch_season = $8, epoch_us = $9, pre_epoch_started_us = $10, secret = $19,
+                                  previous_secret = $20, previous_until_us = $21
              WHERE board_id = $1 AND created_us = $6 AND NOT deleting
                AND reset = $11 AND reset_timezone = $12 AND auth = $13 AND keep_seasons = $14 AND reset_every_s = $15
-               AND epoch_season = $16 AND epoch_us = $17 AND pre_epoch_started_us = $18
+               AND epoch_season = $16 AND epoch_us = $17 AND pre_epoch_started_us = $18 AND secret = $22
              RETURNING board_id)
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 constexpr pg::NamedSql kBoardLive{"lb_board_live",
@@ -556,7 +587,8 @@ void PostgresLeaderboardStore::CreateBoard(BoardInfo b, std::function<void(Statu
          {kCreateBoard,
           {b.id, Name(s.order), Name(s.op), Name(s.reset), s.reset_timezone, Name(s.ranking), Name(s.auth),
            std::to_string(s.keep_seasons), std::to_string(b.created_us), std::to_string(s.reset_every_s),
-           std::to_string(b.epoch_season), std::to_string(b.epoch_us), std::to_string(b.pre_epoch_started_us)}},
+           std::to_string(b.epoch_season), std::to_string(b.epoch_us), std::to_string(b.pre_epoch_started_us),
+           b.secret_sealed, b.previous_secret_sealed, std::to_string(b.previous_until_us)}},
          {"COMMIT"}});
     if (!rows.ok()) {
       if (Status rolled = (*c)->Exec("ROLLBACK"); !rolled.ok()) (*c)->MarkBroken();
@@ -577,15 +609,30 @@ void PostgresLeaderboardStore::UpdateBoard(BoardInfo b, BoardInfo expected, std:
     if (!c.ok()) return done(c.status());
     const BoardSettings& s = b.settings;
     const BoardSettings& e = expected.settings;
-    std::vector<pg::Connection::Statement> work = {
-        {"BEGIN"},
-        {kUpdateBoard,
-         {b.id, Name(s.reset), s.reset_timezone, Name(s.auth), std::to_string(s.keep_seasons),
-          std::to_string(b.created_us), std::to_string(s.reset_every_s), std::to_string(b.epoch_season),
-          std::to_string(b.epoch_us), std::to_string(b.pre_epoch_started_us), Name(e.reset), e.reset_timezone,
-          Name(e.auth), std::to_string(e.keep_seasons), std::to_string(e.reset_every_s),
-          std::to_string(expected.epoch_season), std::to_string(expected.epoch_us),
-          std::to_string(expected.pre_epoch_started_us)}}};
+    std::vector<pg::Connection::Statement> work = {{"BEGIN"},
+                                                   {kUpdateBoard,
+                                                    {b.id,
+                                                     Name(s.reset),
+                                                     s.reset_timezone,
+                                                     Name(s.auth),
+                                                     std::to_string(s.keep_seasons),
+                                                     std::to_string(b.created_us),
+                                                     std::to_string(s.reset_every_s),
+                                                     std::to_string(b.epoch_season),
+                                                     std::to_string(b.epoch_us),
+                                                     std::to_string(b.pre_epoch_started_us),
+                                                     Name(e.reset),
+                                                     e.reset_timezone,
+                                                     Name(e.auth),
+                                                     std::to_string(e.keep_seasons),
+                                                     std::to_string(e.reset_every_s),
+                                                     std::to_string(expected.epoch_season),
+                                                     std::to_string(expected.epoch_us),
+                                                     std::to_string(expected.pre_epoch_started_us),
+                                                     b.secret_sealed,
+                                                     b.previous_secret_sealed,
+                                                     std::to_string(b.previous_until_us),
+                                                     expected.secret_sealed}}};
     for (const RecordedSeason& h : history)
       work.push_back({kRecordSeason, {b.id, std::to_string(h.season), std::to_string(h.started_us)}});
     work.push_back({"COMMIT"});
@@ -622,13 +669,11 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
   pool_.Submit([p = std::move(p), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     auto rows = (*c)->Query(
-        kPostScore,
-        {p.board_id, p.client_id, std::to_string(p.score), p.op ? pg::Param(Name(*p.op)) : pg::Param(),
-         std::to_string(p.season), std::to_string(p.season_start_us),
-         p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param(), p.schedule,
-         p.idempotency_key.empty() ? pg::Param() : pg::Param(p.idempotency_key),
-         p.idempotency_key.empty() ? pg::Param() : pg::Param(p.fingerprint),
-         p.display_name ? pg::Param(*p.display_name) : pg::Param(), p.metadata ? pg::Param(*p.metadata) : pg::Param()});
+        kPostScore, {p.board_id, p.client_id, std::to_string(p.score), p.op ? pg::Param(Name(*p.op)) : pg::Param(),
+                     std::to_string(p.season), std::to_string(p.season_start_us),
+                     p.season_next_us ? pg::Param(std::to_string(*p.season_next_us)) : pg::Param(), p.schedule,
+                     TextArray(StoredKeys(p)), p.fingerprint, p.display_name ? pg::Param(*p.display_name) : pg::Param(),
+                     p.metadata ? pg::Param(*p.metadata) : pg::Param()});
     if (!rows.ok()) return done(rows.status());
     if (rows->empty()) return done(Status::Internal("the post function answered nothing"));
     switch (rows->Int(0, 0)) {
@@ -649,7 +694,7 @@ void PostgresLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<
                                 .profile = rows->IsNull(0, 9) ? nullptr : ProfileOf(*rows, 0, 7)});
       }
       case 6:
-        return done(IdempotencyKeyReused(p.idempotency_key));
+        return done(IdempotencyKeyReused(p.idempotency_key.empty() ? "(the signature)" : p.idempotency_key));
       case 4: {
         StoredScore moved;
         moved.moved_at_us = rows->Int(0, 1);

@@ -74,8 +74,9 @@ redis.call('SADD', 'hotrow:lb:b:default:written', '1')
 // "<order> <operator> <reset> <zone> <ranking> <auth> <keep> <created>
 // <every> <epoch season> <epoch> <pre-epoch start>") in the season given,
 // when TIME is inside it and the instance computed it with the board's
-// schedule (ARGV[9], ScheduleFingerprint). With an Idempotency-Key, KEYS[5]
-// is its key and ARGV[10] the post's fingerprint ('' without one): a kept
+// schedule (ARGV[9], ScheduleFingerprint). KEYS[5] is the post's
+// Idempotency-Key's key (used when ARGV[14] is not ''), KEYS[7] its
+// signature's (ARGV[15]), ARGV[10] the post's fingerprint: a kept
 // answer ("<created> <score> <member> <season> <fingerprint>", expiring
 // after kIdempotencyKeptUs) of this board incarnation is returned as
 // {'replay', score, the rank that entry has now, season, created, order,
@@ -94,9 +95,11 @@ for w in string.gmatch(settings, '%S+') do f[#f + 1] = w end
 local order, op, ranking, created = f[1], f[2], f[5], f[8]
 local epoch = f[11]
 if epoch == '0' then epoch = created end
-local keyed = ARGV[10] ~= ''
-if keyed then
-  local kept = redis.call('GET', KEYS[5])
+local stored_keys = {}
+if ARGV[14] ~= '' then stored_keys[#stored_keys + 1] = KEYS[5] end
+if ARGV[15] ~= '' then stored_keys[#stored_keys + 1] = KEYS[7] end
+for _, stored_key in ipairs(stored_keys) do
+  local kept = redis.call('GET', stored_key)
   if kept then
     local kc, ks, km, kn, kf = string.match(kept, '^(%S+) (%S+) (%S+) (%S+) (.*)$')
     if kc == created then
@@ -132,8 +135,9 @@ if keyed then
 end
 local nname, nmeta, pchanged = nil, nil, false
 local function answer(score, member, rank, changed)
-  if keyed then
-    redis.call('SET', KEYS[5], created .. ' ' .. score .. ' ' .. member .. ' ' .. ARGV[6] .. ' ' .. ARGV[10], 'PX', ARGV[11])
+  for _, stored_key in ipairs(stored_keys) do
+    redis.call('SET', stored_key, created .. ' ' .. score .. ' ' .. member .. ' ' .. ARGV[6] .. ' ' .. ARGV[10], 'PX',
+               ARGV[11])
   end
   if pchanged then
     redis.call('HSET', KEYS[6], ARGV[2], profile_text(nname, nmeta))
@@ -396,7 +400,13 @@ std::string Encode(const BoardInfo& b) {
   return std::string(Name(s.order)) + " " + Name(s.op) + " " + Name(s.reset) + " " + s.reset_timezone + " " +
          Name(s.ranking) + " " + Name(s.auth) + " " + std::to_string(s.keep_seasons) + " " +
          std::to_string(b.created_us) + " " + std::to_string(s.reset_every_s) + " " + std::to_string(b.epoch_season) +
-         " " + std::to_string(b.epoch_us) + " " + std::to_string(b.pre_epoch_started_us);
+         " " + std::to_string(b.epoch_us) + " " + std::to_string(b.pre_epoch_started_us) +
+         // Without secrets, as before them (the board script compares the text).
+         (b.secret_sealed.empty() && b.previous_secret_sealed.empty()
+              ? std::string()
+              : " " + (b.secret_sealed.empty() ? std::string("-") : b.secret_sealed) + " " +
+                    (b.previous_secret_sealed.empty() ? std::string("-") : b.previous_secret_sealed) + " " +
+                    std::to_string(b.previous_until_us));
 }
 
 Result<BoardInfo> Decode(const std::string& id, const std::string& text) {
@@ -411,6 +421,13 @@ Result<BoardInfo> Decode(const std::string& id, const std::string& text) {
   auto a = ParseBoardAuth(auth);
   if (!in || !o || !p || !r || !k || !a)
     return Status::Internal("board '" + id + "' has settings this release cannot read: " + text);
+  // Sealed secrets (hex, "-" for none) and the grace's end; absent on a
+  // board written before them.
+  std::string secret = "-", previous = "-";
+  int64_t previous_until = 0;
+  if (in >> secret) in >> previous >> previous_until;
+  if (secret == "-") secret.clear();
+  if (previous == "-") previous.clear();
   return BoardInfo{.id = id,
                    .settings = {.order = *o,
                                 .op = *p,
@@ -423,7 +440,10 @@ Result<BoardInfo> Decode(const std::string& id, const std::string& text) {
                    .created_us = created,
                    .epoch_season = epoch_season,
                    .epoch_us = epoch,
-                   .pre_epoch_started_us = pre_epoch};
+                   .pre_epoch_started_us = pre_epoch,
+                   .secret_sealed = secret,
+                   .previous_secret_sealed = previous,
+                   .previous_until_us = previous_until};
 }
 
 }  // namespace
@@ -579,14 +599,19 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
   const int64_t season = p.season;
   client_->Eval(
       kPostScript,
-      {"6", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq,
-       // (A space never appears in a ClientId, nor in a key.)
+      {"7", kBoards, KeyOf(p.board_id, p.season, "z"), KeyOf(p.board_id, p.season, "m"), kSeq,
+       // (A space never appears in a ClientId, nor in a key; a signature's
+       // " sig:" cannot be a key's.)
        "hotrow:lb:b:" + p.board_id + ":key:" + p.client_id + " " + p.idempotency_key, KeyOf(p.board_id, p.season, "p"),
-       p.board_id, p.client_id, std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
+       "hotrow:lb:b:" + p.board_id + ":key:" + p.client_id + "  sig:" + p.signature, p.board_id, p.client_id,
+       std::to_string(p.score), p.op ? Name(*p.op) : "", kChannel, std::to_string(p.season),
        std::to_string(p.season_start_us), p.season_next_us ? std::to_string(*p.season_next_us) : "", p.schedule,
-       p.idempotency_key.empty() ? std::string() : p.fingerprint, std::to_string(kIdempotencyKeptUs / 1000),
-       p.display_name ? "=" + *p.display_name : std::string(), p.metadata ? "=" + *p.metadata : std::string()},
-      [this, board_id, posted, season, key = p.idempotency_key, done = std::move(done)](Result<db::redis::Reply> r) {
+       p.fingerprint, std::to_string(kIdempotencyKeptUs / 1000), p.display_name ? "=" + *p.display_name : std::string(),
+       p.metadata ? "=" + *p.metadata : std::string(), p.idempotency_key.empty() ? "" : "1",
+       p.signature.empty() ? "" : "1"},
+      [this, board_id, posted, season,
+       key = p.idempotency_key.empty() ? std::string("(the signature)") : p.idempotency_key,
+       done = std::move(done)](Result<db::redis::Reply> r) {
         if (!r.ok()) return done(r.status());
         const auto& e = r->elements;
         if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));

@@ -8,7 +8,9 @@
 //                               <operator> <reset> <timezone> <ranking>
 //                               <auth> <keepSeasons> <created_us>
 //                               <everySeconds> <epoch_season> <epoch_us>
-//                               <pre_epoch_started_us>" (season.h)
+//                               <pre_epoch_started_us> <secret>
+//                               <previous secret> <its grace's end>"
+//                               (season.h; secrets sealed, "-" for none)
 //   hotrow:lb:purged            hash board id -> the season up to which its
 //                               seasons' keys are deleted (keepSeasons)
 //   hotrow:lb:b:<board>:written set of the seasons that have keys (a purge

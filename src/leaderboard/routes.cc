@@ -79,6 +79,7 @@ void WriteBoard(JsonWriter& w, const BoardView& b) {
   w.Field("season", b.season);
   WriteTime(w, "seasonStartedAt", b.season_started_us);
   WriteTime(w, "nextResetAt", b.next_reset_us);
+  if (b.secret) w.Field("secret", *b.secret);
   w.EndObject();
 }
 
@@ -256,6 +257,17 @@ Result<ParsedPost> ParsePost(const Request& req) {
   return post;
 }
 
+// An auth hmac board's check, before anything else of the post is read:
+// the signature (or "" for a board that takes unsigned posts), or the 401
+// (with WWW-Authenticate: HMAC-SHA256, http/errors.cc).
+Result<std::string> Signature(LeaderboardService& service, const std::string& board_id, const Request& req) {
+  return service.CheckSignature(board_id, SignedRequest{.path = req.path,
+                                                        .client_id = req.Header("ClientId"),
+                                                        .timestamp = req.Header("X-Timestamp"),
+                                                        .signature = req.Header("X-Signature"),
+                                                        .body = req.body});
+}
+
 Response PostedResponse(const Posted& p, bool with_season) {
   Response res;
   if (p.replayed) res.AddHeader("Idempotent-Replayed", "true");
@@ -292,8 +304,11 @@ void PostScore(LeaderboardService& service, const Request& req, Responder respon
   if (!query.ok()) return responder.Send(Error(query.status()));
   auto mode = ParseMode(*query);
   if (!mode.ok()) return responder.Send(Error(mode.status()));
+  auto signature = Signature(service, std::string(kDefaultBoard), req);
+  if (!signature.ok()) return responder.Send(Error(signature.status()));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
+  post->extras.signature = std::move(*signature);
   if (auto wait = service.RateLimit(kDefaultBoard, post->client_id)) return responder.Send(RateLimited(*wait));
   service.PostScore(
       post->client_id, post->score, *mode,
@@ -443,14 +458,36 @@ void BoardScore(LeaderboardService& service, const Request& req, Responder respo
         Status::InvalidField("mode", "mode is a parameter of /api/v1/score only; on a board, its operator decides")));
   if (query->Get("season"))
     return responder.Send(Error(Status::InvalidField("season", "a score goes to the board's current season")));
+  auto signature = Signature(service, req.params.at(0), req);
+  if (!signature.ok()) return responder.Send(Error(signature.status()));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
+  post->extras.signature = std::move(*signature);
   if (auto wait = service.RateLimit(req.params.at(0), post->client_id)) return responder.Send(RateLimited(*wait));
   service.PostScore(req.params.at(0), post->client_id, post->score, std::nullopt, std::move(post->extras),
                     [responder](Result<Posted> r) mutable {
                       if (!r.ok()) return responder.Send(Error(r.status()));
                       responder.Send(PostedResponse(*r, true));
                     });
+}
+
+// POST /api/v1/boards/{board}/secret, body {"graceSeconds": N} (optional).
+void RotateSecret(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  int64_t grace = 0;
+  if (!req.body.empty()) {
+    auto body = http::JsonObject::Parse(req.body);
+    if (!body.ok()) return responder.Send(Error(body.status()));
+    if (Status s = body->OnlyFields({"graceSeconds"}); !s.ok()) return responder.Send(Error(s));
+    if (body->Has("graceSeconds")) {
+      auto g = body->Integer("graceSeconds", 0, kSecretGraceSecondsMax);
+      if (!g.ok()) return responder.Send(Error(g.status()));
+      grace = *g;
+    }
+  }
+  service.RotateSecret(req.params.at(0), grace, [responder](Result<BoardView> r) mutable {
+    responder.Send(r.ok() ? BoardResponse(*r, 201) : Error(r.status()));
+  });
 }
 
 void BoardRemovePlayer(LeaderboardService& service, const AdminAuth& admin, const Request& req, Responder responder) {
@@ -588,6 +625,9 @@ void AddRoutes(http::Router& router, LeaderboardService& service, const AdminAut
       [&s](Request& r, Responder res) { BoardRanks(s, r, std::move(res)); }, BodyPolicy::kJson);
   add(Method::kGet, "/api/v1/boards/{board}/seasons",
       [&s](Request& r, Responder res) { BoardSeasons(s, r, std::move(res)); });
+  add(
+      Method::kPost, "/api/v1/boards/{board}/secret",
+      [&s, &a](Request& r, Responder res) { RotateSecret(s, a, r, std::move(res)); }, BodyPolicy::kJson);
 }
 
 }  // namespace hotrow::leaderboard

@@ -51,6 +51,9 @@ LeaderboardService::LeaderboardService(LeaderboardStore& store, LeaderboardOptio
       rate_limited_(&metrics::Registry::Default().GetCounter(
           "hotrow_leaderboard_scores_rate_limited_total",
           "Score posts refused with 429 past --score-rate (per ClientId per board per instance).")),
+      bad_signatures_(&metrics::Registry::Default().GetCounter(
+          "hotrow_leaderboard_signature_refusals_total",
+          "Score posts to auth hmac boards refused with 401 bad_signature (missing, stale or wrong signature).")),
       ranking_(store.shared_ranking()),
       default_board_(ranking_ ? nullptr : std::make_shared<Board>()) {
   // Until Load places it, `default` is an empty board in season 1, read
@@ -512,9 +515,58 @@ Status LeaderboardService::ValidateSettings(const BoardSettings& s) const {
       return Status::OutOfRange("reset.everySeconds", 1, kResetEverySecondsMax);
   }
   if (Status st = ValidateTimezone(s.reset_timezone); !st.ok()) return st;
-  if (s.auth != BoardAuth::kNone)
-    return Status::InvalidField("auth", "signed submissions are not built yet; only \"none\" is accepted");
+  if (s.auth == BoardAuth::kHmac && options_.secrets_key.empty())
+    return Status(ErrorCode::kConflict,
+                  "auth \"hmac\" needs a server started with --secrets-key-file (board secrets are kept encrypted "
+                  "under that key)",
+                  "auth");
   return Status::Ok();
+}
+
+Result<std::string> LeaderboardService::NewSecret(BoardInfo& info) const {
+  if (options_.secrets_key.empty())
+    return Status(ErrorCode::kConflict, "board secrets need a server started with --secrets-key-file", "auth");
+  std::string secret = RandomToken(32);  // 64 hex digits; the key is their ASCII bytes
+  info.secret_sealed = Seal(options_.secrets_key, secret);
+  return secret;
+}
+
+Result<std::string> LeaderboardService::CheckSignature(const std::string& board_id, const SignedRequest& r) {
+  auto state = Find(board_id);
+  if (!state || state->info.settings.auth != BoardAuth::kHmac) return std::string();
+  auto refuse = [this](std::string why) -> Status {
+    bad_signatures_->Add();
+    return Status(ErrorCode::kBadSignature, std::move(why));
+  };
+  if (r.timestamp.empty() || r.signature.empty())
+    return refuse("board '" + board_id + "' takes signed posts only: send X-Timestamp and X-Signature");
+  auto ts = r.timestamp.size() <= 12 ? ParseInt(r.timestamp, 0, INT64_MAX / 1000000) : std::nullopt;
+  if (!ts) return refuse("X-Timestamp must be decimal Unix seconds");
+  const int64_t now_s = NowMicros() / 1000000;
+  if (*ts < now_s - kSignatureSkewS || *ts > now_s + kSignatureSkewS)
+    return refuse("X-Timestamp is " + std::to_string(*ts - now_s) + " s from the server's clock; at most " +
+                  std::to_string(kSignatureSkewS) + " s either way");
+  auto sent = r.signature.size() == 64 ? HexDecode(r.signature) : std::nullopt;
+  if (!sent) return refuse("X-Signature must be 64 hex digits (HMAC-SHA256)");
+  std::string message;
+  message.reserve(r.path.size() + r.client_id.size() + r.timestamp.size() + r.body.size() + 8);
+  message.append("POST\n").append(r.path).append("\n").append(r.client_id).append("\n");
+  message.append(r.timestamp).append("\n").append(r.body);
+  const BoardInfo& info = state->info;
+  bool good = false;
+  for (const std::string* sealed : {&info.secret_sealed, &info.previous_secret_sealed}) {
+    if (sealed->empty()) continue;
+    if (sealed == &info.previous_secret_sealed && NowMicros() >= info.previous_until_us) continue;
+    auto secret = Unseal(options_.secrets_key, *sealed);
+    if (!secret) {
+      log::Error("leaderboard: the secret of board '{}' cannot be opened with --secrets-key-file (another key?)",
+                 board_id);
+      return Status::Internal("board '" + board_id + "' has a secret this server cannot read");
+    }
+    good = good || ConstantTimeEquals(HmacSha256(*secret, message), *sent);
+  }
+  if (!good) return refuse("X-Signature does not match the request under board '" + board_id + "''s secret");
+  return HexEncode(*sent);
 }
 
 Result<BoardView> LeaderboardService::ViewOf(const BoardInfo& info) const {
@@ -531,8 +583,15 @@ void LeaderboardService::CreateBoard(BoardInfo board, std::function<void(Result<
   board.epoch_season = kFirstSeason;
   board.epoch_us = board.created_us;
   board.pre_epoch_started_us = 0;
+  board.secret_sealed.clear(), board.previous_secret_sealed.clear(), board.previous_until_us = 0;
+  std::optional<std::string> secret;
+  if (board.settings.auth == BoardAuth::kHmac) {
+    auto made = NewSecret(board);
+    if (!made.ok()) return done(made.status());
+    secret = std::move(*made);
+  }
   auto created = board;
-  store_.CreateBoard(std::move(board), [this, created, done = std::move(done)](const Status& s) {
+  store_.CreateBoard(std::move(board), [this, created, secret, done = std::move(done)](const Status& s) {
     if (!s.ok()) return done(s);
     auto at = SeasonOf(ScheduleOf(created), NowMicros());
     auto state = at.ok() ? MakeState(created, at->season) : at.status();
@@ -544,7 +603,9 @@ void LeaderboardService::CreateBoard(BoardInfo board, std::function<void(Result<
     } else {
       log::Error("leaderboard: board '{}' was created but cannot be held: {}", created.id, state.status().ToString());
     }
-    done(ViewOf(created));
+    auto view = ViewOf(created);
+    if (view.ok()) view->secret = secret;
+    done(std::move(view));
   });
 }
 
@@ -567,6 +628,13 @@ void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch pat
   if (patch.keep_seasons) info.settings.keep_seasons = *patch.keep_seasons;
   if (patch.auth) info.settings.auth = *patch.auth;
   if (Status s = ValidateSettings(info.settings); !s.ok()) return done(s);
+  // Switched to hmac: its secret is made now (and shown once, here).
+  std::optional<std::string> secret;
+  if (info.settings.auth == BoardAuth::kHmac && info.secret_sealed.empty()) {
+    auto made = NewSecret(info);
+    if (!made.ok()) return done(made.status());
+    secret = std::move(*made);
+  }
   std::vector<RecordedSeason> history;
   if (!SameSchedule(old.settings, info.settings)) {
     // The new schedule counts from the current one's next boundary; the
@@ -587,7 +655,7 @@ void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch pat
       history.push_back({s, *start});
     }
   }
-  store_.UpdateBoard(info, old, std::move(history), [this, info, done = std::move(done)](const Status& s) {
+  store_.UpdateBoard(info, old, std::move(history), [this, info, secret, done = std::move(done)](const Status& s) {
     if (!s.ok()) return done(s);
     {
       std::unique_lock lock(mutex_);
@@ -602,7 +670,39 @@ void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch pat
           log::Error("leaderboard: board '{}' was changed but cannot be held: {}", info.id, state.status().ToString());
       }
     }
-    done(ViewOf(info));
+    auto view = ViewOf(info);
+    if (view.ok()) view->secret = secret;
+    done(std::move(view));
+  });
+}
+
+void LeaderboardService::RotateSecret(const std::string& board_id, int64_t grace_s,
+                                      std::function<void(Result<BoardView>)> done) {
+  if (grace_s < 0 || grace_s > kSecretGraceSecondsMax)
+    return done(Status::OutOfRange("graceSeconds", 0, kSecretGraceSecondsMax));
+  auto found = FindOrNotFound(board_id);
+  if (!found.ok()) return done(found.status());
+  const BoardInfo& old = (*found)->info;
+  if (old.settings.auth != BoardAuth::kHmac)
+    return done(Status::Conflict("board '" + board_id + "' takes unsigned posts (auth none): it has no secret"));
+  BoardInfo info = old;
+  info.previous_secret_sealed = grace_s > 0 ? old.secret_sealed : std::string();
+  info.previous_until_us = grace_s > 0 ? NowMicros() + grace_s * 1000000 : 0;
+  auto secret = NewSecret(info);
+  if (!secret.ok()) return done(secret.status());
+  store_.UpdateBoard(info, old, {}, [this, info, secret = *secret, done = std::move(done)](const Status& s) {
+    if (!s.ok()) return done(s);
+    {
+      std::unique_lock lock(mutex_);
+      auto it = boards_.find(info.id);
+      if (it != boards_.end() && it->second->info.created_us == info.created_us) {
+        auto state = Rebase(*it->second, info, it->second->season);
+        if (state.ok()) Place(*state);
+      }
+    }
+    auto view = ViewOf(info);
+    if (view.ok()) view->secret = secret;
+    done(std::move(view));
   });
 }
 
@@ -744,6 +844,8 @@ void LeaderboardService::PostOnce(const std::string& board_id, const std::string
   }
   post.display_name = extras.display_name;
   post.metadata = extras.metadata;
+  post.signature = extras.signature;
+  if (post.fingerprint.empty() && !post.signature.empty()) post.fingerprint = "signed";  // the signature is the request
   if (at_us != 0) {
     // The store's clock was outside this instance's season: the season at
     // the store's time.

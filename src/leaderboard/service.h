@@ -56,6 +56,9 @@ struct BoardView {
   int64_t season = kFirstSeason;
   int64_t season_started_us = 0;
   std::optional<int64_t> next_reset_us;  // none when the board does not reset
+  // An hmac board's secret, in the answer that made it only (a create, a
+  // rotation, or a PATCH that switched the board to hmac): never logged.
+  std::optional<std::string> secret = std::nullopt;
 };
 
 struct BoardList {
@@ -94,6 +97,9 @@ struct PostExtras {
   // service checks its size.
   std::optional<std::string> display_name = std::nullopt;
   std::optional<std::string> metadata = std::nullopt;
+  // A signed post's signature (CheckSignature), kept with the score so
+  // that the same signed request twice is one post.
+  std::string signature = {};
 };
 
 struct LeaderboardOptions {
@@ -102,6 +108,9 @@ struct LeaderboardOptions {
   bool test_hooks = false;
   // Score posts per ClientId per board on this instance (--score-rate).
   ScoreRate score_rate = {};
+  // The key boards' HMAC secrets are sealed with (--secrets-key-file,
+  // kSealKeyBytes); empty: no board may use auth hmac.
+  std::string secrets_key = {};
 };
 
 // Archived seasons' Boards kept in memory at once (least recently read
@@ -132,6 +141,15 @@ class LeaderboardService final : public DomainService {
   // conflict for `default`; not_found for an unknown board.
   void DeleteBoard(const std::string& board_id, std::function<void(Status)> done);
   Result<BoardView> GetBoard(const std::string& board_id) const;
+  // A new secret for an hmac board (its view carries it); the one before
+  // stays accepted for `grace_s` seconds (0-kSecretGraceSecondsMax).
+  // conflict unless the board is hmac and --secrets-key-file was given.
+  void RotateSecret(const std::string& board_id, int64_t grace_s, std::function<void(Result<BoardView>)> done);
+  // For a post to `board_id`: "" when the board takes unsigned posts (or
+  // does not exist: the post says so), the signature (lower-case hex) when
+  // it is an hmac board and `r` is signed by its secret (or the one before
+  // a rotation, within its grace); bad_signature otherwise (counted).
+  Result<std::string> CheckSignature(const std::string& board_id, const SignedRequest& r);
   // offset >= 0, limit 1-kBoardsPageLimitMax.
   Result<BoardList> ListBoards(int64_t offset, int64_t limit) const;
   // The kept seasons, oldest first, the current one last.
@@ -266,8 +284,11 @@ class LeaderboardService final : public DomainService {
   LeaderboardStore& store_;
   const LeaderboardOptions options_;
   ScoreRateLimiter limiter_;
-  metrics::Counter* const rate_limited_;  // hotrow_leaderboard_scores_rate_limited_total
-  SharedRanking* const ranking_;          // the store's, or nullptr: then each State's Board answers
+  metrics::Counter* const rate_limited_;    // hotrow_leaderboard_scores_rate_limited_total
+  metrics::Counter* const bad_signatures_;  // hotrow_leaderboard_signature_refusals_total
+  // A fresh secret for `info`, sealed into it; the plain one returned.
+  Result<std::string> NewSecret(BoardInfo& info) const;
+  SharedRanking* const ranking_;  // the store's, or nullptr: then each State's Board answers
   mutable RwLock mutex_;
   std::map<std::string, std::shared_ptr<State>, std::less<>> boards_;
   std::atomic<uint64_t> changes_{0};  // bumped by every change of boards_ (Load's check)

@@ -98,9 +98,17 @@ constexpr std::string_view kProfiles = R"sql(
   ALTER TABLE lb_score ADD COLUMN profile_seq INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Step 4 (v0.7.0): boards' HMAC secrets, sealed (model.h, BoardInfo).
+constexpr std::string_view kSecrets = R"sql(
+  ALTER TABLE lb_board ADD COLUMN secret TEXT NOT NULL DEFAULT '';
+  ALTER TABLE lb_board ADD COLUMN previous_secret TEXT NOT NULL DEFAULT '';
+  ALTER TABLE lb_board ADD COLUMN previous_until_us INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr const char* kBoardColumns =
     "board_id, sort_order, operator, reset, reset_timezone, ranking, auth, keep_seasons, created_us, reset_every_s, "
-    "epoch_season, epoch_us, pre_epoch_started_us";
+    "epoch_season, epoch_us, pre_epoch_started_us, secret, previous_secret, previous_until_us";
+constexpr int kBoardColumnCount = 16;
 
 // A board from a row of kBoardColumns; internal for a setting this release
 // does not know (a newer release wrote it).
@@ -110,7 +118,10 @@ Result<BoardInfo> BoardFrom(const sqlite::Query& q) {
               .created_us = q.Int(8),
               .epoch_season = q.Int(10),
               .epoch_us = q.Int(11),
-              .pre_epoch_started_us = q.Int(12)};
+              .pre_epoch_started_us = q.Int(12),
+              .secret_sealed = std::string(q.Text(13)),
+              .previous_secret_sealed = std::string(q.Text(14)),
+              .previous_until_us = q.Int(15)};
   auto order = ParseOrder(q.Text(1));
   auto op = ParseOperator(q.Text(2));
   auto reset = ParseReset(q.Text(3));
@@ -134,6 +145,7 @@ Status BindSettings(sqlite::Query& q, const BoardInfo& b) {
   q.Bind(5, b.settings.reset_timezone).Bind(6, Name(b.settings.ranking)).Bind(7, Name(b.settings.auth));
   q.Bind(8, b.settings.keep_seasons).Bind(9, b.created_us).Bind(10, b.settings.reset_every_s);
   q.Bind(11, b.epoch_season).Bind(12, b.epoch_us).Bind(13, b.pre_epoch_started_us);
+  q.Bind(14, b.secret_sealed).Bind(15, b.previous_secret_sealed).Bind(16, b.previous_until_us);
   return q.Run();
 }
 
@@ -157,7 +169,7 @@ Result<PostBoard> BoardForPost(sqlite::Connection& c, const std::string& board_i
   if (!*row) return NoSuchBoard(board_id);
   auto info = BoardFrom(*q);
   if (!info.ok()) return info.status();
-  return PostBoard{std::move(*info), q->Int(13)};
+  return PostBoard{std::move(*info), q->Int(kBoardColumnCount)};
 }
 
 StoredScore Answer(const PostBoard& b, int64_t season, int64_t score, int64_t seq, bool changed) {
@@ -200,32 +212,39 @@ Result<bool> PurgeBatch(sqlite::Connection& c, const std::string& board_id, int6
 
 // Decides and writes one score inside the batch transaction, in the season
 // the writer's clock is in now.
-// The answer kept for the post's Idempotency-Key (replayed), if any.
+// The answer kept for one of the post's keys (replayed), if any.
 Result<std::optional<StoredScore>> Replay(sqlite::Connection& c, const ScorePost& p, const PostBoard& b, int64_t now) {
   auto q = c.Prepare(
       "SELECT fingerprint, score, seq, season FROM lb_idempotency WHERE board_id = ?1 AND client_id = ?2 AND "
       "key = ?3 AND board_created_us = ?4 AND created_us > ?5");
   if (!q.ok()) return q.status();
-  q->Bind(1, p.board_id).Bind(2, p.client_id).Bind(3, p.idempotency_key).Bind(4, b.info.created_us);
-  auto row = q->Bind(5, now - kIdempotencyKeptUs).Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return std::optional<StoredScore>();
-  if (q->Text(0) != p.fingerprint) return IdempotencyKeyReused(p.idempotency_key);
-  StoredScore kept = Answer(b, q->Int(3), q->Int(1), q->Int(2), false);
-  kept.replayed = true;
-  return std::optional(kept);
+  for (const auto& key : StoredKeys(p)) {
+    q->Reset();
+    q->Bind(1, p.board_id).Bind(2, p.client_id).Bind(3, key).Bind(4, b.info.created_us);
+    auto row = q->Bind(5, now - kIdempotencyKeptUs).Step();
+    if (!row.ok()) return row.status();
+    if (!*row) continue;
+    if (q->Text(0) != p.fingerprint) return IdempotencyKeyReused(p.idempotency_key.empty() ? key : p.idempotency_key);
+    StoredScore kept = Answer(b, q->Int(3), q->Int(1), q->Int(2), false);
+    kept.replayed = true;
+    return std::optional(kept);
+  }
+  return std::optional<StoredScore>();
 }
 
-// Keeps the post's Idempotency-Key with its answer (over an expired one).
+// Keeps the post's keys with its answer (over expired ones).
 Status KeepKey(sqlite::Connection& c, const ScorePost& p, const StoredScore& answer, int64_t now) {
-  if (p.idempotency_key.empty()) return Status::Ok();
   auto q = c.Prepare(
       "INSERT OR REPLACE INTO lb_idempotency (board_id, client_id, key, board_created_us, fingerprint, score, seq, "
       "season, created_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
   if (!q.ok()) return q.status();
-  q->Bind(1, p.board_id).Bind(2, p.client_id).Bind(3, p.idempotency_key).Bind(4, answer.board_created_us);
-  q->Bind(5, p.fingerprint).Bind(6, answer.score).Bind(7, answer.seq).Bind(8, answer.season).Bind(9, now);
-  return q->Run();
+  for (const auto& key : StoredKeys(p)) {
+    q->Reset();
+    q->Bind(1, p.board_id).Bind(2, p.client_id).Bind(3, key).Bind(4, answer.board_created_us);
+    q->Bind(5, p.fingerprint).Bind(6, answer.score).Bind(7, answer.seq).Bind(8, answer.season).Bind(9, now);
+    if (Status s = q->Run(); !s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 Result<StoredScore> ApplyScoreUnkept(sqlite::Connection& c, const ScorePost& p, const PostBoard& b, int64_t now);
@@ -234,7 +253,7 @@ Result<StoredScore> ApplyScore(sqlite::Connection& c, const ScorePost& p) {
   auto board = BoardForPost(c, p.board_id);
   if (!board.ok()) return board.status();
   const int64_t now = NowMicros();
-  if (!p.idempotency_key.empty()) {
+  if (!p.idempotency_key.empty() || !p.signature.empty()) {
     auto kept = Replay(c, p, *board, now);
     if (!kept.ok()) return kept.status();
     if (*kept) return **kept;
@@ -339,9 +358,10 @@ void SubmitStatus(sqlite::Database& db, std::function<Status(sqlite::Connection&
 }  // namespace
 
 Status CreateLeaderboardSchema(sqlite::Connection& conn) {
-  return sqlite::MigrateComponent(conn, "leaderboard",
-                                  {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}, {.sql = kProfiles}},
-                                  "leaderboard");
+  return sqlite::MigrateComponent(
+      conn, "leaderboard",
+      {{.sql = kBoards, .contract = true}, {.sql = kIdempotency}, {.sql = kProfiles}, {.sql = kSecrets}},
+      "leaderboard");
 }
 
 Result<std::unique_ptr<SqliteLeaderboardStore>> SqliteLeaderboardStore::Open(db::sqlite::Database& db) {
@@ -478,7 +498,7 @@ void SqliteLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Sta
     if (!exists.ok()) return exists.status();
     if (*exists) return Status::AlreadyExists("a board '" + board.id + "' exists already");
     auto q = c.Prepare(std::string("INSERT INTO lb_board (") + kBoardColumns +
-                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
     if (!q.ok()) return q.status();
     return BindSettings(*q, board);
   };
@@ -507,9 +527,10 @@ void SqliteLeaderboardStore::UpdateBoard(BoardInfo board, BoardInfo expected, st
     // and ranking stay. Not a board of the same id made again since.
     auto q = c.Prepare(
         "UPDATE lb_board SET reset = ?2, reset_timezone = ?3, auth = ?4, keep_seasons = ?5, reset_every_s = ?7, "
-        "epoch_season = ?8, epoch_us = ?9, pre_epoch_started_us = ?10 WHERE board_id = ?1 AND created_us = ?6 "
+        "epoch_season = ?8, epoch_us = ?9, pre_epoch_started_us = ?10, secret = ?19, previous_secret = ?20, "
+        "previous_until_us = ?21 WHERE board_id = ?1 AND created_us = ?6 "
         "AND reset = ?11 AND reset_timezone = ?12 AND auth = ?13 AND keep_seasons = ?14 AND reset_every_s = ?15 "
-        "AND epoch_season = ?16 AND epoch_us = ?17 AND pre_epoch_started_us = ?18");
+        "AND epoch_season = ?16 AND epoch_us = ?17 AND pre_epoch_started_us = ?18 AND secret = ?22");
     if (!q.ok()) return q.status();
     const BoardSettings& s = board.settings;
     q->Bind(1, board.id).Bind(2, Name(s.reset)).Bind(3, s.reset_timezone).Bind(4, Name(s.auth));
@@ -519,6 +540,8 @@ void SqliteLeaderboardStore::UpdateBoard(BoardInfo board, BoardInfo expected, st
     q->Bind(11, Name(e.reset)).Bind(12, e.reset_timezone).Bind(13, Name(e.auth)).Bind(14, e.keep_seasons);
     q->Bind(15, e.reset_every_s).Bind(16, expected.epoch_season).Bind(17, expected.epoch_us);
     q->Bind(18, expected.pre_epoch_started_us);
+    q->Bind(19, board.secret_sealed).Bind(20, board.previous_secret_sealed).Bind(21, board.previous_until_us);
+    q->Bind(22, expected.secret_sealed);
     if (Status st = q->Run(); !st.ok()) return st;
     if (c.Changes() == 0) {
       auto live = c.Prepare("SELECT 1 FROM lb_board WHERE board_id = ?1 AND created_us = ?2");

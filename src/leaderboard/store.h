@@ -81,6 +81,9 @@ struct ScorePost {
   std::string schedule = {};
   std::string idempotency_key = {};  // empty: none
   std::string fingerprint = {};
+  // A signed post's X-Signature (lower-case hex; empty: none), kept as a
+  // second key (StoredKeys): a repeated signature replays its answer.
+  std::string signature = {};
   // Given: replaces the stored one (even when the score stays); none: kept.
   std::optional<std::string> display_name = std::nullopt;
   std::optional<std::string> metadata = std::nullopt;
@@ -220,6 +223,15 @@ class LeaderboardStore {
 inline Status BoardChangedMeanwhile(std::string_view board_id) {
   return Status::Conflict("board '" + std::string(board_id) +
                           "' was changed by another request meanwhile; read it and send the change again");
+}
+
+// The keys a post is kept under: its Idempotency-Key, and " sig:" and its
+// signature (a space: never in an Idempotency-Key).
+inline std::vector<std::string> StoredKeys(const ScorePost& p) {
+  std::vector<std::string> keys;
+  if (!p.idempotency_key.empty()) keys.push_back(p.idempotency_key);
+  if (!p.signature.empty()) keys.push_back(" sig:" + p.signature);
+  return keys;
 }
 
 // The error every backend answers for an Idempotency-Key sent again with

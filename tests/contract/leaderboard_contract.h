@@ -43,11 +43,13 @@ class LeaderboardContract : public ::testing::TestWithParam<LeaderboardBackend> 
   // A service over the backend's store as it is now (after a Restart).
   void Reopen() {
     service_.reset();
-    service_ = std::make_unique<leaderboard::LeaderboardService>(backend->store(),
-                                                                 leaderboard::LeaderboardOptions{.test_hooks = true});
+    service_ = std::make_unique<leaderboard::LeaderboardService>(
+        backend->store(), leaderboard::LeaderboardOptions{.test_hooks = true, .secrets_key = kSecretsKey});
     ASSERT_TRUE(service_->Load().ok());
   }
   leaderboard::LeaderboardService& store() { return *service_; }
+  // The --secrets-key-file key of the service (auth hmac boards).
+  static inline const std::string kSecretsKey = std::string(32, 'k');
   // The service goes first: it holds a reference to the store.
   void Restart() {
     service_.reset();

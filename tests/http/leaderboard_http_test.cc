@@ -1,11 +1,16 @@
 // Leaderboard scenarios across processes: several instances on one Redis,
 // restarts, and the admin switch.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "base/crypto.h"
+#include "base/text.h"
+#include "base/time.h"
 #include "harness/http_client.h"
 #include "harness/redis_process.h"
 #include "harness/server_process.h"
@@ -218,6 +223,104 @@ TEST(LeaderboardHttp, ScoresPastTheRateAreRefusedWith429AndRetryAfter) {
   // A second later a token is back.
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   EXPECT_EQ(post("/api/v1/boards/race/scores", "ann").status, 200);
+}
+
+// Signed submissions over HTTP: the secret shown once, a post signed as
+// the docs say (a client in another language computes the same bytes),
+// refusals with 401 and WWW-Authenticate, a replayed signature that writes
+// nothing, a rotation with grace, and a key file others may read refused.
+TEST(LeaderboardHttp, AnHmacBoardTakesSignedPostsOnly) {
+  TempDir dir;
+  const std::string key_file = dir.File("secrets.key");
+  {
+    std::FILE* f = std::fopen(key_file.c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fputs("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", f);
+    std::fclose(f);
+  }
+  ::chmod(key_file.c_str(), 0644);
+  auto loose = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--secrets-key-file", key_file},
+                         std::chrono::seconds(60));
+  EXPECT_EQ(loose.exit_code, 1);
+  EXPECT_NE(loose.output.find("chmod 600"), std::string::npos) << loose.output;
+  ::chmod(key_file.c_str(), 0600);
+
+  TestServer server(0, {"--secrets-key-file", key_file});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto made = c.Post("/api/v1/boards", R"({"id":"ranked","auth":"hmac","operator":"increment"})", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  auto secret_at = made.body.find(R"("secret":")");
+  ASSERT_NE(secret_at, std::string::npos) << made.body;
+  const std::string secret = made.body.substr(secret_at + 10, 64);
+  auto shown = c.Get("/api/v1/boards/ranked");
+  EXPECT_EQ(shown.body.find("secret"), std::string::npos) << "shown once: " << shown.body;
+  EXPECT_NE(shown.body.find(R"("auth":"hmac")"), std::string::npos);
+
+  const std::string path = "/api/v1/boards/ranked/scores";
+  auto sign = [&](const std::string& key, const std::string& client, const std::string& ts, const std::string& body) {
+    return HexEncode(HmacSha256(key, "POST\n" + path + "\n" + client + "\n" + ts + "\n" + body));
+  };
+  const std::string now = std::to_string(NowMicros() / 1000000);
+  const std::string body = R"({"score":5})";
+  auto post = [&](const std::string& ts, const std::string& signature, const std::string& b = R"({"score":5})") {
+    return c.Post(path, b, {{"ClientId", "ann"}, {"X-Timestamp", ts}, {"X-Signature", signature}});
+  };
+  auto unsigned_post = c.Post(path, body, {{"ClientId", "ann"}});
+  EXPECT_EQ(unsigned_post.status, 401) << unsigned_post.body;
+  EXPECT_EQ(unsigned_post.Header("WWW-Authenticate"), "HMAC-SHA256");
+  EXPECT_NE(unsigned_post.body.find(R"("code":"bad_signature")"), std::string::npos) << unsigned_post.body;
+  const std::string good = sign(secret, "ann", now, body);
+  EXPECT_EQ(post(now, good, R"({"score":6})").status, 401) << "another body";
+  EXPECT_EQ(post(std::to_string(NowMicros() / 1000000 - 400),
+                 sign(secret, "ann", std::to_string(NowMicros() / 1000000 - 400), body))
+                .status,
+            401)
+      << "too old";
+  EXPECT_EQ(post(now, std::string(64, '0')).status, 401);
+  EXPECT_EQ(post(now, "xyz").status, 401);
+
+  auto first = post(now, good);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.body, R"({"clientId":"ann","score":5,"rank":1,"season":1})");
+  std::string upper = good;
+  for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  auto again = post(now, upper);  // the same signature (hex in either case): replayed
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_NE(c.Get("/api/v1/boards/ranked/players/ann").body.find(R"("score":5)"), std::string::npos)
+      << "the increment was applied once";
+
+  // Rotation: the old secret stays good for the grace only.
+  auto rotated = c.Post("/api/v1/boards/ranked/secret", R"({"graceSeconds":60})", admin);
+  ASSERT_EQ(rotated.status, 201) << rotated.body;
+  const std::string fresh = rotated.body.substr(rotated.body.find(R"("secret":")") + 10, 64);
+  EXPECT_NE(fresh, secret);
+  const std::string body2 = R"({"score":1})";
+  EXPECT_EQ(post(now, sign(secret, "ann", now, body2), body2).status, 200) << "the old one, within its grace";
+  EXPECT_EQ(post(now, sign(fresh, "ann", now, body2), body2).status, 200);
+  ASSERT_EQ(c.Post("/api/v1/boards/ranked/secret", "", admin).status, 201);  // no grace: both go
+  const std::string body3 = R"({"score":2})";
+  EXPECT_EQ(post(now, sign(fresh, "ann", now, body3), body3).status, 401);
+  // Not on a board that takes unsigned posts.
+  ASSERT_EQ(c.Post("/api/v1/boards", R"({"id":"open"})", admin).status, 201);
+  EXPECT_EQ(c.Post("/api/v1/boards/open/secret", "", admin).status, 409);
+  auto metrics = c.Get("/metrics");
+  EXPECT_NE(metrics.body.find("hotrow_leaderboard_signature_refusals_total 6"), std::string::npos) << metrics.body;
+}
+
+TEST(LeaderboardHttp, WithoutASecretsKeyNoBoardMayBeHmac) {
+  TestServer server;
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto r = c.Post("/api/v1/boards", R"({"id":"ranked","auth":"hmac"})", admin);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(r.body.find("--secrets-key-file"), std::string::npos) << r.body;
+  ASSERT_EQ(c.Post("/api/v1/boards", R"({"id":"open"})", admin).status, 201);
+  EXPECT_EQ(c.Request("PATCH", "/api/v1/boards/open", R"({"auth":"hmac"})", admin).status, 409);
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ TEST_F(FromV010, ADatabaseTheReleaseMadeIsMigratedAndServed) {
   EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'leaderboard'"), 0);
   EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM lb_score WHERE board_id = 'default' AND client_id = 'fixture-player'"),
             1);
-  EXPECT_EQ(QueryOne(path, "SELECT MAX(version) FROM schema_migrations WHERE component = 'leaderboard'"), 3);
+  EXPECT_EQ(QueryOne(path, "SELECT MAX(version) FROM schema_migrations WHERE component = 'leaderboard'"), 4);
   // The point card moved into its own file (pointcard/sqlite_file.h), and
   // releases before that may no longer open the main file.
   EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'S_ACCOUNT'"), 0);

@@ -117,7 +117,7 @@ TEST(PgMigration, AV050LeaderboardBecomesTheBoardDefault) {
   auto old_write = conn->Query("INSERT INTO leaderboard (client_id, score, seq) VALUES ('old', 1, 999)");
   EXPECT_FALSE(old_write.ok()) << "a write of a release before fails";
   EXPECT_EQ(
-      OrThrow(conn->Query("SELECT MAX(version) FROM schema_migrations WHERE component = 'leaderboard'")).Int(0, 0), 3);
+      OrThrow(conn->Query("SELECT MAX(version) FROM schema_migrations WHERE component = 'leaderboard'")).Int(0, 0), 4);
 }
 
 TEST(PgMigration, SchemasCreatedByManyConnectionsAtOnceAreCreatedOnce) {
