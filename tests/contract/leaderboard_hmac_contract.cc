@@ -39,9 +39,8 @@ TEST_P(LeaderboardContract, ASignedPostIsCheckedAgainstTheSealedSecretAndReplaye
   BoardSettings settings;
   settings.auth = BoardAuth::kHmac;
   settings.op = Operator::kIncrement;
-  auto made = Wait<Result<BoardView>>([&](auto done) {
-    store().CreateBoard(BoardInfo{.id = "ranked", .settings = settings, .created_us = 0}, done);
-  });
+  auto made = Wait<Result<BoardView>>(
+      [&](auto done) { store().CreateBoard(BoardInfo{.id = "ranked", .settings = settings, .created_us = 0}, done); });
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   ASSERT_TRUE(made->secret.has_value());
   const std::string secret = *made->secret;
