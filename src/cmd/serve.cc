@@ -2,6 +2,7 @@
 // until SIGTERM/SIGINT.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -194,11 +195,15 @@ Result<std::string> ReadSecretsKey(const std::string& path) {
   std::string text(256, '\0');
   text.resize(std::fread(text.data(), 1, text.size(), file));
   std::fclose(file);
-  if (text.size() == kSealKeyBytes) return text;
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  auto key = text.size() == 2 * kSealKeyBytes ? HexDecode(text) : std::nullopt;
-  if (!key) return Status::InvalidField("secrets-key-file", path + " must hold 64 hex digits or 32 raw bytes");
-  return *key;
+  std::string line = text;
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (auto key = line.size() == 2 * kSealKeyBytes ? HexDecode(line) : std::nullopt) return *key;
+  // 32 raw bytes, but not 32 characters of text (a short passphrase, or 16
+  // bytes in hex, would pass for a key of far fewer bits).
+  bool all_text = std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
+  if (text.size() == kSealKeyBytes && !all_text) return text;
+  return Status::InvalidField("secrets-key-file",
+                              path + " must hold 64 hex digits (openssl rand -hex 32) or 32 random bytes");
 }
 
 // Every store the server uses, on whichever backend --db and --redis name,

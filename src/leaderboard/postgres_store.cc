@@ -123,7 +123,10 @@ constexpr std::string_view kSecrets = R"sql(
                        ADD COLUMN previous_until_us bigint NOT NULL DEFAULT 0;
 )sql";
 
-// The post: decides the stored score with the board's settings as stored
+// The post (v2: the keys, display name and metadata; v1, which the build
+// before 0.7.0's keys called, is left for it during a rolling restart: a
+// function of the same name with other parameter types would be another
+// overload, and an untyped call could pick the wrong one): decides the stored score with the board's settings as stored
 // (p_op, when not NULL, overrides the operator: the legacy ?mode) and writes
 // it in one transaction. A board being deleted is refused before any lock,
 // so that a stream of posts cannot starve its DELETE; otherwise the board's
@@ -147,7 +150,7 @@ constexpr std::string_view kSecrets = R"sql(
 // post's clock value: their order) say how, and a "prof" notification
 // follows the "set2" one.
 constexpr std::string_view kFunctions = R"sql(
-  CREATE OR REPLACE FUNCTION hotrow_lb_post_v1(p_board text, p_client text, p_score bigint, p_op text, p_season int,
+  CREATE OR REPLACE FUNCTION hotrow_lb_post_v2(p_board text, p_client text, p_score bigint, p_op text, p_season int,
                                                p_start_us bigint, p_next_us bigint, p_schedule text, p_keys text[],
                                                p_fp text, p_name text, p_meta text)
   RETURNS TABLE (outcome smallint, score bigint, seq bigint, created_us bigint, sort_order text, ranking text,
@@ -532,7 +535,7 @@ namespace {
 constexpr pg::NamedSql kPostScore{
     "lb_post",
     "SELECT outcome, score, seq, created_us, sort_order, ranking, season, out_name, out_meta, "
-    "out_pseq FROM hotrow_lb_post_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"};
+    "out_pseq FROM hotrow_lb_post_v2($1, $2, $3, $4, $5::int, $6, $7, $8, $9::text[], $10, $11, $12)"};
 constexpr pg::NamedSql kRemovePlayer{"lb_remove", R"(
   WITH b AS (SELECT created_us FROM lb_board WHERE board_id = $1 AND NOT deleting),
   d AS (DELETE FROM lb_score WHERE board_id = $1 AND season = $2 AND client_id = $3 AND EXISTS (SELECT 1 FROM b)

@@ -306,6 +306,10 @@ void PostScore(LeaderboardService& service, const Request& req, Responder respon
   if (!mode.ok()) return responder.Send(Error(mode.status()));
   auto signature = Signature(service, std::string(kDefaultBoard), req);
   if (!signature.ok()) return responder.Send(Error(signature.status()));
+  // The query is not signed: on a signed board it must not change the post.
+  if (!signature->empty() && query->Get("mode"))
+    return responder.Send(Error(Status::InvalidField(
+        "mode", "?mode is not part of the signature: on a board with auth hmac its operator decides")));
   auto post = ParsePost(req);
   if (!post.ok()) return responder.Send(Error(post.status()));
   post->extras.signature = std::move(*signature);

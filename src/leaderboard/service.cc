@@ -558,6 +558,13 @@ Result<std::string> LeaderboardService::CheckSignature(const std::string& board_
     if (sealed->empty()) continue;
     if (sealed == &info.previous_secret_sealed && NowMicros() >= info.previous_until_us) continue;
     auto secret = Unseal(options_.secrets_key, *sealed);
+    if (!secret && sealed == &info.previous_secret_sealed) {
+      log::Warn(
+          "leaderboard: the previous secret of board '{}' cannot be opened with --secrets-key-file; only the "
+          "current one is accepted",
+          board_id);
+      continue;
+    }
     if (!secret) {
       log::Error("leaderboard: the secret of board '{}' cannot be opened with --secrets-key-file (another key?)",
                  board_id);
@@ -628,12 +635,16 @@ void LeaderboardService::UpdateBoard(const std::string& board_id, BoardPatch pat
   if (patch.keep_seasons) info.settings.keep_seasons = *patch.keep_seasons;
   if (patch.auth) info.settings.auth = *patch.auth;
   if (Status s = ValidateSettings(info.settings); !s.ok()) return done(s);
-  // Switched to hmac: its secret is made now (and shown once, here).
+  // Switched to hmac: a fresh secret is made now (and shown once, here);
+  // switched off: the secrets go (a secret that leaked never comes back).
   std::optional<std::string> secret;
-  if (info.settings.auth == BoardAuth::kHmac && info.secret_sealed.empty()) {
-    auto made = NewSecret(info);
-    if (!made.ok()) return done(made.status());
-    secret = std::move(*made);
+  if (info.settings.auth != old.settings.auth) {
+    info.secret_sealed.clear(), info.previous_secret_sealed.clear(), info.previous_until_us = 0;
+    if (info.settings.auth == BoardAuth::kHmac) {
+      auto made = NewSecret(info);
+      if (!made.ok()) return done(made.status());
+      secret = std::move(*made);
+    }
   }
   std::vector<RecordedSeason> history;
   if (!SameSchedule(old.settings, info.settings)) {
@@ -686,8 +697,11 @@ void LeaderboardService::RotateSecret(const std::string& board_id, int64_t grace
   if (old.settings.auth != BoardAuth::kHmac)
     return done(Status::Conflict("board '" + board_id + "' takes unsigned posts (auth none): it has no secret"));
   BoardInfo info = old;
-  info.previous_secret_sealed = grace_s > 0 ? old.secret_sealed : std::string();
-  info.previous_until_us = grace_s > 0 ? NowMicros() + grace_s * 1000000 : 0;
+  // The one before stays for the grace, if this server can read it (after a
+  // change of --secrets-key-file it cannot: the rotation is the way out).
+  const bool keep = grace_s > 0 && Unseal(options_.secrets_key, old.secret_sealed).has_value();
+  info.previous_secret_sealed = keep ? old.secret_sealed : std::string();
+  info.previous_until_us = keep ? NowMicros() + grace_s * 1000000 : 0;
   auto secret = NewSecret(info);
   if (!secret.ok()) return done(secret.status());
   store_.UpdateBoard(info, old, {}, [this, info, secret = *secret, done = std::move(done)](const Status& s) {

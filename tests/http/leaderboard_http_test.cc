@@ -244,6 +244,19 @@ TEST(LeaderboardHttp, AnHmacBoardTakesSignedPostsOnly) {
   EXPECT_EQ(loose.exit_code, 1);
   EXPECT_NE(loose.output.find("chmod 600"), std::string::npos) << loose.output;
   ::chmod(key_file.c_str(), 0600);
+  {  // 32 characters of text are no key of 256 bits
+    const std::string weak_file = dir.File("weak.key");
+    std::FILE* f = std::fopen(weak_file.c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fputs("0123456789abcdef0123456789abcdef", f);
+    std::fclose(f);
+    ::chmod(weak_file.c_str(), 0600);
+    auto weak =
+        RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("b.db"), "--secrets-key-file", weak_file},
+                  std::chrono::seconds(60));
+    EXPECT_EQ(weak.exit_code, 1);
+    EXPECT_NE(weak.output.find("64 hex digits"), std::string::npos) << weak.output;
+  }
 
   TestServer server(0, {"--secrets-key-file", key_file});
   ASSERT_TRUE(server.ok());
@@ -307,8 +320,29 @@ TEST(LeaderboardHttp, AnHmacBoardTakesSignedPostsOnly) {
   // Not on a board that takes unsigned posts.
   ASSERT_EQ(c.Post("/api/v1/boards", R"({"id":"open"})", admin).status, 201);
   EXPECT_EQ(c.Post("/api/v1/boards/open/secret", "", admin).status, 409);
+  // Switched off and on again: a fresh secret, shown in that PATCH; the one
+  // before never comes back.
+  auto off = c.Request("PATCH", "/api/v1/boards/ranked", R"({"auth":"none"})", admin);
+  ASSERT_EQ(off.status, 200) << off.body;
+  EXPECT_EQ(off.body.find("secret"), std::string::npos);
+  auto on = c.Request("PATCH", "/api/v1/boards/ranked", R"({"auth":"hmac"})", admin);
+  ASSERT_EQ(on.status, 200) << on.body;
+  ASSERT_NE(on.body.find(R"("secret":")"), std::string::npos) << on.body;
+  const std::string again_secret = on.body.substr(on.body.find(R"("secret":")") + 10, 64);
+  EXPECT_NE(again_secret, fresh);
+  const std::string body4 = R"({"score":3})";
+  EXPECT_EQ(post(now, sign(fresh, "ann", now, body4), body4).status, 401);
+  EXPECT_EQ(post(now, sign(again_secret, "ann", now, body4), body4).status, 200);
+  // The legacy route on a signed `default`: its ?mode is not signed, so refused.
+  auto signed_default = c.Request("PATCH", "/api/v1/boards/default", R"({"auth":"hmac"})", admin);
+  ASSERT_EQ(signed_default.status, 200) << signed_default.body;
+  const std::string dflt = signed_default.body.substr(signed_default.body.find(R"("secret":")") + 10, 64);
+  auto legacy_sig = HexEncode(HmacSha256(dflt, "POST\n/api/v1/score\nann\n" + now + "\n" + body4));
+  const Headers legacy = {{"ClientId", "ann"}, {"X-Timestamp", now}, {"X-Signature", legacy_sig}};
+  EXPECT_EQ(c.Post("/api/v1/score?mode=best", body4, legacy).status, 400);
+  EXPECT_EQ(c.Post("/api/v1/score", body4, legacy).status, 200);
   auto metrics = c.Get("/metrics");
-  EXPECT_NE(metrics.body.find("hotrow_leaderboard_signature_refusals_total 6"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("hotrow_leaderboard_signature_refusals_total 7"), std::string::npos) << metrics.body;
 }
 
 TEST(LeaderboardHttp, WithoutASecretsKeyNoBoardMayBeHmac) {
