@@ -54,6 +54,9 @@ LeaderboardService::LeaderboardService(LeaderboardStore& store, LeaderboardOptio
       bad_signatures_(&metrics::Registry::Default().GetCounter(
           "hotrow_leaderboard_signature_refusals_total",
           "Score posts to auth hmac boards refused with 401 bad_signature (missing, stale or wrong signature).")),
+      season_switches_(&metrics::Registry::Default().GetCounter(
+          "hotrow_leaderboard_season_switches_total",
+          "Boards this instance moved to a new season (its clock, or a store's answer, past the season's end).")),
       ranking_(store.shared_ranking()),
       default_board_(ranking_ ? nullptr : std::make_shared<Board>()) {
   // Until Load places it, `default` is an empty board in season 1, read
@@ -281,6 +284,7 @@ Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::Current(s
     if (it->second == state) {
       Place(*moved);
       lock.unlock();
+      season_switches_->Add();
       PurgeOld(**moved);
       return *moved;
     }
@@ -434,6 +438,7 @@ std::shared_ptr<Board> LeaderboardService::BoardFor(const std::string& board_id,
         }
         Place(*moved);
         lock.unlock();
+        season_switches_->Add();
         PurgeOld(**moved);
         return (*moved)->board;
       }

@@ -284,8 +284,9 @@ class LeaderboardService final : public DomainService {
   LeaderboardStore& store_;
   const LeaderboardOptions options_;
   ScoreRateLimiter limiter_;
-  metrics::Counter* const rate_limited_;    // hotrow_leaderboard_scores_rate_limited_total
-  metrics::Counter* const bad_signatures_;  // hotrow_leaderboard_signature_refusals_total
+  metrics::Counter* const rate_limited_;     // hotrow_leaderboard_scores_rate_limited_total
+  metrics::Counter* const bad_signatures_;   // hotrow_leaderboard_signature_refusals_total
+  metrics::Counter* const season_switches_;  // hotrow_leaderboard_season_switches_total
   // A fresh secret for `info`, sealed into it; the plain one returned.
   Result<std::string> NewSecret(BoardInfo& info) const;
   SharedRanking* const ranking_;  // the store's, or nullptr: then each State's Board answers

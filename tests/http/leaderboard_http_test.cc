@@ -162,6 +162,11 @@ TEST(LeaderboardHttp, ABoardOfOneSecondSeasonsOverHttp) {
   auto seasons = c.Get("/api/v1/boards/tick/seasons");
   ASSERT_EQ(seasons.status, 200);
   EXPECT_NE(seasons.body.find(R"("endedAt":null}]})"), std::string::npos) << seasons.body;
+  // The move is counted (once per board and season, on this instance).
+  auto metrics = c.Get("/metrics").body;
+  auto at = metrics.find("\nhotrow_leaderboard_season_switches_total ");
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GE(std::stoll(metrics.substr(at + 42)), 1);
   // A patch back to a named reset shows as its name.
   auto patched = c.Request("PATCH", "/api/v1/boards/tick", R"({"reset":"weekly"})", admin);
   ASSERT_EQ(patched.status, 200) << patched.body;
