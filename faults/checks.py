@@ -167,6 +167,45 @@ def check_scores(history, truth):
     return v
 
 
+def check_keyed_scores(history, truth):
+    """Keyed increments (an Idempotency-Key per logical post, retried while
+    the outcome is unknown): each player's total on the coin board is the
+    sum of the posts answered 200, plus some of those whose outcome is
+    unknown, never one that failed; two 200s of one post answer the same
+    total (the replay is the first answer)."""
+    v = []
+    low, unknown = collections.Counter(), collections.defaultdict(list)
+    groups = collections.defaultdict(list)
+    for o in history.of("score_keyed"):
+        groups[o.args["logical"]].append(o)
+    for logical, attempts in groups.items():
+        player, amount = attempts[0].args["player"], attempts[0].args["amount"]
+        outcomes = {o.outcome for o in attempts}
+        if "ok" in outcomes:
+            low[player] += amount
+            totals = {(o.value or {}).get("score") for o in attempts if o.outcome == "ok"}
+            if len(totals) > 1:
+                v.append(f"keyed score {logical} ({player}): its 200s answer different totals {sorted(totals)}")
+        elif "info" in outcomes:
+            unknown[player].append(amount)
+    board = dict(truth.board_of("rig-coins"))
+    for player in set(low) | set(unknown) | set(board):
+        total, lo = board.get(player, 0), low[player]
+        # The totals the unknown posts can make (amounts are unique, so a
+        # post applied twice, or one of the 200s lost, makes none of them);
+        # past 16 unknown posts, only the bounds.
+        sums = {0}
+        for amount in unknown[player][:16]:
+            sums |= {s + amount for s in sums}
+        hi = lo + sum(unknown[player])
+        exact = len(unknown[player]) <= 16
+        if not lo <= total <= hi or (exact and total - lo not in sums):
+            v.append(f"player {player} on rig-coins: total {total}, but the posts answered 200 add up to {lo} and "
+                     f"those of unknown outcome to {hi - lo} more (a post applied twice, lost, or a failed one "
+                     f"applied)")
+    return v
+
+
 def check_payments(history, truth, baseline, cards):
     v = []
     now = truth.payments(cards)

@@ -39,6 +39,9 @@ class FakeTruth:
     def board(self):
         return self._board
 
+    def board_of(self, board_id):
+        return self._board
+
     def payments(self, cards):
         return self._payments
 
@@ -124,6 +127,23 @@ class Scores(unittest.TestCase):
     def test_a_failed_score_that_is_present_is_found(self):
         a = op("score_tie", "fail", 0, 1, player="tie-a", score=10, status=400)
         self.assertTrue(checks.check_scores(history(a), FakeTruth(board=[("tie-a", 10)])))
+
+
+class KeyedScores(unittest.TestCase):
+    def ops(self):
+        ok = op("score_keyed", "ok", 0, 1, value={"score": 5}, player="coin-0", amount=5, logical=5, key="coin-5")
+        replay = op("score_keyed", "ok", 2, 3, value={"score": 5}, player="coin-0", amount=5, logical=5, key="coin-5")
+        lost = op("score_keyed", "info", 4, 5, status=None, player="coin-0", amount=7, logical=7, key="coin-7")
+        failed = op("score_keyed", "fail", 6, 7, status=400, player="coin-1", amount=9, logical=9, key="coin-9")
+        return history(ok, replay, lost, failed)
+
+    def test_a_double_or_lost_or_failed_increment_is_found(self):
+        for board in ([("coin-0", 10)], [("coin-0", 0)], [("coin-0", 5), ("coin-1", 9)], [("coin-0", 17)]):
+            self.assertTrue(checks.check_keyed_scores(self.ops(), FakeTruth(board=board)), board)
+
+    def test_unknown_outcomes_may_or_may_not_count(self):
+        for board in ([("coin-0", 5)], [("coin-0", 12)]):
+            self.assertEqual(checks.check_keyed_scores(self.ops(), FakeTruth(board=board)), [])
 
 
 class Grants(unittest.TestCase):

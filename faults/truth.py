@@ -52,6 +52,11 @@ class PgTruth:
             "(SELECT COALESCE(sum(c.POINTS), 0) " + _APPLIED + ")")
         return int(n), int(points)
 
+    def board_of(self, board_id):
+        """A board's season 1: [(clientId, score)]."""
+        out = self.redis.cli("ZREVRANGE", f"hotrow:lb:b:{board_id}:1:z", "0", "-1", "WITHSCORES").splitlines()
+        return [(out[i][16:], int(out[i + 1])) for i in range(0, len(out), 2)]
+
     def board(self):
         """The leaderboard in rank order: [(clientId, score)] (Redis's sorted set)."""
         out = self.redis.cli("ZREVRANGE", "hotrow:lb:b:default:1:z", "0", "-1", "WITHSCORES").splitlines()
@@ -101,6 +106,9 @@ class SqliteTruth:
             "(SELECT COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0) + "
             "(SELECT COALESCE(sum(c.POINTS), 0) " + _APPLIED + ")", self.cards_path)
         return n, points
+
+    def board_of(self, board_id):
+        return self._query(f"SELECT client_id, score FROM lb_score WHERE board_id = '{board_id}' AND season = 1")
 
     def board(self):
         return self._query("SELECT client_id, score FROM lb_score WHERE board_id = 'default' AND season = 1 "

@@ -1,6 +1,7 @@
 """The mixed workload: likes on a few hot plans, plan edits, creates and
 deletes, scores (the same players, distinct players with tied scores, a
-`best` board), payments with and without Idempotency-Key, and grants.
+`best` board, keyed increments on a board of their own), payments with and
+without Idempotency-Key, and grants.
 
 Each worker draws its operations from its own random.Random(seed, worker),
 so a seed reproduces the workload (not the interleaving). Values are chosen
@@ -23,12 +24,14 @@ CREATE_CATEGORY = "RigCreated"
 HOT_PLAYERS = ["hot-0", "hot-1", "hot-2"]
 BEST_PLAYERS = ["best-0", "best-1"]
 TIE_SCORES = [10, 20, 30]
+COIN_BOARD = "rig-coins"  # an increment board: every keyed post adds its amount once
+COIN_PLAYERS = ["coin-0", "coin-1"]
 CARDS = [1, 2, 3, 4, 5, 6]
 STORES = [1, 2, 3]
 
 WEIGHTS = [
     ("like", 30), ("edit", 6), ("create", 3), ("delete", 2), ("score_hot", 10), ("score_best", 4),
-    ("score_tie", 5), ("pay", 14), ("pay_keyed", 10), ("read", 16),
+    ("score_tie", 5), ("score_keyed", 5), ("pay", 14), ("pay_keyed", 10), ("read", 16),
 ]
 
 
@@ -62,7 +65,22 @@ class Workload:
         self.created_lock = threading.Lock()
         self.start_epoch = time.time()
 
+    def make_coin_board(self):
+        """The increment board of the keyed scores, on the first instance that
+        answers (201, or 409: made by an earlier phase)."""
+        for _ in range(50):
+            for port in self.targets.values():
+                client = Client(port, 5.0)
+                op = Op("setup", "setup", {}, write=False)
+                client.call(op, "POST", "/api/v1/boards", {"id": COIN_BOARD, "operator": "increment"}, self.admin)
+                client.close()
+                if op.status in (201, 409):
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"cannot create the board {COIN_BOARD}")
+
     def start(self, grant_every=(2.0, 5.0)):
+        self.make_coin_board()
         self.stop.clear()
         for w in range(self.workers):
             t = threading.Thread(target=self._worker, args=(random.Random(f"{self.seed}/{w}"),), daemon=True)
@@ -165,6 +183,19 @@ class Workload:
             headers = {"Idempotency-Key": key} if key else None
             self._run(client, op, "POST", f"/api/v1/cards/{card}/transactions", {"storeId": store, "amount": amount},
                       headers)
+            if op.outcome != "info" or self.stop.is_set():
+                break
+
+    def _do_score_keyed(self, rng, client, target):
+        # A unique amount per logical post (the payments' counter), retried
+        # with its key while its outcome is unknown, as a client should.
+        player, logical = rng.choice(COIN_PLAYERS), next_payment()
+        key = f"coin-{logical}"
+        for attempt in range(3):
+            op = Op("score_keyed", target, {"player": player, "amount": logical, "logical": logical, "key": key,
+                                            "attempt": attempt})
+            self._run(client, op, "POST", f"/api/v1/boards/{COIN_BOARD}/scores", {"score": logical},
+                      {"ClientId": player, "Idempotency-Key": key})
             if op.outcome != "info" or self.stop.is_set():
                 break
 
