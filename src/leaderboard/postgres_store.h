@@ -53,7 +53,10 @@ class PostgresLeaderboardStore final : public LeaderboardStore {
   db::pg::Pool& pool_;
 };
 
+// Creates and migrates the schema (postgres_schema.cc), under its advisory
+// lock, on one connection or on one of the pool's (pg::CreateSchemaLocked).
 Status CreatePostgresLeaderboardSchema(db::pg::Connection& conn);
+Status CreatePostgresLeaderboardSchemaOnPool(db::pg::Pool& pool);
 
 // Players player-1..player-N with demo scores, into an empty table (COPY).
 Status SeedPostgresLeaderboard(db::pg::Connection& conn, int64_t clients, uint64_t seed);

@@ -27,6 +27,7 @@
 // them. Callbacks run inline (a read from a Board) or on a store thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -245,6 +246,10 @@ class LeaderboardService final : public DomainService {
   // bounds right.
   void Place(std::shared_ptr<State> state);
   Result<BoardView> ViewOf(const BoardInfo& info) const;
+  // The oldest season a board keeps when `current` is current.
+  static int64_t OldestKept(const BoardInfo& info, int64_t current) {
+    return std::max(kFirstSeason, current - info.settings.keep_seasons);
+  }
   Status ValidateSettings(const BoardSettings& settings) const;
   // The state in the season the clock is in now (moved on when it ended).
   Result<std::shared_ptr<State>> Current(std::shared_ptr<State> state);

@@ -6,7 +6,7 @@
 // transaction whenever a stored score changes. The service's Boards answer
 // every read and change right after each commit.
 //
-// Schema: the component "leaderboard" of the main file
+// Schema (sqlite_schema.cc): the component "leaderboard" of the main file
 // (sqlite::MigrateComponent). Step 1 creates the board tables with the board
 // `default` and moves v0.1.0's table leaderboard(client_id, score, seq) into
 // it, as season 1 of `default`; step 2 adds lb_idempotency (score posts'
