@@ -3,6 +3,7 @@
 #include <set>
 
 #include "contract/leaderboard_contract.h"
+#include "contract/leaderboard_helpers.h"
 #include "contract/wait.h"
 
 namespace hotrow::testing {
@@ -23,13 +24,6 @@ using leaderboard::RanksView;
 
 namespace {
 
-Result<BoardView> Create(LeaderboardService& s, const std::string& id, BoardSettings settings = {}) {
-  return Wait<Result<BoardView>>(
-      [&](auto done) { s.CreateBoard(BoardInfo{.id = id, .settings = settings, .created_us = 0}, done); });
-}
-Result<BoardView> Patch(LeaderboardService& s, const std::string& id, BoardPatch patch) {
-  return Wait<Result<BoardView>>([&](auto done) { s.UpdateBoard(id, patch, done); });
-}
 Status Delete(LeaderboardService& s, const std::string& id) {
   return Wait<Status>([&](auto done) { s.DeleteBoard(id, done); });
 }

@@ -8,6 +8,7 @@
 
 #include "base/time.h"
 #include "contract/leaderboard_contract.h"
+#include "contract/leaderboard_helpers.h"
 #include "contract/wait.h"
 
 namespace hotrow::testing {
@@ -23,10 +24,6 @@ using leaderboard::PostExtras;
 
 namespace {
 
-Result<BoardView> Create(LeaderboardService& s, const std::string& id, BoardSettings settings) {
-  return Wait<Result<BoardView>>(
-      [&](auto done) { s.CreateBoard(BoardInfo{.id = id, .settings = settings, .created_us = 0}, done); });
-}
 Result<Posted> Post(LeaderboardService& s, const std::string& board, const std::string& id, int64_t score,
                     const std::string& key, std::optional<Operator> op = std::nullopt) {
   return Wait<Result<Posted>>(

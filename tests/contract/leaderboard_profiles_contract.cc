@@ -2,6 +2,7 @@
 // byte, shown in every read, kept when omitted, replaced when given (even
 // when the operator keeps the score), on every backend.
 #include "contract/leaderboard_contract.h"
+#include "contract/leaderboard_helpers.h"
 #include "contract/wait.h"
 
 namespace hotrow::testing {
@@ -20,10 +21,6 @@ using leaderboard::RanksView;
 
 namespace {
 
-Result<BoardView> Create(LeaderboardService& s, const std::string& id, BoardSettings settings) {
-  return Wait<Result<BoardView>>(
-      [&](auto done) { s.CreateBoard(BoardInfo{.id = id, .settings = settings, .created_us = 0}, done); });
-}
 Result<Posted> Post(LeaderboardService& s, const std::string& board, const std::string& id, int64_t score,
                     PostExtras extras = {}) {
   return Wait<Result<Posted>>([&](auto done) { s.PostScore(board, id, score, std::nullopt, extras, done); });

@@ -7,6 +7,7 @@
 
 #include "base/time.h"
 #include "contract/leaderboard_contract.h"
+#include "contract/leaderboard_helpers.h"
 #include "contract/wait.h"
 #include "harness/http_client.h"
 
@@ -26,13 +27,6 @@ using leaderboard::SeasonInfo;
 
 namespace {
 
-Result<BoardView> Create(LeaderboardService& s, const std::string& id, BoardSettings settings) {
-  return Wait<Result<BoardView>>(
-      [&](auto done) { s.CreateBoard(BoardInfo{.id = id, .settings = settings, .created_us = 0}, done); });
-}
-Result<BoardView> Patch(LeaderboardService& s, const std::string& id, BoardPatch patch) {
-  return Wait<Result<BoardView>>([&](auto done) { s.UpdateBoard(id, patch, done); });
-}
 Result<Posted> Post(LeaderboardService& s, const std::string& board, const std::string& id, int64_t score) {
   return Wait<Result<Posted>>([&](auto done) { s.PostScore(board, id, score, std::nullopt, done); });
 }
