@@ -12,6 +12,10 @@ struct ServeFlags {
   int port = 8080;
   std::string db = "sqlite:data/hotrow.db";
   std::string redis;
+  std::vector<std::string> redis_replicas;  // --redis-replica, repeatable
+  int redis_max_lag_ms = 100;
+  int redis_cache_ms = 100;
+  std::string redis_replica_split;  // benchmark only: "N/M" of reads to replicas, whatever their lag
   int db_pool = 4;
   int threads = 0;
   int max_connections = 10000;

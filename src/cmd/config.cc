@@ -164,7 +164,7 @@ void PrintServeConfig(const CLI::App& serve, const ServeArgs& sources) {
     if (o->count() == 0 && !o->get_default_str().empty()) values.push_back(o->get_default_str());
     for (auto& v : values) {
       if (Secret(name)) v = v.empty() ? v : "***";
-      if (name == "db" || name == "redis") v = db::RedactUrl(v);
+      if (name == "db" || name == "redis" || name == "redis-replica") v = db::RedactUrl(v);
     }
     std::string text;
     bool is_list = o->get_expected_max() > 1;

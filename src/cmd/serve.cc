@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -80,6 +81,34 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
                 "Keep the leaderboard in Redis (redis://host:port), shared by every instance; "
                 "run Redis with appendonly yes, appendfsync always")
       ->envname("HOTROW_REDIS");
+  c->add_option("--redis-replica", f.redis_replicas,
+                "A replica of --redis (redis://host:port, repeatable) that serves leaderboard pages and friends views "
+                "while its measured lag is within --redis-max-lag-ms; this instance's own writes are always seen")
+      ->envname("HOTROW_REDIS_REPLICA")
+      ->delimiter(',');
+  c->add_option("--redis-max-lag-ms", f.redis_max_lag_ms,
+                "A replica serves reads only while its lag behind the master (hotrow:hb, written every 50 ms) is "
+                "at most this")
+      ->envname("HOTROW_REDIS_MAX_LAG_MS")
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
+  c->add_option("--redis-cache-ms", f.redis_cache_ms,
+                "Each board's top 100 is cached per instance for at most this (other instances' changes also clear "
+                "it by pub/sub); 0: no cache")
+      ->envname("HOTROW_REDIS_CACHE_MS")
+      ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
+  c->add_option("--redis-replica-split", f.redis_replica_split,
+                "Benchmark only: send N of every M reads to the replicas whatever their lag (N/M, the reference "
+                "post's 4/7); loses read-your-writes")
+      ->group("")
+      ->check([](const std::string& v) -> std::string {
+        int n = 0, m = 0;
+        char slash = 0;
+        std::istringstream in(v);
+        if (in >> n >> slash >> m && slash == '/' && in.peek() == EOF && n >= 0 && m > 0 && n <= m) return "";
+        return "--redis-replica-split is N/M with 0 <= N <= M, M > 0";
+      });
   c->add_option("--threads", f.threads, "Event-loop threads (0: one per core)")
       ->envname("HOTROW_THREADS")
       ->check(CLI::Range(0, 256))
@@ -401,14 +430,23 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
 bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
   db::redis::Options options;
   options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
+  leaderboard::RedisReads reads{.replicas = {.urls = f.redis_replicas, .max_lag_ms = f.redis_max_lag_ms},
+                                .cache_ms = f.redis_cache_ms};
+  if (!f.redis_replica_split.empty()) {
+    char slash = 0;
+    std::istringstream(f.redis_replica_split) >> reads.replicas.split >> slash >> reads.replicas.split_of;
+    log::Warn("--redis-replica-split {}: reads go to replicas whatever their lag; a client may not see its own write",
+              f.redis_replica_split);
+  }
   auto store = WaitFor<std::unique_ptr<leaderboard::RedisLeaderboardStore>>(
-      f, "Redis", [&] { return leaderboard::RedisLeaderboardStore::Open(f.redis, options); });
+      f, "Redis", [&] { return leaderboard::RedisLeaderboardStore::Open(f.redis, options, reads); });
   if (!store.ok()) {
     log::Error("leaderboard: {}", store.status().ToString());
     return false;
   }
   auto count = (*store)->Count();
-  log::Info("leaderboard: on Redis at {} ({} player(s))", db::RedactUrl(f.redis), count.ok() ? *count : -1);
+  log::Info("leaderboard: on Redis at {} ({} player(s)); {} replica(s) for reads", db::RedactUrl(f.redis),
+            count.ok() ? *count : -1, f.redis_replicas.size());
   b.redis = &(*store)->client();
   b.board_store = std::move(store).value();
   return true;
@@ -461,6 +499,14 @@ int RunServe(const ServeFlags& f) {
     return 2;
   }
   if (f.log_format == "json") log::UseJson();
+  if (f.redis.empty() && (!f.redis_replicas.empty() || !f.redis_replica_split.empty())) {
+    log::Error("--redis-replica and --redis-replica-split need --redis (the master)");
+    return 2;
+  }
+  if (!f.redis_replica_split.empty() && f.redis_replicas.empty()) {
+    log::Error("--redis-replica-split needs at least one --redis-replica");
+    return 2;
+  }
   auto url = db::ParseStoreUrl(f.db);
   if (!url.ok()) {
     log::Error("{}", url.status().message());

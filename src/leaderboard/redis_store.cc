@@ -122,7 +122,8 @@ Result<BoardInfo> Decode(const std::string& id, const std::string& text) {
 }  // namespace
 
 Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const std::string& url,
-                                                                           db::redis::Options options) {
+                                                                           db::redis::Options options,
+                                                                           RedisReads reads) {
   auto client = db::redis::Client::Connect(url, options);
   if (!client.ok()) return client.status();
   std::unique_ptr<RedisLeaderboardStore> store(new RedisLeaderboardStore());
@@ -146,6 +147,13 @@ Result<std::unique_ptr<RedisLeaderboardStore>> RedisLeaderboardStore::Open(const
       });
   if (!subscriber.ok()) return subscriber.status();
   store->subscriber_ = std::move(subscriber).value();
+  store->cache_ms_ = reads.cache_ms;
+  if (!reads.replicas.urls.empty()) {
+    reads.replicas.client = options;
+    auto replicas = db::redis::ReplicaSet::Start(*store->client_, std::move(reads.replicas));
+    if (!replicas.ok()) return replicas.status();
+    store->replicas_ = std::move(replicas).value();
+  }
   return store;
 }
 
@@ -153,6 +161,10 @@ RedisLeaderboardStore::~RedisLeaderboardStore() { Stop(); }
 
 void RedisLeaderboardStore::Stop() {
   subscriber_.reset();
+  // The replicas' heartbeat sends on client_, and answers on its thread:
+  // stopped first, it sends no more; client_'s Stop then runs the answers
+  // still queued while the ReplicaSet they touch still exists.
+  if (replicas_) replicas_->Stop();
   if (client_) client_->Stop();
 }
 
@@ -227,6 +239,7 @@ Result<BoardInfo> RedisLeaderboardStore::LoadBoard(const std::string& board_id) 
 void RedisLeaderboardStore::CreateBoard(BoardInfo board, std::function<void(Status)> done) {
   client_->Eval(kBoardScript, {"2", kBoards, kPurged, board.id, Encode(board), kChannel, "create", "0"},
                 [this, id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  Wrote();
                   if (!r.ok()) return done(r.status());
                   if (r->integer != 1) return done(Status::AlreadyExists("a board '" + id + "' exists already"));
                   Invalidate(id);
@@ -249,16 +262,19 @@ void RedisLeaderboardStore::UpdateBoard(BoardInfo board, BoardInfo expected, std
     args.push_back(std::to_string(h.season));
     args.push_back(std::to_string(h.started_us));
   }
-  client_->Eval(kBoardScript, std::move(args), [id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
-    if (!r.ok()) return done(r.status());
-    done(r->integer == 1 ? Status::Ok() : r->integer == 2 ? BoardChangedMeanwhile(id) : NoSuchBoard(id));
-  });
+  client_->Eval(kBoardScript, std::move(args),
+                [this, id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  Wrote();
+                  if (!r.ok()) return done(r.status());
+                  done(r->integer == 1 ? Status::Ok() : r->integer == 2 ? BoardChangedMeanwhile(id) : NoSuchBoard(id));
+                });
 }
 
 void RedisLeaderboardStore::DeleteBoard(BoardInfo board, std::function<void(Status)> done) {
   client_->Eval(kBoardScript,
                 {"2", kBoards, kPurged, board.id, "", kChannel, "delete", std::to_string(board.created_us)},
                 [this, board_id = board.id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  Wrote();
                   if (!r.ok()) return done(r.status());
                   if (r->integer != 1) return done(NoSuchBoard(board_id));
                   Invalidate(board_id);
@@ -285,6 +301,7 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
       [this, board_id, posted, season,
        key = p.idempotency_key.empty() ? std::string("(the signature)") : p.idempotency_key,
        done = std::move(done)](Result<db::redis::Reply> r) {
+        Wrote();
         if (!r.ok()) return done(r.status());
         const auto& e = r->elements;
         if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));
@@ -335,7 +352,10 @@ void RedisLeaderboardStore::Purge(std::string board_id, int64_t created_us, int6
                                   std::function<void(Status)> done) {
   client_->Eval(kPurgeScript,
                 {"2", kBoards, kPurged, board_id, std::to_string(created_us), std::to_string(through_season)},
-                [done = std::move(done)](Result<db::redis::Reply> r) { done(r.status()); });
+                [this, done = std::move(done)](Result<db::redis::Reply> r) {
+                  Wrote();
+                  done(r.status());
+                });
 }
 
 void RedisLeaderboardStore::Remove(std::string board_id, int64_t season, std::string client_id,
@@ -344,6 +364,7 @@ void RedisLeaderboardStore::Remove(std::string board_id, int64_t season, std::st
                 {"4", kBoards, KeyOf(board_id, season, "z"), KeyOf(board_id, season, "m"), KeyOf(board_id, season, "p"),
                  board_id, client_id, kChannel},
                 [this, board_id, client_id, done = std::move(done)](Result<db::redis::Reply> r) {
+                  Wrote();
                   if (!r.ok()) return done(r.status());
                   int64_t answer = ReplyInt(*r);
                   if (answer == -1) return done(NoSuchBoard(board_id));
@@ -359,20 +380,24 @@ Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, 
 }
 }  // namespace
 
+// A page past the cached top (or any page without the cache), read as asked.
+void RedisLeaderboardStore::DeepTop(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit,
+                                    Callback<Result<Page>> done) {
+  const Ranking ranking = board.settings.ranking;
+  Reader().Eval(kTopScript,
+                {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), std::to_string(offset),
+                 std::to_string(limit), Name(board.settings.order), Name(ranking)},
+                [offset, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
+                  if (!r.ok()) return done(r.status());
+                  const auto& e = r->elements;
+                  if (e.size() < 2) return done(Status::Internal("unexpected reply from the top script"));
+                  done(Page::Own(Entries(e, 2, offset + 1, ReplyInt(e[1]), ranking), ReplyInt(e[0])));
+                });
+}
+
 void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit,
                                 Callback<Result<Page>> done) {
-  const Ranking ranking = board.settings.ranking;
-  if (offset + limit > kPageLimitMax) {
-    client_->Eval(kTopScript,
-                  {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), std::to_string(offset),
-                   std::to_string(limit), Name(board.settings.order), Name(ranking)},
-                  [offset, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
-                    if (!r.ok()) return done(r.status());
-                    const auto& e = r->elements;
-                    done(Page::Own(Entries(e, 2, offset + 1, ReplyInt(e.at(1)), ranking), ReplyInt(e.at(0))));
-                  });
-    return;
-  }
+  if (offset + limit > kPageLimitMax || cache_ms_ == 0) return DeepTop(board, season, offset, limit, std::move(done));
   std::unique_lock lock(cache_mutex_);
   if (caches_.size() >= kCachedSeasonsMax && !caches_.count({board.id, season})) {
     // Bounded (a reader may walk every archived season): the idle entries
@@ -389,7 +414,7 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
   cache.board = board;
   uint64_t version = cache.version;
   if (cache.cached && cache.cached->version >= version &&
-      std::chrono::steady_clock::now() - cache.cached->fetched < std::chrono::milliseconds(kCacheAgeMaxMs)) {
+      std::chrono::steady_clock::now() - cache.cached->fetched < std::chrono::milliseconds(cache_ms_)) {
     auto cached = cache.cached;
     lock.unlock();
     return done(SliceOf(cached, offset, limit));
@@ -406,7 +431,7 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
 // readers that arrived after a newer change get the next fetch.
 void RedisLeaderboardStore::FetchTop(const BoardInfo& board, int64_t season, uint64_t version) {
   auto started = std::chrono::steady_clock::now();
-  client_->Eval(kTopScript,
+  Reader().Eval(kTopScript,
                 {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), "0", std::to_string(kPageLimitMax),
                  Name(board.settings.order), Name(board.settings.ranking)},
                 [this, board, season, version, started](Result<db::redis::Reply> r) {
@@ -482,7 +507,7 @@ void RedisLeaderboardStore::Ranks(const BoardInfo& board, int64_t season, std::v
                                    Name(board.settings.order),
                                    Name(board.settings.ranking)};
   for (auto& id : client_ids) args.push_back(std::move(id));
-  client_->Eval(kRanksScript, std::move(args), [done = std::move(done)](Result<db::redis::Reply> r) {
+  Reader().Eval(kRanksScript, std::move(args), [done = std::move(done)](Result<db::redis::Reply> r) {
     if (!r.ok()) return done(r.status());
     const auto& e = r->elements;
     std::vector<std::pair<int64_t, Entry>> placed;
@@ -522,6 +547,7 @@ Status RedisLeaderboardStore::Clear() {
   }
   auto r = client_->CommandSync({"DEL", kSeq, kPurged});
   InvalidateAll();
+  Wrote();
   return r.status();
 }
 

@@ -69,8 +69,16 @@
 // messages are lost. Misses are single-flight per board: readers that arrive
 // while a fetch runs share it, unless a change was seen after it started, in
 // which case they wait for the next one. A player's own rank (GET
-// .../players/{id}) always goes to Redis, so a player always sees their own
-// accepted score.
+// .../players/{id}) always goes to the master, so a player always sees their
+// own accepted score.
+//
+// Replicas (--redis-replica, db/redis_replicas.h): the cache's fetches,
+// pages past it and the friends view go to a replica whose measured lag is
+// within --redis-max-lag-ms and that holds this instance's newest write;
+// everything else goes to the master. So this instance's own writes are
+// always seen; another instance's reach a page within the cache's age plus
+// the lag bound (a fetch started on its pub/sub message may read a replica
+// that does not have it yet).
 #pragma once
 
 #include <atomic>
@@ -81,15 +89,28 @@
 #include <vector>
 
 #include "db/redis.h"
+#include "db/redis_replicas.h"
 #include "leaderboard/store.h"
 
 namespace hotrow::leaderboard {
 
 inline constexpr int64_t kCacheAgeMaxMs = 100;
 
+// Where reads go (serve --redis-replica, --redis-max-lag-ms,
+// --redis-cache-ms).
+struct RedisReads {
+  // Replicas for pages and the friends view (db/redis_replicas.h); none:
+  // every read goes to the master.
+  db::redis::ReplicaOptions replicas = {};
+  // The top-100 cache's age limit; 0: no cache, every page read goes to
+  // Redis (for the benchmark's comparison).
+  int64_t cache_ms = kCacheAgeMaxMs;
+};
+
 class RedisLeaderboardStore final : public LeaderboardStore, public SharedRanking {
  public:
-  static Result<std::unique_ptr<RedisLeaderboardStore>> Open(const std::string& url, db::redis::Options options = {});
+  static Result<std::unique_ptr<RedisLeaderboardStore>> Open(const std::string& url, db::redis::Options options = {},
+                                                             RedisReads reads = {});
   ~RedisLeaderboardStore() override;
 
   // Redis ranks: only the boards to load; other instances' score changes
@@ -125,6 +146,8 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
   // --replace, tests).
   Status Clear();
   db::redis::Client& client() { return *client_; }
+  // Null without --redis-replica.
+  db::redis::ReplicaSet* replicas() { return replicas_.get(); }
 
  private:
   RedisLeaderboardStore() = default;
@@ -157,8 +180,18 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
     std::vector<Waiter> waiters;
   };
   void FetchTop(const BoardInfo& board, int64_t season, uint64_t version);
+  // Where a page or a friends view is read: a replica that is caught up,
+  // else the master.
+  db::redis::Client& Reader() { return replicas_ ? replicas_->ForRead() : *client_; }
+  // Before a write's caller is answered (read-your-writes on replicas).
+  void Wrote() {
+    if (replicas_) replicas_->Wrote();
+  }
+  void DeepTop(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit, Callback<Result<Page>> done);
 
   std::unique_ptr<db::redis::Client> client_;
+  std::unique_ptr<db::redis::ReplicaSet> replicas_;  // stopped before client_
+  int64_t cache_ms_ = kCacheAgeMaxMs;
   std::unique_ptr<db::redis::Subscriber> subscriber_;
   std::mutex cache_mutex_;
   std::map<std::pair<std::string, int64_t>, BoardCache> caches_;  // by (board id, season)

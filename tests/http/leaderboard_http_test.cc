@@ -362,5 +362,48 @@ TEST(LeaderboardHttp, WithoutASecretsKeyNoBoardMayBeHmac) {
   EXPECT_EQ(c.Request("PATCH", "/api/v1/boards/open", R"({"auth":"hmac"})", admin).status, 409);
 }
 
+// --redis-replica: a page is read from a real replica once its lag is
+// measured, the series show it, and a misconfiguration is refused at start.
+TEST(LeaderboardHttp, PagesAreReadFromAReplicaAndItsLagIsExported) {
+  auto master = RedisProcess::Start();
+  auto replica = RedisProcess::Start();
+  ASSERT_TRUE(master && replica);
+  {
+    RawConnection m(master->port());
+    m.Send("CONFIG SET repl-diskless-sync-delay 0\r\n");
+    RawConnection r(replica->port());
+    r.Send("REPLICAOF 127.0.0.1 " + std::to_string(master->port()) + "\r\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  TestServer server(0, {"--redis", master->url(), "--redis-replica", replica->url()});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  ASSERT_EQ(c.Post("/api/v1/score", R"({"score":42})", {{"ClientId", "seen"}}).status, 200);
+  bool replica_read = Eventually(
+      [&] {
+        auto page = c.Get("/api/v1/leaderboard");
+        EXPECT_NE(page.body.find("\"seen\""), std::string::npos) << page.body;
+        auto metrics = c.Get("/metrics").body;
+        std::string series = "hotrow_redis_reads_total{server=\"127.0.0.1:" + std::to_string(replica->port()) + "\"} ";
+        size_t at = metrics.find(series);
+        return at != std::string::npos && metrics.compare(at + series.size(), 2, "0\n") != 0;
+      },
+      std::chrono::seconds(15));
+  EXPECT_TRUE(replica_read) << "no page was read from the replica within 15 s";
+  EXPECT_NE(c.Get("/metrics").body.find("hotrow_redis_replica_lag_seconds{replica=\"127.0.0.1:"), std::string::npos);
+}
+
+TEST(LeaderboardHttp, AReplicaWithoutAMasterIsRefused) {
+  TempDir dir;
+  auto r = RunHotrow(
+      {"serve", "--port", "0", "--db", "sqlite:" + dir.File("a.db"), "--redis-replica", "redis://127.0.0.1:6379"},
+      std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("need --redis"), std::string::npos) << r.output;
+  auto split = RunHotrow({"serve", "--port", "0", "--redis-replica-split", "8/7"}, std::chrono::seconds(30));
+  EXPECT_NE(split.exit_code, 0);
+  EXPECT_NE(split.output.find("N/M"), std::string::npos) << split.output;
+}
+
 }  // namespace
 }  // namespace hotrow::testing
