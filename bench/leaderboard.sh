@@ -45,29 +45,8 @@ start_nginx "$WORK/nginx" "$NPORT" top.json "$(curl -s "http://127.0.0.1:$EPORT/
 N="http://127.0.0.1:$NPORT/top.json"
 echo "static file: $(wc -c <"$WORK/nginx/www/top.json") bytes (the embedded backend's top-10 answer)"
 
-cat >"$WORK/post.lua" <<LUA
--- Posts a random score for a random player, then waits 10 ms: each
--- connection posts at most 100 scores/s.
-math.randomseed(os.time())
-request = function()
-  local body = '{"score":' .. math.random(0, 20000) .. '}'
-  return wrk.format("POST", "/api/v1/score",
-    { ["ClientId"] = "player-" .. math.random(1, $PLAYERS), ["Content-Type"] = "application/json" }, body)
-end
-delay = function() return 10 end
-LUA
+write_score_post_lua "$WORK/post.lua" "$PLAYERS"
 
-# Parses hey into "rps avg_ms p99_ms ok non200 timeouts".
-parse_hey_full() {
-  awk '
-    /Requests\/sec:/ { rps = $2 }
-    /Average:/ { avg = $2 * 1000 }
-    /99%+ in/ { p99 = $3 * 1000 }
-    /\[[0-9]+\][ \t]+[0-9]+ responses/ { code = $1; gsub(/[\[\]]/, "", code); if (code == 200) ok += $2; else bad += $2 }
-    /Error distribution/ { errs = 1 }
-    errs && /^ +\[[0-9]+\]/ { n = $1; gsub(/[\[\]]/, "", n); if ($0 ~ /Timeout|deadline/) to += n; else bad += n }
-    END { printf "%.0f %.1f %.1f %d %d %d\n", rps, avg, p99, ok, bad, to }' "$1"
-}
 # Parses wrk into "rps avg_ms p99_ms ok non200 timeouts".
 parse_wrk_full() {
   awk '

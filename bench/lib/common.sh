@@ -46,6 +46,33 @@ start_hotrow() {
 # write_post_lua FILE: a wrk script that POSTs without a body.
 write_post_lua() { echo 'wrk.method = "POST"' >"$1"; }
 
+# write_score_post_lua FILE PLAYERS: a wrk script that posts a random score
+# for a random one of PLAYERS players, then waits 10 ms: each connection
+# posts at most 100 scores/s (the reference's "a POST every 10 ms").
+write_score_post_lua() {
+  cat >"$1" <<LUA
+math.randomseed(os.time())
+request = function()
+  local body = '{"score":' .. math.random(0, 20000) .. '}'
+  return wrk.format("POST", "/api/v1/score",
+    { ["ClientId"] = "player-" .. math.random(1, $2), ["Content-Type"] = "application/json" }, body)
+end
+delay = function() return 10 end
+LUA
+}
+
+# parse_hey_full FILE: hey's report as "rps avg_ms p99_ms ok non200 timeouts".
+parse_hey_full() {
+  awk '
+    /Requests\/sec:/ { rps = $2 }
+    /Average:/ { avg = $2 * 1000 }
+    /99%+ in/ { p99 = $3 * 1000 }
+    /\[[0-9]+\][ \t]+[0-9]+ responses/ { code = $1; gsub(/[\[\]]/, "", code); if (code == 200) ok += $2; else bad += $2 }
+    /Error distribution/ { errs = 1 }
+    errs && /^ +\[[0-9]+\]/ { n = $1; gsub(/[\[\]]/, "", n); if ($0 ~ /Timeout|deadline/) to += n; else bad += n }
+    END { printf "%.0f %.1f %.1f %d %d %d\n", rps, avg, p99, ok, bad, to }' "$1"
+}
+
 # median_of FILE...: the parse line with the median first column (requests/s).
 median_of() { sort -n -k1,1 "$@" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 

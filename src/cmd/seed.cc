@@ -2,7 +2,10 @@
 // benchmarks. Refuses to touch a database that a running server holds.
 #include "dateplan/seed.h"
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <future>
 #include <random>
@@ -15,6 +18,7 @@
 #include "db/store_url.h"
 #include "leaderboard/postgres_store.h"
 #include "leaderboard/redis_store.h"
+#include "leaderboard/service.h"
 #include "leaderboard/sqlite_store.h"
 #include "ops/log.h"
 #include "ops/progress.h"
@@ -196,27 +200,51 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
       return 1;
     }
   }
+  // Through the service: it gives each post its season and schedule, as a
+  // served post has them (the script refuses a post without them).
+  leaderboard::LeaderboardService service(**store);
+  if (Status s = service.Load(); !s.ok()) {
+    log::Error("{}", s.ToString());
+    return 1;
+  }
   std::mt19937_64 rng(f.seed);
   ProgressBar bar("players", f.clients);
   auto start = std::chrono::steady_clock::now();
-  std::atomic<int64_t> done{0}, failed{0};
-  std::promise<void> all;
+  // At most kInFlight posts queued at once: the client's queue is bounded.
+  constexpr int64_t kInFlight = 4096;
+  std::mutex mutex;
+  std::condition_variable wake;
+  int64_t in_flight = 0, done = 0, failed = 0;
+  std::string first_error;
   for (int64_t i = 1; i <= f.clients; ++i) {
-    int64_t score = leaderboard::DemoScore(rng);
-    leaderboard::ScorePost post{.board_id = std::string(leaderboard::kDefaultBoard),
-                                .client_id = "player-" + std::to_string(i),
-                                .score = score};
-    (*store)->PostScore(std::move(post), [&, total = f.clients](const Result<leaderboard::StoredScore>& r) {
-      if (!r.ok()) ++failed;
-      if (++done == total) all.set_value();
-    });
-    if (i % 1000 == 0) bar.Update(done.load());
+    {
+      std::unique_lock lock(mutex);
+      wake.wait(lock, [&] { return in_flight < kInFlight; });
+      ++in_flight;
+    }
+    service.PostScore("player-" + std::to_string(i), leaderboard::DemoScore(rng), leaderboard::ScoreMode::kReplace,
+                      [&](Result<leaderboard::Posted> r) {
+                        std::lock_guard lock(mutex);
+                        if (!r.ok() && failed++ == 0) first_error = r.status().ToString();
+                        --in_flight;
+                        ++done;
+                        wake.notify_all();
+                      });
+    if (i % 1000 == 0) bar.Update(std::max<int64_t>(0, i - kInFlight));
   }
-  all.get_future().wait();
+  {
+    std::unique_lock lock(mutex);
+    wake.wait(lock, [&] { return done == f.clients; });
+  }
   bar.Update(f.clients);
   bar.Finish();
   if (failed > 0) {
-    log::Error("{} of {} score(s) failed", failed.load(), f.clients);
+    log::Error("{} of {} score(s) failed; the first: {}", failed, f.clients, first_error);
+    return 1;
+  }
+  auto count = (*store)->Count();
+  if (!count.ok() || *count != f.clients) {
+    log::Error("Redis holds {} player(s) after seeding {}", count.ok() ? *count : -1, f.clients);
     return 1;
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();

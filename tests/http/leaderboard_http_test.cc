@@ -362,6 +362,22 @@ TEST(LeaderboardHttp, WithoutASecretsKeyNoBoardMayBeHmac) {
   EXPECT_EQ(c.Request("PATCH", "/api/v1/boards/open", R"({"auth":"hmac"})", admin).status, 409);
 }
 
+// `seed leaderboard --redis` writes the players it reports (it once
+// reported 50 and wrote none: its posts lacked the season's schedule).
+TEST(LeaderboardHttp, SeedingRedisWritesEveryPlayer) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  auto seed = RunHotrow({"seed", "leaderboard", "--clients", "50", "--redis", redis->url()});
+  ASSERT_EQ(seed.exit_code, 0) << seed.output;
+  TestServer server(0, {"--redis", redis->url()});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  auto page = c.Get("/api/v1/leaderboard?limit=1");
+  EXPECT_NE(page.body.find("\"total\":50,"), std::string::npos) << page.body;
+  auto again = RunHotrow({"seed", "leaderboard", "--clients", "50", "--redis", redis->url()});
+  EXPECT_NE(again.exit_code, 0) << "a second seed without --replace or --if-empty: " << again.output;
+}
+
 // --redis-replica: a page is read from a real replica once its lag is
 // measured, the series show it, and a misconfiguration is refused at start.
 TEST(LeaderboardHttp, PagesAreReadFromAReplicaAndItsLagIsExported) {
