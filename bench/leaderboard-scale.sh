@@ -9,14 +9,20 @@
 # .../players/{id}) and the friends view of 20 ids. Prints the figures;
 # writes nothing into docs (paste them: the runs take minutes).
 #
-#   bench/leaderboard-scale.sh [--boards 1000] [--players 10000] [--requests 100000]
+# --redis: one board (`default`) of PLAYERS players on Redis instead
+# (appendonly yes, appendfsync always), seeded by `hotrow seed leaderboard
+# --redis` through the post script; the memory per player is Redis's
+# (used_memory after the seed minus before), since Redis holds the ranks.
+#
+#   bench/leaderboard-scale.sh [--boards 1000] [--players 10000] [--requests 100000] [--redis]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-BOARDS=1000 PLAYERS=10000 REQUESTS=100000
+BOARDS=1000 PLAYERS=10000 REQUESTS=100000 REDIS_MODE=0
 while (($#)); do
   case $1 in
+    --redis) REDIS_MODE=1; shift ;;
     --boards) BOARDS=$2; shift 2 ;;
     --players) PLAYERS=$2; shift 2 ;;
     --requests) REQUESTS=$2; shift 2 ;;
@@ -25,7 +31,67 @@ while (($#)); do
   esac
 done
 
+rss_kb() { awk '/VmRSS/ { print $2 }' "/proc/$1/status"; }
+hey_run() {  # name url [method body]: prints the line on stderr, req/s on stdout
+  local out="$WORK/hey-$RANDOM.txt"
+  if [[ $# -gt 2 ]]; then
+    hey -n "$REQUESTS" -c 1000 -t 10 -m "$3" -T application/json -d "$4" "$2" >"$out"
+  else
+    hey -n "$REQUESTS" -c 1000 -t 10 "$2" >"$out"
+  fi
+  read -r rps p50 p99 ok bad < <(parse_hey "$out")
+  printf '%-44s %8s req/s  p50 %7s ms  p99 %7s ms  (%s ok, %s not)\n' "$1" "$rps" "$p50" "$p99" "$ok" "$bad" >&2
+  echo "$rps"
+}
+# The three reads at -c 1000 on the board at URL, beside nginx serving its
+# top 10 as a file.
+reads_at_scale() {  # url
+  local url=$1 body nport nginx_rps top_rps ids
+  body=$(curl -fsS "$url/leaderboard")
+  nport=$(free_port)
+  start_nginx "$WORK/nginx" "$nport" top.json "$body"
+  nginx_rps=$(hey_run "nginx static, ${#body} bytes" "http://127.0.0.1:$nport/top.json")
+  top_rps=$(hey_run "top 10" "$url/leaderboard")
+  hey_run "rank of player-$((PLAYERS / 2))" "$url/players/player-$((PLAYERS / 2))" >/dev/null
+  ids=$(python3 -c 'import json, sys; n = int(sys.argv[1]); print(json.dumps({"clientIds": [f"player-{i * 37 % n}" for i in range(20)]}))' "$PLAYERS")
+  hey_run "friends view, 20 ids" "$url/ranks" POST "$ids" >/dev/null
+  echo "top 10 / nginx: $(ratio "$top_rps" "$nginx_rps")"
+}
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+redis_scale() {
+  local rport used_before used_after seed_start seed_s port start ready_s
+  rport=$(free_port)
+  redis-server --port "$rport" --bind 127.0.0.1 --dir "$WORK" --appendonly yes --appendfsync always --save "" \
+    --maxclients 20000 --daemonize no >"$WORK/redis.log" 2>&1 &
+  BENCH_PIDS+=("$!")
+  for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
+  used_before=$(redis-cli -p "$rport" info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+  seed_start=$(date +%s.%N)
+  "$HOTROW" seed leaderboard --clients "$PLAYERS" --redis "redis://127.0.0.1:$rport" >"$WORK/seed.log" 2>&1
+  seed_s=$(since "$seed_start")
+  used_after=$(redis-cli -p "$rport" info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+  port=$(free_port)
+  start=$(date +%s.%N)
+  HOTROW_DRAIN_DELAY_MS=0 "$HOTROW" serve --host 127.0.0.1 --port "$port" --db "sqlite:$WORK/x.db" \
+    --redis "redis://127.0.0.1:$rport" --log-level warn &
+  HOTROW_PID=$!
+  BENCH_PIDS+=("$HOTROW_PID")
+  wait_http "http://127.0.0.1:$port/healthz" 600
+  ready_s=$(since "$start")
+  echo "leaderboard at scale on Redis: 1 board x $PLAYERS player(s); $(machine_line)"
+  echo "seed (hotrow seed leaderboard --redis: the post script, appendfsync always): ${seed_s} s"
+  echo "serve ready: ${ready_s} s (nothing to load: Redis ranks); hotrow RSS $(rss_kb "$HOTROW_PID") kB"
+  echo "Redis used_memory: $used_before -> $used_after bytes:" \
+    "$(awk -v a="$used_after" -v b="$used_before" -v n="$PLAYERS" 'BEGIN { printf "%.0f", (a - b) / n }') bytes per player"
+  reads_at_scale "http://127.0.0.1:$port/api/v1/boards/default"
+}
+
 bench_init
+if ((REDIS_MODE)); then
+  redis_scale
+  exit 0
+fi
 DB="$WORK/scale.db"
 "$HOTROW" seed leaderboard --clients 1 --db "sqlite:$DB" >/dev/null  # the schema and `default`
 seed_start=$(date +%s.%N)
@@ -54,7 +120,6 @@ c.commit()
 PY
 seed_s=$(awk -v a="$seed_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 
-rss_kb() { awk '/VmRSS/ { print $2 }' "/proc/$1/status"; }
 serve_on() {  # port db log: starts hotrow with info logs; HOTROW_PID
   HOTROW_DRAIN_DELAY_MS=0 "$HOTROW" serve --host 127.0.0.1 --port "$1" --db "sqlite:$2" --log-level info >"$3" 2>&1 &
   HOTROW_PID=$!
@@ -80,30 +145,9 @@ total=$((BOARDS * PLAYERS))
 per_player=$(awk -v f="$full_kb" -v e="$empty_kb" -v n="$total" 'BEGIN { printf "%.0f", (f - e) * 1024 / n }')
 
 BOARD="b-$((BOARDS / 2))"
-URL="http://127.0.0.1:$PORT/api/v1/boards/$BOARD"
-body=$(curl -fsS "$URL/leaderboard")
-NPORT=$(free_port)
-start_nginx "$WORK/nginx" "$NPORT" top.json "$body"
-
-hey_run() {  # name url [method body]
-  local out="$WORK/hey-$RANDOM.txt"
-  if [[ $# -gt 2 ]]; then
-    hey -n "$REQUESTS" -c 1000 -t 10 -m "$3" -T application/json -d "$4" "$2" >"$out"
-  else
-    hey -n "$REQUESTS" -c 1000 -t 10 "$2" >"$out"
-  fi
-  read -r rps p50 p99 ok bad < <(parse_hey "$out")
-  printf '%-44s %8s req/s  p50 %7s ms  p99 %7s ms  (%s ok, %s not)\n' "$1" "$rps" "$p50" "$p99" "$ok" "$bad" >&2
-  echo "$rps"
-}
-
 echo "leaderboard at scale: $BOARDS board(s) x $PLAYERS player(s) = $total; $(machine_line)"
 echo "seed (python sqlite3, WAL, synchronous off): ${seed_s} s"
 echo "serve ready: ${ready_s} s; ${load_line#*info }"
 echo "RSS: ${empty_kb} kB empty, ${full_kb} kB loaded: ${per_player} bytes per player"
-nginx_rps=$(hey_run "nginx static, ${#body} bytes" "http://127.0.0.1:$NPORT/top.json")
-top_rps=$(hey_run "top 10 of $BOARD" "$URL/leaderboard")
-hey_run "rank of player-$((PLAYERS / 2)) on $BOARD" "$URL/players/player-$((PLAYERS / 2))" >/dev/null
-ids=$(python3 -c 'import json, sys; n = int(sys.argv[1]); print(json.dumps({"clientIds": [f"player-{i * 37 % n}" for i in range(20)]}))' "$PLAYERS")
-hey_run "friends view, 20 ids" "$URL/ranks" POST "$ids" >/dev/null
-echo "top 10 / nginx: $(ratio "$top_rps" "$nginx_rps")"
+echo "board $BOARD:"
+reads_at_scale "http://127.0.0.1:$PORT/api/v1/boards/$BOARD"

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <random>
 
 #include "cmd/commands.h"

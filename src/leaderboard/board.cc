@@ -16,10 +16,74 @@ namespace {
 using Key = std::pair<int64_t, int64_t>;  // (±score, seq): ascending = rank order
 using Tree = __gnu_pbds::tree<Key, std::string, std::less<Key>, __gnu_pbds::rb_tree_tag,
                               __gnu_pbds::tree_order_statistics_node_update>;
+using Node = Tree::value_type;  // (key, client id), in a node that stays put while it lives
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+// Client id -> its node in the tree. The id is kept once, in the node: a
+// slot is a pointer to it. Open addressing with linear probing, at most 3/4
+// full, deletion by backward shift (no tombstones): 8 bytes a slot, 11-21
+// bytes a player, against about 88 for a std::unordered_map node holding
+// the id again, (score, seq) and its bucket (docs/benchmarks.md, "Leaderboard
+// at scale").
+class PlayerIndex {
+ public:
+  const Node* Find(std::string_view id) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = Home(id);; i = (i + 1) & mask_) {
+      const Node* n = slots_[i];
+      if (!n || n->second == id) return n;
+    }
+  }
+  // Adds a node whose id is absent.
+  void Add(const Node* node) {
+    if ((size_ + 1) * 4 > slots_.size() * 3) Grow(slots_.empty() ? 16 : slots_.size() * 2);
+    size_t i = Home(node->second);
+    while (slots_[i]) i = (i + 1) & mask_;
+    slots_[i] = node;
+    ++size_;
+  }
+  // Call while the id's node still lives (its id is compared).
+  void Erase(std::string_view id) {
+    if (slots_.empty()) return;
+    size_t hole = Home(id);
+    for (;; hole = (hole + 1) & mask_) {
+      if (!slots_[hole]) return;
+      if (slots_[hole]->second == id) break;
+    }
+    // Moves each later entry of the run back into the hole when the hole
+    // lies between its home and its slot, so that no probe stops early.
+    for (size_t j = (hole + 1) & mask_; slots_[j]; j = (j + 1) & mask_) {
+      size_t home = Home(slots_[j]->second);
+      if (((j - home) & mask_) >= ((j - hole) & mask_)) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole] = nullptr;
+    --size_;
+  }
+  void Clear() {
+    slots_ = {};
+    mask_ = size_ = 0;
+  }
+  // Room for n players without growing.
+  void Reserve(size_t n) {
+    size_t cap = 16;
+    while (n * 4 > cap * 3) cap *= 2;
+    if (cap > slots_.size()) Grow(cap);
+  }
+
+ private:
+  size_t Home(std::string_view id) const { return std::hash<std::string_view>()(id) & mask_; }
+  void Grow(size_t cap) {
+    std::vector<const Node*> old = std::move(slots_);
+    slots_.assign(cap, nullptr);
+    mask_ = cap - 1;
+    size_ = 0;
+    for (const Node* n : old)
+      if (n) Add(n);
+  }
+  std::vector<const Node*> slots_;  // nullptr: empty; a power of two
+  size_t mask_ = 0, size_ = 0;
 };
 }  // namespace
 
@@ -28,12 +92,13 @@ struct Board::Impl {
   const int64_t sign;  // the key's first half is sign * score (|score| < 2^53: no overflow)
   const Ranking ranking;
   Tree tree;
-  struct Rec {
-    int64_t score, seq;
-  };
-  std::unordered_map<std::string, Rec, StringHash, std::equal_to<>> players;
+  PlayerIndex players;
   // Kept apart from the rank structure: only players with a display name or
   // metadata cost anything here.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
   std::unordered_map<std::string, std::shared_ptr<const Profile>, StringHash, std::equal_to<>> profiles;
 
   std::shared_ptr<const Profile> ProfileOf(std::string_view client_id) const {
@@ -83,45 +148,47 @@ void Board::Set(std::string_view client_id, int64_t score, int64_t seq) {
 void Board::SetIfNewer(std::string_view client_id, int64_t score, int64_t seq) {
   {
     std::shared_lock lock(mutex_);  // the common case, a stale change, takes no exclusive lock
-    auto it = impl_->players.find(client_id);
-    if (it != impl_->players.end() && it->second.seq >= seq) return;
+    const Node* n = impl_->players.Find(client_id);
+    if (n && n->first.second >= seq) return;
   }
   std::unique_lock lock(mutex_);
   // Again under the exclusive lock: a newer change may have landed between
   // the two locks, and it must not be overwritten by this older one.
-  auto it = impl_->players.find(client_id);
-  if (it != impl_->players.end() && it->second.seq >= seq) return;
+  const Node* n = impl_->players.Find(client_id);
+  if (n && n->first.second >= seq) return;
   SetLocked(client_id, score, seq);
 }
 
 void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
   assert(mutex_.HeldExclusively() && "Board::SetLocked without the exclusive lock");
   auto& tree = impl_->tree;
-  bool touches_top = false;
-  auto it = impl_->players.find(client_id);
-  if (it != impl_->players.end()) {
-    Key old = impl_->KeyOf(it->second.score, it->second.seq);
+  bool touches_top = true;  // a new player: the total changes
+  std::string id(client_id);
+  if (const Node* n = impl_->players.Find(client_id)) {
+    Key old = n->first;
     touches_top = tree.order_of_key(old) < static_cast<size_t>(kPageLimitMax);
+    impl_->players.Erase(client_id);  // first: it compares the node's id
     tree.erase(old);
-    it->second = {score, seq};
-  } else {
-    it = impl_->players.emplace(std::string(client_id), Impl::Rec{score, seq}).first;
-    touches_top = true;  // the total changes
   }
   Key key = impl_->KeyOf(score, seq);
-  tree.insert({key, it->first});
+  impl_->players.Add(&*tree.insert({key, std::move(id)}).first);
   if (touches_top || tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
 }
 
 void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players) {
   std::unique_lock lock(mutex_);
   impl_->tree.clear();
-  impl_->players.clear();
+  impl_->players.Clear();
   impl_->profiles.clear();
+  impl_->players.Reserve(players.size());
   for (const auto& [id, st] : players) {
-    auto it = impl_->players.emplace(id, Impl::Rec{st.score, st.seq}).first;
-    impl_->tree.insert({impl_->KeyOf(st.score, st.seq), it->first});
-    if (st.profile) impl_->profiles.emplace(id, st.profile);
+    if (const Node* n = impl_->players.Find(id)) {  // listed twice: the last one counts
+      Key old = n->first;
+      impl_->players.Erase(id);
+      impl_->tree.erase(old);
+    }
+    impl_->players.Add(&*impl_->tree.insert({impl_->KeyOf(st.score, st.seq), id}).first);
+    if (st.profile) impl_->profiles.insert_or_assign(id, st.profile);
   }
   Publish();
 }
@@ -129,27 +196,27 @@ void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& player
 void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile> profile) {
   if (!profile) return;
   std::unique_lock lock(mutex_);
-  auto player = impl_->players.find(client_id);
-  if (player == impl_->players.end()) return;
+  const Node* player = impl_->players.Find(client_id);
+  if (!player) return;
   auto it = impl_->profiles.find(client_id);
   if (it != impl_->profiles.end() && it->second->seq >= profile->seq) return;
   // None held: one older than the player's score is of an entry removed
   // since (a late answer), not of this one.
-  if (it == impl_->profiles.end() && profile->seq < player->second.seq) return;
+  if (it == impl_->profiles.end() && profile->seq < player->first.second) return;
   if (it == impl_->profiles.end())
     impl_->profiles.emplace(std::string(client_id), std::move(profile));
   else
     it->second = std::move(profile);
-  Key key = impl_->KeyOf(player->second.score, player->second.seq);
-  if (impl_->tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
+  if (impl_->tree.order_of_key(player->first) < static_cast<size_t>(kPageLimitMax)) Publish();
 }
 
 bool Board::Erase(std::string_view client_id) {
   std::unique_lock lock(mutex_);
-  auto it = impl_->players.find(client_id);
-  if (it == impl_->players.end()) return false;
-  impl_->tree.erase(impl_->KeyOf(it->second.score, it->second.seq));
-  impl_->players.erase(it);
+  const Node* n = impl_->players.Find(client_id);
+  if (!n) return false;
+  Key key = n->first;
+  impl_->players.Erase(client_id);
+  impl_->tree.erase(key);
   if (auto p = impl_->profiles.find(client_id); p != impl_->profiles.end()) impl_->profiles.erase(p);
   Publish();
   return true;
@@ -164,11 +231,12 @@ void Board::Publish() {
 
 std::optional<PlayerView> Board::Player(std::string_view client_id, std::optional<int64_t> around) const {
   std::shared_lock lock(mutex_);
-  auto it = impl_->players.find(client_id);
-  if (it == impl_->players.end()) return std::nullopt;
-  Key key = impl_->KeyOf(it->second.score, it->second.seq);
+  const Node* n = impl_->players.Find(client_id);
+  if (!n) return std::nullopt;
+  const Key& key = n->first;
   auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
-  PlayerView view{{impl_->Rank(position, key), it->first, it->second.score, impl_->ProfileOf(it->first)}, std::nullopt};
+  PlayerView view{{impl_->Rank(position, key), n->second, impl_->ScoreOf(key), impl_->ProfileOf(n->second)},
+                  std::nullopt};
   if (around) {
     int64_t size = static_cast<int64_t>(impl_->tree.size());
     view.around = impl_->Range(std::max<int64_t>(0, position - *around), std::min(size, position + *around + 1));
@@ -181,12 +249,12 @@ std::vector<Entry> Board::Locate(const std::vector<std::string>& client_ids) con
   {
     std::shared_lock lock(mutex_);
     for (const auto& id : client_ids) {
-      auto it = impl_->players.find(id);
-      if (it == impl_->players.end()) continue;
-      Key key = impl_->KeyOf(it->second.score, it->second.seq);
+      const Node* n = impl_->players.Find(id);
+      if (!n) continue;
+      const Key& key = n->first;
       auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
       placed.push_back(
-          {position, Entry{impl_->Rank(position, key), it->first, it->second.score, impl_->ProfileOf(it->first)}});
+          {position, Entry{impl_->Rank(position, key), n->second, impl_->ScoreOf(key), impl_->ProfileOf(n->second)}});
     }
   }
   std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -205,9 +273,9 @@ int64_t Board::RankOfPast(std::string_view client_id, int64_t score, int64_t seq
   std::shared_lock lock(mutex_);
   Key key = impl_->KeyOf(score, seq);
   int64_t rank = impl_->Rank(static_cast<int64_t>(impl_->tree.order_of_key(key)), key);
-  auto it = impl_->players.find(client_id);
-  if (it == impl_->players.end()) return rank;
-  Key now = impl_->KeyOf(it->second.score, it->second.seq);
+  const Node* n = impl_->players.Find(client_id);
+  if (!n) return rank;
+  const Key& now = n->first;
   // The player's entry now, if it counts before the past one, is not another player.
   bool before = impl_->ranking == Ranking::kUnique ? now < key : now.first < key.first;
   return before ? rank - 1 : rank;

@@ -138,5 +138,41 @@ TEST(Board, EveryOrderAndRankingMatchesALinearRecount) {
   }
 }
 
+// The player index (open addressing, deletion by backward shift) under heavy
+// churn: every present id is found with its score, every removed one is
+// not, through many growths and long probe runs.
+TEST(Board, ThePlayerIndexSurvivesHeavyChurn) {
+  Board b;
+  std::mt19937_64 rng(5);
+  std::map<std::string, int64_t> truth;
+  for (int64_t seq = 1; seq <= 200000; ++seq) {
+    std::string id = "player-" + std::to_string(rng() % 20000);
+    if (rng() % 5 < 2) {
+      EXPECT_EQ(b.Erase(id), truth.erase(id) == 1) << id;
+      continue;
+    }
+    int64_t score = static_cast<int64_t>(rng() % 1000);
+    b.Set(id, score, seq);
+    truth[id] = score;
+  }
+  ASSERT_EQ(b.size(), static_cast<int64_t>(truth.size()));
+  for (int i = 0; i < 20000; ++i) {
+    std::string id = "player-" + std::to_string(i);
+    auto view = b.Player(id, std::nullopt);
+    auto it = truth.find(id);
+    ASSERT_EQ(view.has_value(), it != truth.end()) << id;
+    if (view) {
+      EXPECT_EQ(view->entry.score, it->second) << id;
+    }
+  }
+  // Loading replaces every player; a player listed twice counts once (the
+  // last listing).
+  b.ReplaceAll(
+      {{"a", Stored{.score = 1, .seq = 1}}, {"b", Stored{.score = 2, .seq = 2}}, {"a", Stored{.score = 3, .seq = 3}}});
+  EXPECT_EQ(b.size(), 2);
+  EXPECT_EQ(b.Player("a", std::nullopt)->entry.score, 3);
+  EXPECT_FALSE(b.Player("player-1", std::nullopt).has_value());
+}
+
 }  // namespace
 }  // namespace hotrow::leaderboard
