@@ -1,0 +1,215 @@
+// LeaderboardService: reads -- pages, a player and the friends view, of the
+// current season or an archived one (service.h).
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/crypto.h"
+#include "base/text.h"
+#include "base/time.h"
+#include "leaderboard/service.h"
+#include "ops/log.h"
+#include "ops/metrics.h"
+
+namespace hotrow::leaderboard {
+
+Result<std::pair<std::shared_ptr<LeaderboardService::State>, int64_t>> LeaderboardService::ForRead(
+    const std::string& board_id, std::optional<int64_t> season) {
+  auto found = FindOrNotFound(board_id);
+  if (!found.ok()) return found.status();
+  auto state = Current(std::move(*found));
+  if (!state.ok()) return state.status();
+  const int64_t current = (*state)->season;
+  if (!season || *season == current) return std::pair{std::move(*state), current};
+  const int64_t oldest = OldestKept((*state)->info, current);
+  if (*season < oldest || *season > current)
+    return Status::NotFound("board '" + board_id + "' has no season " + std::to_string(*season) + " (it keeps " +
+                            std::to_string(oldest) + "-" + std::to_string(current) + ")");
+  return std::pair{std::move(*state), *season};
+}
+
+Result<int64_t> LeaderboardService::ReadSeason(const std::string& board_id, std::optional<int64_t> season) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return read.status();
+  return read->second;
+}
+
+std::shared_ptr<Board> LeaderboardService::CachedArchive(const std::string& board_id, int64_t created_us,
+                                                         int64_t season) {
+  std::lock_guard lock(archive_mutex_);
+  ArchiveKey key{board_id, created_us, season};
+  for (auto it = archive_.begin(); it != archive_.end(); ++it) {
+    if (it->first != key) continue;
+    archive_.splice(archive_.end(), archive_, it);  // most recently read last
+    return archive_.back().second;
+  }
+  return nullptr;
+}
+
+void LeaderboardService::Archived(const std::shared_ptr<State>& state, int64_t season, bool limited,
+                                  BoardCallback done) {
+  if (season == state->previous_season && state->previous) return done(state->previous);
+  const BoardInfo& info = state->info;
+  if (auto cached = CachedArchive(info.id, info.created_us, season)) return done(std::move(cached));
+  uint64_t changes = 0;
+  {
+    std::lock_guard lock(archive_mutex_);
+    changes = archive_changes_;
+  }
+  // Off the caller's thread (an event loop, or a store's): a season may
+  // hold a million players.
+  auto load = [this, key = ArchiveKey{info.id, info.created_us, season}, order = info.settings.order,
+               ranking = info.settings.ranking, changes](BoardCallback& done) {
+    auto board = std::make_shared<Board>(order, ranking);
+    std::vector<std::pair<std::string, Stored>> players;
+    Status s = store_.LoadSeason(std::get<0>(key), std::get<2>(key), [&](std::string client_id, Stored st) {
+      players.emplace_back(std::move(client_id), st);
+    });
+    if (s.ok()) {
+      board->ReplaceAll(players);
+      std::lock_guard lock(archive_mutex_);
+      auto same = std::find_if(archive_.begin(), archive_.end(), [&](const auto& e) { return e.first == key; });
+      if (same != archive_.end()) {
+        board = same->second;  // another read's load got there first
+      } else if (archive_changes_ == changes) {
+        // Kept unless a write to an archived season overlapped the read.
+        archive_.emplace_back(key, board);
+        if (archive_.size() > kArchivedBoardsMax) archive_.pop_front();
+      }
+    }
+    if (s.ok())
+      done(std::move(board));
+    else
+      done(s);
+  };
+  auto shared_done = std::make_shared<BoardCallback>(std::move(done));
+  if (!OffThread(limited ? kArchiveLoadsMax : 0,
+                 [load = std::move(load), shared_done]() mutable { load(*shared_done); }))
+    (*shared_done)(Status::Unavailable("too many archived seasons are being read at once; try again"));
+}
+
+bool LeaderboardService::OffThread(int limit, std::function<void()> work) {
+  {
+    std::lock_guard lock(archive_mutex_);
+    if (limit > 0 && threads_ >= limit) return false;
+    ++threads_;
+  }
+  auto finished = [this] {
+    std::lock_guard lock(archive_mutex_);
+    if (--threads_ == 0) threads_idle_.notify_all();
+  };
+  try {
+    std::thread([work = std::move(work), finished]() {
+      work();
+      finished();
+    }).detach();
+  } catch (const std::system_error& e) {
+    log::Error("leaderboard: cannot start a thread: {}", e.what());
+    finished();
+    return false;
+  }
+  return true;
+}
+
+namespace {
+Status CheckPage(int64_t offset, int64_t limit) {
+  if (limit < 1 || limit > kPageLimitMax) return Status::OutOfRange("limit", 1, kPageLimitMax);
+  if (offset < 0 || offset > kOffsetMax) return Status::OutOfRange("offset", 0, kOffsetMax);
+  return Status::Ok();
+}
+}  // namespace
+
+void LeaderboardService::Top(const std::string& board_id, std::optional<int64_t> season, int64_t offset, int64_t limit,
+                             Callback<Result<Page>> done) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return done(read.status());
+  if (Status s = CheckPage(offset, limit); !s.ok()) return done(s);
+  auto& [state, s] = *read;
+  if (ranking_) return ranking_->Top(state->info, s, offset, limit, std::move(done));
+  if (s == state->season) return done(state->board->Top(offset, limit));
+  Archived(state, s, /*limited=*/true,
+           [offset, limit, done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
+             if (!b.ok()) return done(b.status());
+             done((*b)->Top(offset, limit));
+           });
+}
+
+void LeaderboardService::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
+  if (Status s = CheckPage(offset, limit); !s.ok()) return done(s);
+  // The hot read: `default`'s first Board, no lock.
+  if (default_board_ && NowMicros() < default_until_us_.load(std::memory_order_acquire))
+    return done(default_board_->Top(offset, limit));
+  Top(std::string(kDefaultBoard), std::nullopt, offset, limit, std::move(done));
+}
+
+void LeaderboardService::Player(std::string client_id, std::optional<int64_t> around,
+                                std::function<void(Result<PlayerView>)> done) {
+  if (default_board_ && NowMicros() < default_until_us_.load(std::memory_order_acquire)) {
+    if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
+    if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
+    auto view = default_board_->Player(client_id, around);
+    if (!view) return done(NoSuchPlayer(client_id));
+    return done(std::move(*view));
+  }
+  Player(std::string(kDefaultBoard), std::nullopt, std::move(client_id), around, std::move(done));
+}
+
+void LeaderboardService::Player(const std::string& board_id, std::optional<int64_t> season, std::string client_id,
+                                std::optional<int64_t> around, std::function<void(Result<PlayerView>)> done) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return done(read.status());
+  if (Status s = ValidateClientId(client_id, "clientId"); !s.ok()) return done(s);
+  if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
+  auto& [state, s] = *read;
+  if (ranking_) return ranking_->Player(state->info, s, std::move(client_id), around, std::move(done));
+  auto answer = [client_id = std::move(client_id), around, done = std::move(done)](Result<std::shared_ptr<Board>> b) {
+    if (!b.ok()) return done(b.status());
+    auto view = (*b)->Player(client_id, around);
+    if (!view) return done(NoSuchPlayer(client_id));
+    done(std::move(*view));
+  };
+  if (s == state->season) return answer(state->board);
+  Archived(state, s, /*limited=*/true, std::move(answer));
+}
+
+void LeaderboardService::Ranks(const std::string& board_id, std::optional<int64_t> season,
+                               std::vector<std::string> client_ids, std::function<void(Result<RanksView>)> done) {
+  auto read = ForRead(board_id, season);
+  if (!read.ok()) return done(read.status());
+  if (client_ids.empty() || static_cast<int64_t>(client_ids.size()) > kRanksIdsMax)
+    return done(Status::InvalidField("clientIds", "clientIds must hold 1-" + std::to_string(kRanksIdsMax) + " ids"));
+  std::set<std::string_view> seen;
+  for (const auto& id : client_ids) {
+    if (Status s = ValidateClientId(id, "clientIds"); !s.ok()) return done(s);
+    if (!seen.insert(id).second) return done(Status::InvalidField("clientIds", "clientIds lists '" + id + "' twice"));
+  }
+  // `entries` in rank order; the ids without one, in the order asked.
+  auto finish = [client_ids](std::vector<Entry> entries) {
+    RanksView view;
+    std::set<std::string_view> found;
+    for (const auto& e : entries) found.insert(e.client_id);
+    for (const auto& id : client_ids)
+      if (!found.count(id)) view.missing.push_back(id);
+    view.entries = std::move(entries);
+    return view;
+  };
+  auto& [state, s] = *read;
+  if (ranking_)
+    return ranking_->Ranks(state->info, s, client_ids,
+                           [finish, done = std::move(done)](Result<std::vector<Entry>> r) mutable {
+                             if (!r.ok()) return done(r.status());
+                             done(finish(std::move(*r)));
+                           });
+  auto answer = [finish, client_ids, done = std::move(done)](Result<std::shared_ptr<Board>> b) {
+    if (!b.ok()) return done(b.status());
+    done(finish((*b)->Locate(client_ids)));
+  };
+  if (s == state->season) return answer(state->board);
+  Archived(state, s, /*limited=*/true, std::move(answer));
+}
+
+}  // namespace hotrow::leaderboard
