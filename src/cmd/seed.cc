@@ -214,7 +214,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   constexpr int64_t kInFlight = 4096;
   std::mutex mutex;
   std::condition_variable wake;
-  int64_t in_flight = 0, done = 0, failed = 0;
+  int64_t in_flight = 0, done = 0, failed = 0, season = leaderboard::kFirstSeason;
   std::string first_error;
   for (int64_t i = 1; i <= f.clients; ++i) {
     {
@@ -226,6 +226,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
                       [&](Result<leaderboard::Posted> r) {
                         std::lock_guard lock(mutex);
                         if (!r.ok() && failed++ == 0) first_error = r.status().ToString();
+                        if (r.ok()) season = std::max(season, r->season);
                         --in_flight;
                         ++done;
                         wake.notify_all();
@@ -242,7 +243,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
     log::Error("{} of {} score(s) failed; the first: {}", failed, f.clients, first_error);
     return 1;
   }
-  auto count = (*store)->Count();
+  auto count = (*store)->Count(std::string(leaderboard::kDefaultBoard), season);
   if (!count.ok() || *count != f.clients) {
     log::Error("Redis holds {} player(s) after seeding {}", count.ok() ? *count : -1, f.clients);
     return 1;

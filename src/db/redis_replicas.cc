@@ -1,7 +1,10 @@
 #include "db/redis_replicas.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 
+#include "base/crypto.h"
 #include "db/store_url.h"
 #include "ops/log.h"
 
@@ -9,19 +12,24 @@ namespace hotrow::db::redis {
 
 namespace {
 
-// SETs the heartbeat to the master's TIME in microseconds and answers it.
-// Values only grow, one per heartbeat (a later one that reads the same
-// microsecond, or a clock stepped back, takes the last one + 1): a replica
-// holding a value at least a fence's holds that heartbeat or a later one.
-// (Microseconds since 1970 are below 2^53: exact in Lua's numbers.)
+// Sets the heartbeat to "<value> <epoch>" and answers it (header). A
+// value it cannot read (a lost key, or text of another kind) starts a new
+// epoch, the one in ARGV[1]. (Microseconds since 1970 are below 2^53: exact
+// in Lua's numbers.)
 const Script kHeartbeatScript(R"(
+local cur = redis.call('GET', KEYS[1])
+local last, epoch = 0, ARGV[1]
+if cur then
+  local sp = string.find(cur, ' ', 1, true)
+  local v = sp and tonumber(string.sub(cur, 1, sp - 1))
+  if v and sp < #cur then last, epoch = v, string.sub(cur, sp + 1) end
+end
 local t = redis.call('TIME')
 local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local last = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 if us <= last then us = last + 1 end
-us = string.format('%d', us)
-redis.call('SET', KEYS[1], us)
-return us
+local value = string.format('%d', us) .. ' ' .. epoch
+redis.call('SET', KEYS[1], value)
+return value
 )");
 
 int64_t SteadyMicros() {
@@ -29,18 +37,29 @@ int64_t SteadyMicros() {
       .count();
 }
 
-int64_t ValueOf(const Reply& r) {
-  return r.type == Reply::Type::kInteger ? r.integer : std::strtoll(r.str.c_str(), nullptr, 10);
+// "<value> <epoch>"; nullopt for anything else.
+std::optional<std::pair<int64_t, std::string>> ParseHeartbeat(const Reply& r) {
+  if (r.type != Reply::Type::kString) return std::nullopt;
+  size_t sp = r.str.find(' ');
+  if (sp == std::string::npos || sp + 1 >= r.str.size()) return std::nullopt;
+  char* end = nullptr;
+  long long v = std::strtoll(r.str.c_str(), &end, 10);
+  if (end != r.str.c_str() + sp || v <= 0) return std::nullopt;
+  return std::pair<int64_t, std::string>{v, r.str.substr(sp + 1)};
 }
 
 }  // namespace
 
+ReplicaSet::ReplicaSet(Client& master, ReplicaOptions options)
+    : master_(master), options_(std::move(options)), token_(RandomToken(8)) {}
+
 Result<std::unique_ptr<ReplicaSet>> ReplicaSet::Start(Client& master, ReplicaOptions options) {
   std::unique_ptr<ReplicaSet> set(new ReplicaSet(master, std::move(options)));
   auto& registry = metrics::Registry::Default();
-  set->master_reads_ =
-      &registry.GetCounter("hotrow_redis_reads_total",
-                           "Leaderboard reads sent to each Redis server (master or replica)", {{"server", "master"}});
+  const char* help = "Leaderboard reads sent to each Redis server (master or replica)";
+  set->master_reads_ = &registry.GetCounter("hotrow_redis_reads_total", help, {{"server", "master"}});
+  set->options_.client.timeout_ms = kReplicaTimeoutMs;
+  std::set<std::string> labels;
   for (const std::string& url : set->options_.urls) {
     auto parsed = ParseUrl(url);
     if (!parsed.ok())
@@ -49,17 +68,18 @@ Result<std::unique_ptr<ReplicaSet>> ReplicaSet::Start(Client& master, ReplicaOpt
     auto r = std::make_unique<Replica>();
     r->url = url;
     r->label = parsed->host + ":" + std::to_string(parsed->port);
-    r->reads =
-        &registry.GetCounter("hotrow_redis_reads_total",
-                             "Leaderboard reads sent to each Redis server (master or replica)", {{"server", r->label}});
+    if (!labels.insert(r->label).second)
+      return Status::InvalidField("redis-replica", "--redis-replica names " + r->label + " twice");
+    r->reads = &registry.GetCounter("hotrow_redis_reads_total", help, {{"server", r->label}});
     Replica* raw = r.get();
     ReplicaSet* self = set.get();
     r->lag_metric = registry.AddCallback(
         "hotrow_redis_replica_lag_seconds",
-        "Each Redis replica's lag behind the master at its last poll (hotrow:hb); -1 while unknown", "gauge",
+        "Each Redis replica's lag behind the master (hotrow:hb, on this instance's clock); -1 while unknown", "gauge",
         {{"replica", r->label}}, [self, raw] {
           std::lock_guard lock(self->mutex_);
-          return raw->lag_us < 0 ? -1.0 : static_cast<double>(raw->lag_us) / 1e6;
+          auto lag = self->LagUs(*raw, SteadyMicros());
+          return lag ? static_cast<double>(*lag) / 1e6 : -1.0;
         });
     auto client = Client::Connect(url, set->options_.client);
     if (client.ok())
@@ -77,7 +97,7 @@ Result<std::unique_ptr<ReplicaSet>> ReplicaSet::Start(Client& master, ReplicaOpt
                                                         for (auto& r : raw->replicas_) {
                                                           {
                                                             std::lock_guard lock(raw->mutex_);
-                                                            if (r->client) continue;
+                                                            if (r->client || raw->stopped_) continue;
                                                           }
                                                           auto client = Client::Connect(r->url, raw->options_.client);
                                                           if (!client.ok()) continue;
@@ -89,11 +109,19 @@ Result<std::unique_ptr<ReplicaSet>> ReplicaSet::Start(Client& master, ReplicaOpt
   return set;
 }
 
-ReplicaSet::~ReplicaSet() { Stop(); }
+ReplicaSet::~ReplicaSet() {
+  Stop();
+  // The metric callbacks lock mutex_: gone before anything else is.
+  for (auto& r : replicas_) r->lag_metric = {};
+}
 
 void ReplicaSet::Stop() {
   if (connect_task_) connect_task_->Stop();
   if (task_) task_->Stop();
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+  }
   for (auto& r : replicas_) {
     Client* c = nullptr;
     {
@@ -104,11 +132,7 @@ void ReplicaSet::Stop() {
   }
 }
 
-void ReplicaSet::Tick() {
-  SendHeartbeat(/*on_demand=*/false);
-  if (options_.split_of > 0) return;  // the split reads whatever the lag
-  for (auto& r : replicas_) Poll(*r);
-}
+void ReplicaSet::Tick() { SendHeartbeat(/*on_demand=*/false); }
 
 void ReplicaSet::SendHeartbeat(bool on_demand) {
   uint64_t seq = 0;
@@ -116,67 +140,96 @@ void ReplicaSet::SendHeartbeat(bool on_demand) {
     std::lock_guard lock(mutex_);
     seq = ++sent_seq_;
   }
-  master_.Eval(kHeartbeatScript, {"1", kHeartbeatKey}, [this, seq, on_demand](Result<Reply> r) {
-    bool fenced = false, again = false;
-    {
-      std::lock_guard lock(mutex_);
-      if (on_demand) demand_in_flight_ = false;
-      if (r.ok()) {
-        int64_t value = ValueOf(*r);
-        master_us_ = value;
-        master_steady_us_ = SteadyMicros();
-        if (fence_seq_ != 0 && fence_set_for_ != fence_seq_ && seq >= fence_seq_) {
-          fence_us_ = value;
-          fence_set_for_ = fence_seq_;
-          fenced = true;
-        }
+  int64_t sent_us = SteadyMicros();
+  // The epoch it would start is new each time: a master that lost the key
+  // never repeats one whose values a lagging replica may still hold.
+  master_.Eval(
+      kHeartbeatScript, {"1", kHeartbeatKey, token_ + "." + std::to_string(seq)},
+      [this, seq, on_demand, sent_us](Result<Reply> r) { OnHeartbeat(seq, on_demand, sent_us, std::move(r)); });
+}
+
+void ReplicaSet::OnHeartbeat(uint64_t seq, bool on_demand, int64_t sent_us, Result<Reply> r) {
+  auto beat = r.ok() ? ParseHeartbeat(*r) : std::nullopt;
+  bool again = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (on_demand) demand_in_flight_ = false;
+    if (!beat) {
+      int64_t now = SteadyMicros();
+      if (now - last_error_log_us_ > 10'000'000) {
+        last_error_log_us_ = now;
+        log::Warn("Redis heartbeat ({}) failed: {}; leaderboard reads stay on the master", kHeartbeatKey,
+                  r.ok() ? "an answer that is not \"<value> <epoch>\": " + r->str : r.status().message());
       }
-      // A write answered while this one was on its way needs a later one.
-      if (on_demand && r.ok() && fence_set_for_ != fence_seq_) again = demand_in_flight_ = true;
+    } else {
+      auto& [value, epoch] = *beat;
+      if (epoch != epoch_ || (!sent_.empty() && value <= sent_.back().value)) {
+        // Another epoch (the key was lost, or the master is another):
+        // nothing known so far compares with it. A fence set before it
+        // needs a heartbeat of the new one.
+        epoch_ = epoch;
+        sent_.clear();
+        for (auto& rep : replicas_) rep->value = rep->fresh_as_of_us = 0;
+        // (This heartbeat was sent after the write such a fence was for:
+        // that fence answered before it.)
+        if (fence_set_for_ == fence_seq_ && fence_seq_ != 0) fence_seq_ = seq;
+      }
+      sent_.push_back({value, sent_us});
+      // Kept while a replica holding it could still count as caught up.
+      while (sent_.size() > 1 && sent_.front().sent_us < sent_us - (options_.max_lag_ms + 1000) * 1000)
+        sent_.pop_front();
+      if (fence_seq_ != 0 && fence_set_for_ != fence_seq_ && seq >= fence_seq_) {
+        fence_value_ = value;
+        fence_set_for_ = fence_seq_;
+      }
     }
-    if (again) SendHeartbeat(/*on_demand=*/true);
-    // Learn at once whether a replica has the fence, instead of at the
-    // next tick.
-    if (fenced)
-      for (auto& rep : replicas_) Poll(*rep);
-  });
+    // A write answered while this one was on its way needs a later one.
+    if (on_demand && beat && fence_set_for_ != fence_seq_) again = demand_in_flight_ = true;
+  }
+  if (again) SendHeartbeat(/*on_demand=*/true);
+  // Right after our own heartbeat, so that a caught-up replica shows a lag
+  // of about a round trip.
+  if (beat && options_.split_of == 0)
+    for (auto& rep : replicas_) Poll(*rep);
 }
 
 void ReplicaSet::Poll(Replica& r) {
   Client* c = nullptr;
   {
     std::lock_guard lock(mutex_);
+    if (stopped_) return;
     c = r.client.get();
   }
   if (!c) return;
   c->Command({"GET", kHeartbeatKey}, [this, &r](Result<Reply> reply) {
-    int64_t now = SteadyMicros();
+    auto beat = reply.ok() ? ParseHeartbeat(*reply) : std::nullopt;
     std::lock_guard lock(mutex_);
-    int64_t master_now = MasterNowUs(now);
-    if (!reply.ok() || reply->is_nil() || master_now == 0) {
-      r.lag_us = -1;
+    if (!beat || beat->second != epoch_) {
+      r.value = r.fresh_as_of_us = 0;  // unknown, or another master's history
       return;
     }
-    // Polls may answer out of order (a tick's and a fence's): keep the newest.
-    r.hb_us = std::max(r.hb_us, ValueOf(*reply));
-    r.lag_us = std::max<int64_t>(0, master_now - r.hb_us);
-    r.polled_steady_us = now;
+    r.value = beat->first;
+    // The newest heartbeat of ours it holds.
+    auto it =
+        std::upper_bound(sent_.begin(), sent_.end(), r.value, [](int64_t v, const Sent& s) { return v < s.value; });
+    r.fresh_as_of_us = it == sent_.begin() ? 0 : std::prev(it)->sent_us;
   });
 }
 
-int64_t ReplicaSet::MasterNowUs(int64_t now_steady_us) const {
-  return master_us_ == 0 ? 0 : master_us_ + (now_steady_us - master_steady_us_);
+std::optional<int64_t> ReplicaSet::LagUs(const Replica& r, int64_t now_us) const {
+  if (!r.client || !r.client->connected() || r.fresh_as_of_us == 0) return std::nullopt;
+  return std::max<int64_t>(0, now_us - r.fresh_as_of_us);
 }
 
-bool ReplicaSet::Usable(const Replica& r, int64_t now_steady_us) const {
-  return r.client && r.client->connected() && r.lag_us >= 0 && r.lag_us <= options_.max_lag_ms * 1000 &&
-         now_steady_us - r.polled_steady_us <= kPollFreshMs * 1000 && r.hb_us >= fence_us_;
+bool ReplicaSet::Usable(const Replica& r, int64_t now_us) const {
+  auto lag = LagUs(r, now_us);
+  return lag && *lag <= options_.max_lag_ms * 1000 && r.value >= fence_value_;
 }
 
 Client& ReplicaSet::ForRead() {
   uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock lock(mutex_);
-  if (options_.split_of > 0) {
+  std::lock_guard lock(mutex_);
+  if (!stopped_ && options_.split_of > 0 && !replicas_.empty()) {
     if (static_cast<int64_t>(n % static_cast<uint64_t>(options_.split_of)) < options_.split) {
       for (size_t i = 0; i < replicas_.size(); ++i) {
         Replica& r = *replicas_[(n / static_cast<uint64_t>(options_.split_of) + i) % replicas_.size()];
@@ -186,12 +239,9 @@ Client& ReplicaSet::ForRead() {
         }
       }
     }
-    master_reads_->Add();
-    return master_;
-  }
-  // A write of ours whose fence is not known yet: only the master has it
-  // for sure.
-  if (fence_seq_ == 0 || fence_set_for_ == fence_seq_) {
+  } else if (!stopped_ && (fence_seq_ == 0 || fence_set_for_ == fence_seq_)) {
+    // (A write of ours whose fence is not known yet: only the master has
+    // it for sure.)
     int64_t now = SteadyMicros();
     for (size_t i = 0; i < replicas_.size(); ++i) {
       Replica& r = *replicas_[(n + i) % replicas_.size()];
@@ -205,6 +255,15 @@ Client& ReplicaSet::ForRead() {
   return master_;
 }
 
+bool ReplicaSet::Failed(Client& client) {
+  if (&client == &master_) return false;
+  std::lock_guard lock(mutex_);
+  for (auto& r : replicas_)
+    if (r->client.get() == &client) r->value = r->fresh_as_of_us = 0;
+  master_reads_->Add();
+  return true;
+}
+
 void ReplicaSet::Wrote() {
   if (options_.split_of > 0) return;  // the split does not keep read-your-writes
   {
@@ -212,7 +271,7 @@ void ReplicaSet::Wrote() {
     // Any heartbeat sent from now on runs after the write on the master.
     fence_seq_ = sent_seq_ + 1;
     // One on demand at a time: its answer sends the next if needed.
-    if (demand_in_flight_) return;
+    if (demand_in_flight_ || stopped_) return;
     demand_in_flight_ = true;
   }
   SendHeartbeat(/*on_demand=*/true);
@@ -222,9 +281,10 @@ std::vector<ReplicaSet::ReplicaState> ReplicaSet::States() {
   std::lock_guard lock(mutex_);
   std::vector<ReplicaState> out;
   int64_t now = SteadyMicros();
-  for (const auto& r : replicas_)
-    out.push_back(
-        {r->label, Usable(*r, now) ? std::optional<int64_t>(r->lag_us / 1000) : std::nullopt, r->reads->value()});
+  for (const auto& r : replicas_) {
+    auto lag = LagUs(*r, now);
+    out.push_back({r->label, Usable(*r, now) ? std::optional<int64_t>(*lag / 1000) : std::nullopt, r->reads->value()});
+  }
   return out;
 }
 

@@ -1,28 +1,43 @@
 // Reads from Redis replicas, with their lag measured and read-your-writes
-// kept (serve --redis-replica, docs/leaderboard.md).
+// kept (serve --redis-replica, docs/design.md#redis-replicas).
 //
-// Lag is measured, not guessed. Every kHeartbeatMs the instance runs a
-// script on the master that SETs kHeartbeatKey to the master's TIME (in
-// microseconds) and answers it; the instance keeps the newest answer and
-// when it arrived, so "the master's now" is that value plus the time
-// elapsed since, on this instance's steady clock (no clock of another
-// machine is compared with ours). At the same period it GETs kHeartbeatKey
-// from each replica; the replica's lag is the master's now minus the value
-// it holds. A replica serves reads only while its last poll is recent
-// (kPollFreshMs) and showed a lag <= max_lag_ms: a replica that stops
-// replicating, stalls or goes away stops getting reads within that bound,
-// and one that catches up gets them again.
+// The heartbeat. Every kHeartbeatMs the instance runs a script on the
+// master that sets kHeartbeatKey to "<value> <epoch>": the value is the
+// master's TIME in microseconds, or the last value + 1 when the clock has
+// not moved past it (values only grow, one per heartbeat, whichever
+// instance writes it), and the epoch a random token that the first
+// heartbeat on a master without the key chooses (so a master that lost the
+// key, or another deployment's master, is another epoch: values of
+// different epochs are never compared).
+//
+// Lag is measured on this instance's steady clock, never by comparing the
+// master's clock with ours: the instance remembers, for each of its own
+// heartbeats of the current epoch, its value and when it was sent. After
+// each heartbeat answers, it GETs kHeartbeatKey from every replica; a
+// replica holding value V of our epoch has applied every heartbeat with a
+// value <= V, so it is at least as fresh as the master was when the newest
+// of ours among them was sent. Its lag at any moment is now minus that
+// send time: it grows while a replica stops replicating, stalls or stops
+// answering, and a replica serves reads only while it is <= max_lag_ms.
 //
 // Read-your-writes. After a write of this instance is answered (Wrote, run
-// before its caller is answered), it sends a heartbeat at once: it runs
-// after the write on the master (one connection, in order), and its value
-// is the write's fence. Until that heartbeat has answered, and then until
-// a replica has been polled holding a heartbeat at least as new as the
-// fence (heartbeat values only grow, and replication applies the master's
-// writes in order), reads go to the master; the fence's answer polls the
-// replicas at once, so that is a few round trips, not a period. A read
-// after a 200 always sees the write, whichever server answers it. Writes
-// that come faster than that keep this instance's reads on the master.
+// before its caller is answered), it sends a heartbeat at once: that
+// heartbeat runs after the write on the master (one connection, in order),
+// and its value is the write's fence. Until it has answered, and then until
+// a replica has been polled holding a value of the same epoch at least as
+// high, reads go to the master; the fence's answer polls the replicas at
+// once, so that is a few round trips, not a period. A read after a 200
+// always sees the write, whichever server answers it. Writes that come
+// faster than that keep this instance's reads on the master.
+//
+// Faults: a read a replica fails with a transient error is sent again to
+// the master, once (reads change nothing), and that replica gets no reads
+// until it is polled again; replicas' commands time out after
+// kReplicaTimeoutMs.
+//
+// Lifetime: the heartbeat's answers run on the master client's thread and
+// touch this object. Stop it before the master client is stopped, and
+// destroy it after (RedisLeaderboardStore::Stop does both).
 //
 // Split (the reference post's strategy 4, for the benchmark only): a fixed
 // share of reads goes to the replicas, whatever their lag, and
@@ -32,6 +47,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,8 +63,7 @@ namespace hotrow::db::redis {
 
 inline constexpr const char* kHeartbeatKey = "hotrow:hb";
 inline constexpr int64_t kHeartbeatMs = 50;
-// A replica's lag is trusted this long after it was polled.
-inline constexpr int64_t kPollFreshMs = 4 * kHeartbeatMs;
+inline constexpr int kReplicaTimeoutMs = 1000;
 
 struct ReplicaOptions {
   std::vector<std::string> urls;  // redis://host:port of each replica
@@ -61,12 +76,13 @@ struct ReplicaOptions {
 
 class ReplicaSet {
  public:
-  // Parses every URL (a bad one fails here) and starts the heartbeat. A
-  // replica that cannot be reached is tried again every period and gets no
-  // reads until it answers.
+  // Parses every URL (a bad or repeated one fails here) and starts the
+  // heartbeat. A replica that cannot be reached is tried again every second
+  // and gets no reads until it answers.
   static Result<std::unique_ptr<ReplicaSet>> Start(Client& master, ReplicaOptions options);
   ~ReplicaSet();
-  // Stops the heartbeat and the replicas' clients (before the master's).
+  // Stops the heartbeat and the replicas' clients; every later read goes to
+  // the master.
   void Stop();
 
   // Where to send a read: a replica that is caught up, else the master.
@@ -74,9 +90,13 @@ class ReplicaSet {
   // A write of this instance was answered by the master (or failed: it may
   // have run).
   void Wrote();
+  // A read sent to `client` failed with a transient error: if it is a
+  // replica, it gets no reads until its next poll, and the caller sends the
+  // read to the master (true); false for the master itself.
+  bool Failed(Client& client);
 
-  // Per replica, for tests and logs: its last measured lag in ms (nullopt:
-  // not usable now), and the reads sent to it.
+  // Per replica, for tests and logs: its lag in ms now (nullopt: not
+  // usable now), and the reads sent to it.
   struct ReplicaState {
     std::string url;
     std::optional<int64_t> lag_ms;
@@ -88,31 +108,39 @@ class ReplicaSet {
   struct Replica {
     std::string url, label;  // label: host:port, no password
     std::unique_ptr<Client> client;
-    // Under mutex_: the last poll's heartbeat value and lag, and when it
-    // was read (steady, us); lag -1: unknown.
-    int64_t hb_us = 0, lag_us = -1, polled_steady_us = 0;
+    // Under mutex_: the last poll's value (of epoch_; 0: none usable), and
+    // the send time (steady, us) of our newest heartbeat it holds.
+    int64_t value = 0, fresh_as_of_us = 0;
     metrics::Counter* reads = nullptr;
     metrics::Registration lag_metric;
   };
-  ReplicaSet(Client& master, ReplicaOptions options) : master_(master), options_(std::move(options)) {}
+  struct Sent {
+    int64_t value, sent_us;  // a heartbeat of ours: its value, and when it was sent
+  };
+  ReplicaSet(Client& master, ReplicaOptions options);
   void Tick();
   void SendHeartbeat(bool on_demand);
+  void OnHeartbeat(uint64_t seq, bool on_demand, int64_t sent_us, Result<Reply> r);
   void Poll(Replica& r);
-  bool Usable(const Replica& r, int64_t now_steady_us) const;  // under mutex_
-  int64_t MasterNowUs(int64_t now_steady_us) const;            // under mutex_; 0: unknown
+  std::optional<int64_t> LagUs(const Replica& r, int64_t now_us) const;  // under mutex_
+  bool Usable(const Replica& r, int64_t now_us) const;                   // under mutex_
 
   Client& master_;
   ReplicaOptions options_;
+  const std::string token_;  // with a heartbeat's number: the epoch it proposes for a master without one
+  std::mutex mutex_;         // before replicas_: their metric callbacks lock it until they go
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::mutex mutex_;
-  // The master's TIME at the newest heartbeat, and when it arrived.
-  int64_t master_us_ = 0, master_steady_us_ = 0;
+  // Under mutex_ from here on.
+  bool stopped_ = false;
+  std::string epoch_;      // the master's heartbeat epoch, as our last heartbeat saw it
+  std::deque<Sent> sent_;  // our heartbeats of epoch_ that answered, values ascending
   // Heartbeats sent; the fence (above): the first heartbeat sent after the
-  // newest write, the one whose value fence_us_ holds (fence_set_for_ !=
+  // newest write, the one whose value fence_value_ holds (fence_set_for_ !=
   // fence_seq_: it has not answered yet).
   uint64_t sent_seq_ = 0, fence_seq_ = 0, fence_set_for_ = 0;
-  int64_t fence_us_ = 0;
+  int64_t fence_value_ = 0;
   bool demand_in_flight_ = false;  // a heartbeat sent for a fence (Wrote)
+  int64_t last_error_log_us_ = 0;
   std::atomic<uint64_t> next_{0};  // round robin, and the split's counter
   metrics::Counter* master_reads_ = nullptr;
   std::unique_ptr<PeriodicTask> task_, connect_task_;

@@ -10,6 +10,8 @@
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>
 
+#include "ops/log.h"
+
 namespace hotrow::leaderboard {
 
 namespace {
@@ -108,6 +110,18 @@ struct Board::Impl {
   }
 
   Key KeyOf(int64_t score, int64_t seq) const { return {sign * score, seq}; }
+  // Adds a player that is on neither structure. Sequence numbers are
+  // unique, so two players never share a key; if data restored by hand
+  // made them, the second is left out (logged) rather than indexed to the
+  // first one's node.
+  void Insert(const Key& key, std::string id) {
+    auto [node, inserted] = tree.insert({key, std::move(id)});
+    if (inserted) return players.Add(&*node);
+    log::Error(
+        "leaderboard: two players share score {} and sequence number {} ('{}' and another); the other is "
+        "left out of the board",
+        sign * key.first, key.second, node->second);
+  }
   int64_t ScoreOf(const Key& key) const { return sign * key.first; }
   // The rank of the entry at 0-based position `pos` with key `key`.
   int64_t Rank(int64_t pos, const Key& key) const {
@@ -171,7 +185,7 @@ void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
     tree.erase(old);
   }
   Key key = impl_->KeyOf(score, seq);
-  impl_->players.Add(&*tree.insert({key, std::move(id)}).first);
+  impl_->Insert(key, std::move(id));
   if (touches_top || tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
 }
 
@@ -187,7 +201,7 @@ void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& player
       impl_->players.Erase(id);
       impl_->tree.erase(old);
     }
-    impl_->players.Add(&*impl_->tree.insert({impl_->KeyOf(st.score, st.seq), id}).first);
+    impl_->Insert(impl_->KeyOf(st.score, st.seq), id);
     if (st.profile) impl_->profiles.insert_or_assign(id, st.profile);
   }
   Publish();

@@ -380,19 +380,34 @@ Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, 
 }
 }  // namespace
 
+void RedisLeaderboardStore::ReadEval(const db::redis::Script& script, std::vector<std::string> args,
+                                     db::redis::Client::Callback done) {
+  db::redis::Client& c = replicas_ ? replicas_->ForRead() : *client_;
+  if (&c == client_.get()) return c.Eval(script, std::move(args), std::move(done));
+  // A replica's transient failure (gone, stalled, loading, not replicating)
+  // is not the master's: the read is sent again there, once.
+  auto retry =
+      std::make_shared<std::pair<std::vector<std::string>, db::redis::Client::Callback>>(args, std::move(done));
+  c.Eval(script, std::move(args), [this, &script, &c, retry](Result<db::redis::Reply> r) {
+    if (!r.ok() && r.status().code() == ErrorCode::kUnavailable && replicas_->Failed(c))
+      return client_->Eval(script, std::move(retry->first), std::move(retry->second));
+    retry->second(std::move(r));
+  });
+}
+
 // A page past the cached top (or any page without the cache), read as asked.
 void RedisLeaderboardStore::DeepTop(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit,
                                     Callback<Result<Page>> done) {
   const Ranking ranking = board.settings.ranking;
-  Reader().Eval(kTopScript,
-                {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), std::to_string(offset),
-                 std::to_string(limit), Name(board.settings.order), Name(ranking)},
-                [offset, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
-                  if (!r.ok()) return done(r.status());
-                  const auto& e = r->elements;
-                  if (e.size() < 2) return done(Status::Internal("unexpected reply from the top script"));
-                  done(Page::Own(Entries(e, 2, offset + 1, ReplyInt(e[1]), ranking), ReplyInt(e[0])));
-                });
+  ReadEval(kTopScript,
+           {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), std::to_string(offset),
+            std::to_string(limit), Name(board.settings.order), Name(ranking)},
+           [offset, ranking, done = std::move(done)](Result<db::redis::Reply> r) {
+             if (!r.ok()) return done(r.status());
+             const auto& e = r->elements;
+             if (e.size() < 2) return done(Status::Internal("unexpected reply from the top script"));
+             done(Page::Own(Entries(e, 2, offset + 1, ReplyInt(e[1]), ranking), ReplyInt(e[0])));
+           });
 }
 
 void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t offset, int64_t limit,
@@ -431,54 +446,54 @@ void RedisLeaderboardStore::Top(const BoardInfo& board, int64_t season, int64_t 
 // readers that arrived after a newer change get the next fetch.
 void RedisLeaderboardStore::FetchTop(const BoardInfo& board, int64_t season, uint64_t version) {
   auto started = std::chrono::steady_clock::now();
-  Reader().Eval(kTopScript,
-                {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), "0", std::to_string(kPageLimitMax),
-                 Name(board.settings.order), Name(board.settings.ranking)},
-                [this, board, season, version, started](Result<db::redis::Reply> r) {
-                  Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
-                  if (r.ok() && r->elements.size() >= 2) {
-                    auto c = std::make_shared<Cached>();
-                    c->version = version;
-                    c->fetched = started;  // conservative: the data is at least this fresh
-                    c->total = ReplyInt(r->elements[0]);
-                    c->top = Entries(r->elements, 2, 1, ReplyInt(r->elements[1]), board.settings.ranking);
-                    result = std::shared_ptr<const Cached>(std::move(c));
-                  } else {
-                    result = r.ok() ? Status::Internal("unexpected reply from the top script") : r.status();
-                  }
-                  std::vector<Waiter> answered;
-                  uint64_t next_version = 0;
-                  {
-                    std::lock_guard lock(cache_mutex_);
-                    BoardCache& cache = caches_[{board.id, season}];
-                    if (result.ok()) cache.cached = *result;
-                    std::vector<Waiter> later;
-                    for (auto& w : cache.waiters) {
-                      if (w.version <= version) {
-                        answered.push_back(std::move(w));
-                      } else {
-                        next_version = std::max(next_version, w.version);
-                        later.push_back(std::move(w));
-                      }
-                    }
-                    cache.waiters.swap(later);
-                    cache.fetching = !cache.waiters.empty();
-                  }
-                  for (auto& w : answered) {
-                    if (result.ok())
-                      w.done(SliceOf(*result, w.offset, w.limit));
-                    else
-                      w.done(result.status());
-                  }
-                  if (next_version) {
-                    BoardInfo latest;
-                    {
-                      std::lock_guard lock(cache_mutex_);
-                      latest = caches_[{board.id, season}].board;  // as the newest reader had it
-                    }
-                    FetchTop(latest, season, next_version);
-                  }
-                });
+  ReadEval(kTopScript,
+           {"2", KeyOf(board.id, season, "z"), KeyOf(board.id, season, "p"), "0", std::to_string(kPageLimitMax),
+            Name(board.settings.order), Name(board.settings.ranking)},
+           [this, board, season, version, started](Result<db::redis::Reply> r) {
+             Result<std::shared_ptr<const Cached>> result = Status::Internal("unset");
+             if (r.ok() && r->elements.size() >= 2) {
+               auto c = std::make_shared<Cached>();
+               c->version = version;
+               c->fetched = started;  // conservative: the data is at least this fresh
+               c->total = ReplyInt(r->elements[0]);
+               c->top = Entries(r->elements, 2, 1, ReplyInt(r->elements[1]), board.settings.ranking);
+               result = std::shared_ptr<const Cached>(std::move(c));
+             } else {
+               result = r.ok() ? Status::Internal("unexpected reply from the top script") : r.status();
+             }
+             std::vector<Waiter> answered;
+             uint64_t next_version = 0;
+             {
+               std::lock_guard lock(cache_mutex_);
+               BoardCache& cache = caches_[{board.id, season}];
+               if (result.ok()) cache.cached = *result;
+               std::vector<Waiter> later;
+               for (auto& w : cache.waiters) {
+                 if (w.version <= version) {
+                   answered.push_back(std::move(w));
+                 } else {
+                   next_version = std::max(next_version, w.version);
+                   later.push_back(std::move(w));
+                 }
+               }
+               cache.waiters.swap(later);
+               cache.fetching = !cache.waiters.empty();
+             }
+             for (auto& w : answered) {
+               if (result.ok())
+                 w.done(SliceOf(*result, w.offset, w.limit));
+               else
+                 w.done(result.status());
+             }
+             if (next_version) {
+               BoardInfo latest;
+               {
+                 std::lock_guard lock(cache_mutex_);
+                 latest = caches_[{board.id, season}].board;  // as the newest reader had it
+               }
+               FetchTop(latest, season, next_version);
+             }
+           });
 }
 
 void RedisLeaderboardStore::Player(const BoardInfo& board, int64_t season, std::string client_id,
@@ -507,7 +522,7 @@ void RedisLeaderboardStore::Ranks(const BoardInfo& board, int64_t season, std::v
                                    Name(board.settings.order),
                                    Name(board.settings.ranking)};
   for (auto& id : client_ids) args.push_back(std::move(id));
-  Reader().Eval(kRanksScript, std::move(args), [done = std::move(done)](Result<db::redis::Reply> r) {
+  ReadEval(kRanksScript, std::move(args), [done = std::move(done)](Result<db::redis::Reply> r) {
     if (!r.ok()) return done(r.status());
     const auto& e = r->elements;
     std::vector<std::pair<int64_t, Entry>> placed;
@@ -521,8 +536,8 @@ void RedisLeaderboardStore::Ranks(const BoardInfo& board, int64_t season, std::v
   });
 }
 
-Result<int64_t> RedisLeaderboardStore::Count(const std::string& board_id) {
-  auto r = client_->CommandSync({"ZCARD", KeyOf(board_id, kFirstSeason, "z")});
+Result<int64_t> RedisLeaderboardStore::Count(const std::string& board_id, int64_t season) {
+  auto r = client_->CommandSync({"ZCARD", KeyOf(board_id, season, "z")});
   if (!r.ok()) return r.status();
   return r->integer;
 }

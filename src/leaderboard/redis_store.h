@@ -34,6 +34,8 @@
 //                               string "<board created> <score> <member>
 //                               <season> <fingerprint>", the answer a keyed
 //                               post got; expires after kIdempotencyKeptUs
+//   hotrow:hb                   "<value> <epoch>", the replicas' heartbeat
+//                               (db/redis_replicas.h; with --redis-replica)
 // On a desc board the digits are 2^53-1 - seq and pages read ZREVRANGE,
 // which orders equal scores by member bytes, descending: the earlier change
 // is the larger member. On an asc board they are seq itself and pages read
@@ -65,7 +67,8 @@
 // board's version before they answer, so its reads after a 200 refetch;
 // other instances' writes arrive by pub/sub, and a reconnect of the
 // subscriber counts as a change of every board -- and (b) it is younger than
-// kCacheAgeMaxMs (100 ms), which bounds staleness even when pub/sub
+// --redis-cache-ms (kCacheAgeMaxMs, 100 ms, by default; 0: no cache), which
+// bounds staleness even when pub/sub
 // messages are lost. Misses are single-flight per board: readers that arrive
 // while a fetch runs share it, unless a change was seen after it started, in
 // which case they wait for the next one. A player's own rank (GET
@@ -141,7 +144,7 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
              std::function<void(Result<std::vector<Entry>>)> done) override;
 
   // Players on a board's season (ZCARD), for seeding and start-up logs.
-  Result<int64_t> Count(const std::string& board_id = std::string(kDefaultBoard));
+  Result<int64_t> Count(const std::string& board_id = std::string(kDefaultBoard), int64_t season = kFirstSeason);
   // Deletes every board's keys but `default`'s settings (seeding with
   // --replace, tests).
   Status Clear();
@@ -180,9 +183,10 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
     std::vector<Waiter> waiters;
   };
   void FetchTop(const BoardInfo& board, int64_t season, uint64_t version);
-  // Where a page or a friends view is read: a replica that is caught up,
-  // else the master.
-  db::redis::Client& Reader() { return replicas_ ? replicas_->ForRead() : *client_; }
+  // Runs a read (a page or a friends view) on a replica that is caught up,
+  // else on the master; a replica's transient failure is retried on the
+  // master, once.
+  void ReadEval(const db::redis::Script& script, std::vector<std::string> args, db::redis::Client::Callback done);
   // Before a write's caller is answered (read-your-writes on replicas).
   void Wrote() {
     if (replicas_) replicas_->Wrote();

@@ -133,19 +133,53 @@ TEST_F(RedisReplicas, AReplicaThatStopsReplicatingGetsNoReadsPastTheLagBound) {
   other_store->Stop();
 }
 
-TEST_F(RedisReplicas, ADeadReplicaCostsNoFailedRead) {
+// A read a replica fails (it died, or stalls past the replicas' timeout)
+// is sent again to the master: the client never sees it.
+TEST_F(RedisReplicas, ADeadOrStalledReplicaCostsNoFailedRead) {
   Open(WithReplica(/*cache_ms=*/0));
   ASSERT_TRUE(Post(*service_, "a", 1).ok());
-  ASSERT_TRUE(Eventually([&] { return Top(*service_).ok() && ReplicaReads(*store_) > 0; }));
-  replica_->Kill();
-  // Reads in flight to it when it died may fail (503, as the master's
-  // would); after that, none.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  for (int i = 0; i < 200; ++i) {
-    auto page = Top(*service_);
-    ASSERT_TRUE(page.ok()) << "read " << i << ": " << page.status().ToString();
-    ASSERT_EQ(page->total, 1);
+  for (bool kill : {false, true}) {
+    ASSERT_TRUE(Eventually([&] { return Top(*service_).ok() && store_->replicas()->States().at(0).lag_ms; }));
+    uint64_t before = ReplicaReads(*store_);
+    ASSERT_TRUE(Top(*service_).ok());
+    ASSERT_GT(ReplicaReads(*store_), before) << "the replica was not read before the fault";
+    if (kill)
+      replica_->Kill();
+    else
+      replica_->Pause();
+    // Reads at once, while the replica still counts as caught up.
+    for (int i = 0; i < 20; ++i) {
+      auto page = Top(*service_);
+      ASSERT_TRUE(page.ok()) << (kill ? "killed" : "stalled") << ", read " << i << ": " << page.status().ToString();
+      ASSERT_EQ(page->total, 1);
+    }
+    EXPECT_FALSE(store_->replicas()->States().at(0).lag_ms.has_value());
+    if (!kill) replica_->Resume();
   }
+}
+
+// A replica that follows another master (another deployment's, whose
+// heartbeat is of another epoch) is never read, whatever its values.
+TEST_F(RedisReplicas, AReplicaOfAnotherMasterIsNeverRead) {
+  auto other = RedisProcess::Start();
+  ASSERT_TRUE(other);
+  auto o = OrThrow(db::redis::Client::Connect(other->url()));
+  ASSERT_TRUE(o->CommandSync({"CONFIG", "SET", "repl-diskless-sync-delay", "0"}).ok());
+  ASSERT_TRUE(o->CommandSync({"SET", db::redis::kHeartbeatKey, "99999999999999999 elsewhere"}).ok());
+  ASSERT_TRUE(replica_client_->CommandSync({"REPLICAOF", "127.0.0.1", std::to_string(other->port())}).ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto hb = replica_client_->CommandSync({"GET", db::redis::kHeartbeatKey});
+    return hb.ok() && hb->str == "99999999999999999 elsewhere";
+  })) << "the replica did not sync from the other master";
+  Open(WithReplica(/*cache_ms=*/0));
+  ASSERT_TRUE(Post(*service_, "here", 5).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // heartbeats and polls
+  for (int i = 0; i < 50; ++i) {
+    auto page = Top(*service_);
+    ASSERT_TRUE(page.ok());
+    ASSERT_EQ(page->total, 1) << "a page came from the other master's replica";
+  }
+  EXPECT_EQ(ReplicaReads(*store_), 0u);
   EXPECT_FALSE(store_->replicas()->States().at(0).lag_ms.has_value());
 }
 
