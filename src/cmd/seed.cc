@@ -53,8 +53,9 @@ CLI::App* AddSeed(CLI::App& app, SeedFlags& f) {
       ->capture_default_str();
   players->add_option("--redis", f.redis, "Seed the Redis leaderboard at this URL instead")->envname("HOTROW_REDIS");
   players->add_option("--seed", f.seed, "Random seed (same seed, same data)")->capture_default_str();
-  players->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when players already exist");
-  players->add_flag("--replace", f.replace, "Delete existing players first");
+  auto* players_if_empty =
+      players->add_flag("--if-empty", f.if_empty, "Do nothing (and succeed) when players already exist");
+  players->add_flag("--replace", f.replace, "Delete existing players first")->excludes(players_if_empty);
   players->callback([&f] { f.what = "leaderboard"; });
 
   CLI::App* cards = c->add_subcommand("pointcard", "Regions, stores, cards 1..N and an initial history");
@@ -180,32 +181,39 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
     log::Error("{}", store.status().ToString());
     return 1;
   }
-  auto existing = (*store)->Count();
+  // Through the service: it gives each post its season and schedule, as a
+  // served post has them (the script refuses a post without them), and
+  // knows `default`'s current season, the one seeded and counted.
+  leaderboard::LeaderboardService service(**store);
+  if (Status s = service.Load(); !s.ok()) {
+    log::Error("{}", s.ToString());
+    return 1;
+  }
+  auto board = service.GetBoard(std::string(leaderboard::kDefaultBoard));
+  if (!board.ok()) {
+    log::Error("{}", board.status().ToString());
+    return 1;
+  }
+  const std::string where = db::RedactUrl(f.redis);
+  auto existing = (*store)->Count(std::string(leaderboard::kDefaultBoard), board->season);
   if (!existing.ok()) {
     log::Error("{}", existing.status().ToString());
     return 1;
   }
   if (*existing > 0 && f.if_empty) {
-    log::Info("Redis at {} already holds {} player(s); nothing to do", db::RedactUrl(f.redis), *existing);
+    log::Info("Redis at {} already holds {} player(s) in season {}; nothing to do", where, *existing, board->season);
     return 0;
   }
   if (*existing > 0 && !f.replace) {
-    log::Error("Redis at {} already holds {} player(s); pass --replace or --if-empty", db::RedactUrl(f.redis),
-               *existing);
+    log::Error("Redis at {} already holds {} player(s) in season {}; pass --replace or --if-empty", where, *existing,
+               board->season);
     return 1;
   }
-  if (*existing > 0) {
+  if (f.replace) {
     if (Status s = (*store)->Clear(); !s.ok()) {
-      log::Error("cannot clear the board on Redis at {}: {}", db::RedactUrl(f.redis), s.ToString());
+      log::Error("cannot clear the board on Redis at {}: {}", where, s.ToString());
       return 1;
     }
-  }
-  // Through the service: it gives each post its season and schedule, as a
-  // served post has them (the script refuses a post without them).
-  leaderboard::LeaderboardService service(**store);
-  if (Status s = service.Load(); !s.ok()) {
-    log::Error("{}", s.ToString());
-    return 1;
   }
   std::mt19937_64 rng(f.seed);
   ProgressBar bar("players", f.clients);
@@ -214,7 +222,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   constexpr int64_t kInFlight = 4096;
   std::mutex mutex;
   std::condition_variable wake;
-  int64_t in_flight = 0, done = 0, failed = 0, season = leaderboard::kFirstSeason;
+  int64_t in_flight = 0, done = 0, failed = 0, season = board->season;
   std::string first_error;
   for (int64_t i = 1; i <= f.clients; ++i) {
     {
@@ -240,7 +248,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
   bar.Update(f.clients);
   bar.Finish();
   if (failed > 0) {
-    log::Error("{} of {} score(s) failed; the first: {}", failed, f.clients, first_error);
+    log::Error("{} of {} score(s) failed or may not have been written; the first: {}", failed, f.clients, first_error);
     return 1;
   }
   auto count = (*store)->Count(std::string(leaderboard::kDefaultBoard), season);
@@ -249,7 +257,7 @@ int SeedRedisLeaderboard(const SeedFlags& f) {
     return 1;
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  log::Info("seeded {} player(s) into Redis at {} in {} ms", f.clients, db::RedactUrl(f.redis), ms);
+  log::Info("seeded {} player(s) into Redis at {} (season {}) in {} ms", f.clients, where, season, ms);
   return 0;
 }
 

@@ -82,15 +82,15 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
                 "run Redis with appendonly yes, appendfsync always")
       ->envname("HOTROW_REDIS");
   c->add_option("--redis-replica", f.redis_replicas,
-                "A replica of --redis (redis://host:port, repeatable) that serves leaderboard pages and friends views "
+                "A replica of --redis (redis://host:port; repeatable, or several separated by commas) that serves "
+                "leaderboard pages and friends views "
                 "while its measured lag is within --redis-max-lag-ms; this instance's own writes are always seen")
-      ->envname("HOTROW_REDIS_REPLICA")
-      ->delimiter(',');
+      ->envname("HOTROW_REDIS_REPLICA");
   c->add_option("--redis-max-lag-ms", f.redis_max_lag_ms,
                 "A replica serves reads only while its lag behind the master (hotrow:hb, written every 50 ms) is "
                 "at most this")
       ->envname("HOTROW_REDIS_MAX_LAG_MS")
-      ->check(CLI::Range(1, 60000))
+      ->check(CLI::Range(20, 60000))
       ->capture_default_str();
   c->add_option("--redis-cache-ms", f.redis_cache_ms,
                 "Each board's top 100 is cached per instance for at most this (other instances' changes also clear "
@@ -427,11 +427,55 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   return true;
 }
 
+// --redis-replica's values, each of which may list several URLs separated
+// by commas (HOTROW_REDIS_REPLICA): split where a comma is followed by
+// redis:// (a comma in a password stays in it), each URL trimmed and
+// checked; not the master's.
+Result<std::vector<std::string>> ReplicaUrls(const std::vector<std::string>& values, const std::string& master = "") {
+  std::vector<std::string> urls;
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+    return std::string(v);
+  };
+  for (const std::string& value : values) {
+    std::vector<std::string> parts;
+    for (size_t start = 0;;) {
+      size_t comma = value.find(',', start);
+      std::string piece = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      std::string trimmed = trim(piece);
+      if (parts.empty() || trimmed.empty() || trimmed.starts_with("redis://"))
+        parts.push_back(trimmed);
+      else
+        parts.back() += "," + piece;
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    for (std::string& p : parts) {
+      if (p.empty())
+        return Status::InvalidField("redis-replica",
+                                    "--redis-replica has an empty URL in '" + db::RedactUrl(value) + "'");
+      auto url = db::redis::ParseUrl(p);
+      if (!url.ok())
+        return Status::InvalidField("redis-replica",
+                                    "--redis-replica must look like redis://host:port, not '" + db::RedactUrl(p) + "'");
+      if (!master.empty()) {
+        auto m = db::redis::ParseUrl(master);
+        if (m.ok() && m->host == url->host && m->port == url->port)
+          return Status::InvalidField("redis-replica", "--redis-replica " + db::RedactUrl(p) + " is --redis itself");
+      }
+      urls.push_back(p);
+    }
+  }
+  return urls;
+}
+
 bool OpenRedisBoard(const ServeFlags& f, Backends& b) {
   db::redis::Options options;
   options.queue_commands_max = static_cast<size_t>(f.max_connections) + 1024;
-  leaderboard::RedisReads reads{.replicas = {.urls = f.redis_replicas, .max_lag_ms = f.redis_max_lag_ms},
-                                .cache_ms = f.redis_cache_ms};
+  leaderboard::RedisReads reads{
+      .replicas = {.urls = ReplicaUrls(f.redis_replicas).value(), .max_lag_ms = f.redis_max_lag_ms},
+      .cache_ms = f.redis_cache_ms};
   if (!f.redis_replica_split.empty()) {
     char slash = 0;
     std::istringstream(f.redis_replica_split) >> reads.replicas.split >> slash >> reads.replicas.split_of;
@@ -505,6 +549,10 @@ int RunServe(const ServeFlags& f) {
   }
   if (!f.redis_replica_split.empty() && f.redis_replicas.empty()) {
     log::Error("--redis-replica-split needs at least one --redis-replica");
+    return 2;
+  }
+  if (auto urls = ReplicaUrls(f.redis_replicas, f.redis); !urls.ok()) {
+    log::Error("{}", urls.status().message());
     return 2;
   }
   auto url = db::ParseStoreUrl(f.db);

@@ -40,11 +40,11 @@ Result<Url> ParseUrl(const std::string& url) {
     }
   }
   if (auto colon = rest.rfind(':'); colon != std::string::npos) {
-    try {
-      out.port = std::stoi(rest.substr(colon + 1));
-    } catch (...) {
-      return Status::InvalidField("redis", "the port in " + RedactUrl(url) + " must be a number");
-    }
+    std::string port = rest.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+      return Status::InvalidField("redis", "the port in " + RedactUrl(url) + " must be a number in 1-65535");
+    out.port = std::stoi(port);
     rest = rest.substr(0, colon);
   }
   if (!rest.empty()) out.host = rest;

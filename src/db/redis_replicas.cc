@@ -12,18 +12,24 @@ namespace hotrow::db::redis {
 
 namespace {
 
-// Sets the heartbeat to "<value> <epoch>" and answers it (header). A
-// value it cannot read (a lost key, or text of another kind) starts a new
-// epoch, the one in ARGV[1]. (Microseconds since 1970 are below 2^53: exact
-// in Lua's numbers.)
+// Sets the heartbeat to "<value> <epoch>" and answers it (header). The
+// epoch starts with the master's run_id, new at each start of the server:
+// a copy of the data on another server (a restored backup, a promoted
+// replica), or a master restarted, starts an epoch of its own at its first
+// heartbeat, and so does a key it cannot read (lost, or text of another
+// kind), with ARGV[1] after the run_id. (Microseconds since 1970 are below
+// 2^53: exact in Lua's numbers.)
 const Script kHeartbeatScript(R"(
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or 'unknown'
 local cur = redis.call('GET', KEYS[1])
-local last, epoch = 0, ARGV[1]
+local last, epoch = 0, nil
 if cur then
   local sp = string.find(cur, ' ', 1, true)
   local v = sp and tonumber(string.sub(cur, 1, sp - 1))
-  if v and sp < #cur then last, epoch = v, string.sub(cur, sp + 1) end
+  local e = sp and string.sub(cur, sp + 1)
+  if v and e and string.sub(e, 1, #run + 1) == run .. ':' then last, epoch = v, e end
 end
+if not epoch then epoch = run .. ':' .. ARGV[1] end
 local t = redis.call('TIME')
 local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if us <= last then us = last + 1 end
@@ -59,6 +65,7 @@ Result<std::unique_ptr<ReplicaSet>> ReplicaSet::Start(Client& master, ReplicaOpt
   const char* help = "Leaderboard reads sent to each Redis server (master or replica)";
   set->master_reads_ = &registry.GetCounter("hotrow_redis_reads_total", help, {{"server", "master"}});
   set->options_.client.timeout_ms = kReplicaTimeoutMs;
+  set->period_ms_ = std::clamp<int64_t>(set->options_.max_lag_ms / 2, 10, kHeartbeatMs);
   std::set<std::string> labels;
   for (const std::string& url : set->options_.urls) {
     auto parsed = ParseUrl(url);
@@ -88,7 +95,7 @@ Result<std::unique_ptr<ReplicaSet>> ReplicaSet::Start(Client& master, ReplicaOpt
       log::Warn("Redis replica {}: {}; it gets no reads until it answers", r->label, client.status().message());
     set->replicas_.push_back(std::move(r));
   }
-  set->task_ = std::make_unique<PeriodicTask>(std::chrono::milliseconds(0), std::chrono::milliseconds(kHeartbeatMs),
+  set->task_ = std::make_unique<PeriodicTask>(std::chrono::milliseconds(0), std::chrono::milliseconds(set->period_ms_),
                                               [raw = set.get()] { raw->Tick(); });
   // A replica that was down at start: a connect may block, so not on the
   // heartbeat's thread.
@@ -255,13 +262,72 @@ Client& ReplicaSet::ForRead() {
   return master_;
 }
 
-bool ReplicaSet::Failed(Client& client) {
-  if (&client == &master_) return false;
+void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Client::Callback done) {
+  Client& c = ForRead();
+  if (&c == &master_ || options_.split_of > 0) return c.Eval(script, std::move(args), std::move(done));
+  // The heartbeat before and after the read, on the same connection: the
+  // read counts only if the replica held our epoch at least up to the fence
+  // before it, and still held our epoch after it (it did not move to
+  // another master in between). Anything else, or a transient failure, is
+  // read again on the master, once (reads change nothing).
+  // The three answers come on the replica's thread, in order, except a
+  // script the replica did not know (NOSCRIPT): resent as EVAL after the
+  // rest of the pipeline, its answer comes after the second heartbeat and
+  // is not bracketed by it, so it does not count. (A refusal at the queue
+  // may answer on this thread: the state is under its own mutex.)
+  struct Pending {
+    std::mutex mutex;
+    int remaining = 3;
+    bool after_seen = false, bracketed = false;
+    std::vector<std::string> args;
+    Client::Callback done;
+    std::optional<Reply> before, after;
+    Result<Reply> result = Status::Internal("no answer");
+  };
+  auto p = std::make_shared<Pending>();
+  p->args = args;
+  p->done = std::move(done);
+  auto finish = [this, p, &c, &script] {
+    bool current = p->bracketed && p->before && p->after && Current(*p->before, *p->after);
+    if (current && (p->result.ok() || p->result.status().code() != ErrorCode::kUnavailable))
+      return p->done(std::move(p->result));
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& r : replicas_)
+        if (r->client.get() == &c) r->value = r->fresh_as_of_us = 0;  // no reads until a poll answers
+    }
+    master_reads_->Add();
+    master_.Eval(script, std::move(p->args), std::move(p->done));
+  };
+  c.Command({"GET", kHeartbeatKey}, [p, finish](Result<Reply> r) {
+    std::unique_lock lock(p->mutex);
+    if (r.ok()) p->before = std::move(*r);
+    if (--p->remaining > 0) return;
+    lock.unlock();
+    finish();
+  });
+  c.Eval(script, std::move(args), [p, finish](Result<Reply> r) {
+    std::unique_lock lock(p->mutex);
+    p->result = std::move(r);
+    p->bracketed = !p->after_seen;
+    if (--p->remaining > 0) return;
+    lock.unlock();
+    finish();
+  });
+  c.Command({"GET", kHeartbeatKey}, [p, finish](Result<Reply> r) {
+    std::unique_lock lock(p->mutex);
+    p->after_seen = true;
+    if (r.ok()) p->after = std::move(*r);
+    if (--p->remaining > 0) return;
+    lock.unlock();
+    finish();
+  });
+}
+
+bool ReplicaSet::Current(const Reply& before, const Reply& after) {
+  auto b = ParseHeartbeat(before), a = ParseHeartbeat(after);
   std::lock_guard lock(mutex_);
-  for (auto& r : replicas_)
-    if (r->client.get() == &client) r->value = r->fresh_as_of_us = 0;
-  master_reads_->Add();
-  return true;
+  return b && a && b->second == epoch_ && a->second == epoch_ && b->first >= fence_value_;
 }
 
 void ReplicaSet::Wrote() {

@@ -1,14 +1,16 @@
 // Reads from Redis replicas, with their lag measured and read-your-writes
 // kept (serve --redis-replica, docs/design.md#redis-replicas).
 //
-// The heartbeat. Every kHeartbeatMs the instance runs a script on the
-// master that sets kHeartbeatKey to "<value> <epoch>": the value is the
-// master's TIME in microseconds, or the last value + 1 when the clock has
-// not moved past it (values only grow, one per heartbeat, whichever
-// instance writes it), and the epoch a random token that the first
-// heartbeat on a master without the key chooses (so a master that lost the
-// key, or another deployment's master, is another epoch: values of
-// different epochs are never compared).
+// The heartbeat. Every kHeartbeatMs (or max_lag_ms / 2, at least 10 ms,
+// when that is shorter) the instance runs a script on the master that sets
+// kHeartbeatKey to "<value> <epoch>": the value is the master's TIME in
+// microseconds, or the last value + 1 when the clock has not moved past it
+// (values only grow, one per heartbeat, whichever instance writes it); the
+// epoch is the master's run_id and a random token, chosen by the first
+// heartbeat of a server start on a master without one of its own (so a
+// restored copy of the data, a promoted replica, a master that lost the
+// key or another deployment's master is another epoch: values of different
+// epochs are never compared).
 //
 // Lag is measured on this instance's steady clock, never by comparing the
 // master's clock with ours: the instance remembers, for each of its own
@@ -30,10 +32,16 @@
 // always sees the write, whichever server answers it. Writes that come
 // faster than that keep this instance's reads on the master.
 //
-// Faults: a read a replica fails with a transient error is sent again to
-// the master, once (reads change nothing), and that replica gets no reads
-// until it is polled again; replicas' commands time out after
-// kReplicaTimeoutMs.
+// Every read a replica answers is checked (Read): the heartbeat is read
+// before and after it on the same connection, and the answer counts only
+// when both are of our epoch and the first is at least the fence. So a
+// replica that moved to another master, or fell behind, since its last
+// poll answers nothing that is used.
+//
+// Faults: a read a replica fails with a transient error, or one that
+// fails that check, is sent again to the master, once (reads change
+// nothing), and that replica gets no reads until it is polled again;
+// replicas' commands time out after kReplicaTimeoutMs.
 //
 // Lifetime: the heartbeat's answers run on the master client's thread and
 // touch this object. Stop it before the master client is stopped, and
@@ -90,10 +98,12 @@ class ReplicaSet {
   // A write of this instance was answered by the master (or failed: it may
   // have run).
   void Wrote();
-  // A read sent to `client` failed with a transient error: if it is a
-  // replica, it gets no reads until its next poll, and the caller sends the
-  // read to the master (true); false for the master itself.
-  bool Failed(Client& client);
+  // Runs a read-only script where ForRead says, and makes sure a replica's
+  // answer is of our master's history and as new as the fence (above);
+  // otherwise, or when a replica fails with a transient error, the read
+  // runs again on the master, once, and that replica gets no reads until a
+  // poll answers. `script` must outlive the call.
+  void Read(const Script& script, std::vector<std::string> args, Client::Callback done);
 
   // Per replica, for tests and logs: its lag in ms now (nullopt: not
   // usable now), and the reads sent to it.
@@ -124,6 +134,8 @@ class ReplicaSet {
   void Poll(Replica& r);
   std::optional<int64_t> LagUs(const Replica& r, int64_t now_us) const;  // under mutex_
   bool Usable(const Replica& r, int64_t now_us) const;                   // under mutex_
+  // Whether a replica's heartbeat before and after a read shows it current.
+  bool Current(const Reply& before, const Reply& after);
 
   Client& master_;
   ReplicaOptions options_;
@@ -141,7 +153,8 @@ class ReplicaSet {
   int64_t fence_value_ = 0;
   bool demand_in_flight_ = false;  // a heartbeat sent for a fence (Wrote)
   int64_t last_error_log_us_ = 0;
-  std::atomic<uint64_t> next_{0};  // round robin, and the split's counter
+  std::atomic<uint64_t> next_{0};     // round robin, and the split's counter
+  int64_t period_ms_ = kHeartbeatMs;  // max_lag_ms / 2, in [10, kHeartbeatMs]
   metrics::Counter* master_reads_ = nullptr;
   std::unique_ptr<PeriodicTask> task_, connect_task_;
 };

@@ -301,8 +301,10 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
       [this, board_id, posted, season,
        key = p.idempotency_key.empty() ? std::string("(the signature)") : p.idempotency_key,
        done = std::move(done)](Result<db::redis::Reply> r) {
-        Wrote();
-        if (!r.ok()) return done(r.status());
+        if (!r.ok()) {
+          Wrote();  // it may have run
+          return done(r.status());
+        }
         const auto& e = r->elements;
         if (e.empty()) return done(Status::Internal("unexpected reply from the score script"));
         if (e[0].str == "noboard") return done(NoSuchBoard(board_id));
@@ -336,8 +338,12 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
         if (e[0].str != "ok" || !order || !ranking)
           return done(Status::Internal("unexpected reply from the score script"));
         bool changed = ReplyInt(e[3]) == 1;
-        // Before answering: our next read must see it.
-        if (changed || ReplyInt(e[7]) == 1) Invalidate(board_id);
+        // Before answering: our next read must see it. (Every other answer
+        // above wrote nothing: no fence for it.)
+        if (changed || ReplyInt(e[7]) == 1) {
+          Wrote();
+          Invalidate(board_id);
+        }
         done(StoredScore{.score = ParseScore(e[1]),
                          .changed = changed,
                          .rank = ReplyInt(e[2]),
@@ -382,17 +388,8 @@ Page SliceOf(const std::shared_ptr<const RedisLeaderboardStore::CachedView>& c, 
 
 void RedisLeaderboardStore::ReadEval(const db::redis::Script& script, std::vector<std::string> args,
                                      db::redis::Client::Callback done) {
-  db::redis::Client& c = replicas_ ? replicas_->ForRead() : *client_;
-  if (&c == client_.get()) return c.Eval(script, std::move(args), std::move(done));
-  // A replica's transient failure (gone, stalled, loading, not replicating)
-  // is not the master's: the read is sent again there, once.
-  auto retry =
-      std::make_shared<std::pair<std::vector<std::string>, db::redis::Client::Callback>>(args, std::move(done));
-  c.Eval(script, std::move(args), [this, &script, &c, retry](Result<db::redis::Reply> r) {
-    if (!r.ok() && r.status().code() == ErrorCode::kUnavailable && replicas_->Failed(c))
-      return client_->Eval(script, std::move(retry->first), std::move(retry->second));
-    retry->second(std::move(r));
-  });
+  if (replicas_) return replicas_->Read(script, std::move(args), std::move(done));
+  client_->Eval(script, std::move(args), std::move(done));
 }
 
 // A page past the cached top (or any page without the cache), read as asked.
@@ -543,27 +540,23 @@ Result<int64_t> RedisLeaderboardStore::Count(const std::string& board_id, int64_
 }
 
 Status RedisLeaderboardStore::Clear() {
-  auto boards = client_->CommandSync({"HKEYS", kBoards});
-  if (!boards.ok()) return boards.status();
-  for (const auto& id : boards->elements) {
-    std::string prefix = "hotrow:lb:b:" + id.str + ":";
-    auto seasons = client_->CommandSync({"SMEMBERS", prefix + "written"});
-    if (!seasons.ok()) return seasons.status();
-    for (const auto& s : seasons->elements) {
-      auto r = client_->CommandSync({"DEL", prefix + s.str + ":z", prefix + s.str + ":m", prefix + s.str + ":p"});
-      if (!r.ok()) return r.status();
-    }
-    auto r = client_->CommandSync({"DEL", prefix + "written", prefix + "seasons"});
+  // `default`'s players only, as the embedded store's --replace: every other
+  // board, the sequence counter and the settings stay.
+  const std::string prefix = "hotrow:lb:b:" + std::string(kDefaultBoard) + ":";
+  auto seasons = client_->CommandSync({"SMEMBERS", prefix + "written"});
+  if (!seasons.ok()) return seasons.status();
+  for (const auto& season : seasons->elements) {
+    auto r = client_->CommandSync(
+        {"DEL", prefix + season.str + ":z", prefix + season.str + ":m", prefix + season.str + ":p"});
     if (!r.ok()) return r.status();
-    if (id.str != kDefaultBoard) {
-      auto h = client_->CommandSync({"HDEL", kBoards, id.str});
-      if (!h.ok()) return h.status();
-    }
   }
-  auto r = client_->CommandSync({"DEL", kSeq, kPurged});
+  auto r = client_->CommandSync({"DEL", prefix + "written"});
+  if (!r.ok()) return r.status();
+  // Running instances drop their cached pages of it.
+  auto published = client_->CommandSync({"PUBLISH", kChannel, std::string(kDefaultBoard)});
   InvalidateAll();
   Wrote();
-  return r.status();
+  return published.status();
 }
 
 }  // namespace hotrow::leaderboard

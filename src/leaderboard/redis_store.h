@@ -145,8 +145,8 @@ class RedisLeaderboardStore final : public LeaderboardStore, public SharedRankin
 
   // Players on a board's season (ZCARD), for seeding and start-up logs.
   Result<int64_t> Count(const std::string& board_id = std::string(kDefaultBoard), int64_t season = kFirstSeason);
-  // Deletes every board's keys but `default`'s settings (seeding with
-  // --replace, tests).
+  // Deletes every player of `default`, of every season (seeding with
+  // --replace); other boards are kept.
   Status Clear();
   db::redis::Client& client() { return *client_; }
   // Null without --redis-replica.

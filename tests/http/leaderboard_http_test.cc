@@ -376,6 +376,18 @@ TEST(LeaderboardHttp, SeedingRedisWritesEveryPlayer) {
   EXPECT_NE(page.body.find("\"total\":50,"), std::string::npos) << page.body;
   auto again = RunHotrow({"seed", "leaderboard", "--clients", "50", "--redis", redis->url()});
   EXPECT_NE(again.exit_code, 0) << "a second seed without --replace or --if-empty: " << again.output;
+  auto both = RunHotrow({"seed", "leaderboard", "--clients", "5", "--redis", redis->url(), "--replace", "--if-empty"});
+  EXPECT_NE(both.exit_code, 0) << both.output;
+  // --replace replaces `default`'s players and nothing else (it once
+  // deleted every other board).
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  ASSERT_EQ(c.Post("/api/v1/boards", R"({"id":"keepme"})", admin).status, 201);
+  ASSERT_EQ(c.Post("/api/v1/boards/keepme/scores", R"({"score":3})", {{"ClientId", "kept"}}).status, 200);
+  auto replaced = RunHotrow({"seed", "leaderboard", "--clients", "20", "--redis", redis->url(), "--replace"});
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_NE(c.Get("/api/v1/leaderboard?limit=1").body.find("\"total\":20,"), std::string::npos);
+  auto kept = c.Get("/api/v1/boards/keepme/leaderboard");
+  EXPECT_NE(kept.body.find("\"kept\""), std::string::npos) << kept.body;
 }
 
 // --redis-replica: a page is read from a real replica once its lag is
@@ -416,6 +428,16 @@ TEST(LeaderboardHttp, AReplicaWithoutAMasterIsRefused) {
       std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("need --redis"), std::string::npos) << r.output;
+  // An empty URL in the variable's list is refused, and takes no flag
+  // after it for a URL.
+  auto empty = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("b.db")}, std::chrono::seconds(30),
+                         {{"HOTROW_REDIS", "redis://127.0.0.1:6379"}, {"HOTROW_REDIS_REPLICA", ","}});
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("empty URL"), std::string::npos) << empty.output;
+  auto itself = RunHotrow({"serve", "--port", "0", "--db", "sqlite:" + dir.File("c.db"), "--redis",
+                           "redis://127.0.0.1:6379", "--redis-replica", "redis://127.0.0.1:6379"},
+                          std::chrono::seconds(30));
+  EXPECT_EQ(itself.exit_code, 2) << itself.output;
   auto split = RunHotrow({"serve", "--port", "0", "--redis-replica-split", "8/7"}, std::chrono::seconds(30));
   EXPECT_NE(split.exit_code, 0);
   EXPECT_NE(split.output.find("N/M"), std::string::npos) << split.output;
