@@ -58,7 +58,8 @@ class Board {
   void SetProfile(std::string_view client_id, std::shared_ptr<const Profile> profile);
   // False when absent. The profile goes too.
   bool Erase(std::string_view client_id);
-  // Replaces every player (and profile) at once.
+  // Replaces every player (and profile) at once; a player listed twice
+  // gets the newer (higher seq) of the two.
   void ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players);
 
   // The player's entry with its rank, and the K entries either side.

@@ -166,11 +166,12 @@ TEST(Board, ThePlayerIndexSurvivesHeavyChurn) {
     }
   }
   // Loading replaces every player; a player listed twice counts once (the
-  // last listing).
+  // newer change).
   b.ReplaceAll(
       {{"a", Stored{.score = 1, .seq = 1}}, {"b", Stored{.score = 2, .seq = 2}}, {"a", Stored{.score = 3, .seq = 3}}});
   EXPECT_EQ(b.size(), 2);
   EXPECT_EQ(b.Player("a", std::nullopt)->entry.score, 3);
+  EXPECT_EQ(b.Player("b", std::nullopt)->entry.score, 2);
   EXPECT_FALSE(b.Player("player-1", std::nullopt).has_value());
 }
 
