@@ -234,8 +234,14 @@ bool ReplicaSet::Usable(const Replica& r, int64_t now_us) const {
 }
 
 Client& ReplicaSet::ForRead() {
+  int64_t fence = 0;
+  return Route(&fence);
+}
+
+Client& ReplicaSet::Route(int64_t* fence) {
   uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
+  *fence = fence_value_;
   if (!stopped_ && options_.split_of > 0 && !replicas_.empty()) {
     if (static_cast<int64_t>(n % static_cast<uint64_t>(options_.split_of)) < options_.split) {
       for (size_t i = 0; i < replicas_.size(); ++i) {
@@ -263,7 +269,10 @@ Client& ReplicaSet::ForRead() {
 }
 
 void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Client::Callback done) {
-  Client& c = ForRead();
+  // The fence the choice was made with: a write of ours answered after it
+  // does not concern this read.
+  int64_t fence = 0;
+  Client& c = Route(&fence);
   if (&c == &master_ || options_.split_of > 0) return c.Eval(script, std::move(args), std::move(done));
   // The heartbeat before and after the read, on the same connection: the
   // read counts only if the replica held our epoch at least up to the fence
@@ -287,8 +296,8 @@ void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Clien
   auto p = std::make_shared<Pending>();
   p->args = args;
   p->done = std::move(done);
-  auto finish = [this, p, &c, &script] {
-    bool current = p->bracketed && p->before && p->after && Current(*p->before, *p->after);
+  auto finish = [this, p, &c, &script, fence] {
+    bool current = p->bracketed && p->before && p->after && Current(*p->before, *p->after, fence);
     if (current && (p->result.ok() || p->result.status().code() != ErrorCode::kUnavailable))
       return p->done(std::move(p->result));
     {
@@ -324,10 +333,10 @@ void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Clien
   });
 }
 
-bool ReplicaSet::Current(const Reply& before, const Reply& after) {
+bool ReplicaSet::Current(const Reply& before, const Reply& after, int64_t fence) {
   auto b = ParseHeartbeat(before), a = ParseHeartbeat(after);
   std::lock_guard lock(mutex_);
-  return b && a && b->second == epoch_ && a->second == epoch_ && b->first >= fence_value_;
+  return b && a && b->second == epoch_ && a->second == epoch_ && b->first >= fence;
 }
 
 void ReplicaSet::Wrote() {

@@ -134,8 +134,11 @@ class ReplicaSet {
   void Poll(Replica& r);
   std::optional<int64_t> LagUs(const Replica& r, int64_t now_us) const;  // under mutex_
   bool Usable(const Replica& r, int64_t now_us) const;                   // under mutex_
-  // Whether a replica's heartbeat before and after a read shows it current.
-  bool Current(const Reply& before, const Reply& after);
+  // Whether a replica's heartbeat before and after a read shows it current:
+  // of our epoch both times, at least `fence` before.
+  bool Current(const Reply& before, const Reply& after, int64_t fence);
+  // ForRead, and the fence the choice was made with.
+  Client& Route(int64_t* fence);
 
   Client& master_;
   ReplicaOptions options_;
