@@ -444,14 +444,19 @@ Result<std::vector<std::string>> ReplicaUrls(const std::vector<std::string>& val
       size_t comma = value.find(',', start);
       std::string piece = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       std::string trimmed = trim(piece);
-      if (parts.empty() || trimmed.empty() || trimmed.starts_with("redis://"))
-        parts.push_back(trimmed);
-      else
+      // A piece is part of the URL before it only while that URL's
+      // password is still open (no '@' yet) and the piece is not a URL.
+      bool in_password = !parts.empty() && parts.back().starts_with("redis://") &&
+                         parts.back().find('@') == std::string::npos && !trimmed.starts_with("redis://");
+      if (in_password && (trimmed.empty() || value.find('@', start) != std::string::npos))
         parts.back() += "," + piece;
+      else
+        parts.push_back(trimmed);
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
     for (std::string& p : parts) {
+      p = trim(p);
       if (p.empty())
         return Status::InvalidField("redis-replica",
                                     "--redis-replica has an empty URL in '" + db::RedactUrl(value) + "'");

@@ -232,6 +232,7 @@ void Client::Loop() {
         backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
       } else {
         connected_.store(true, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_relaxed);
         reconnects_->Add();
         log::Info("reconnected to Redis at {}:{}", url_.host, url_.port);
         backoff = std::chrono::milliseconds(50);

@@ -108,6 +108,10 @@ class Client {
 
   // False from a lost connection until the client reconnects (GET /readyz).
   bool connected() const { return connected_.load(std::memory_order_relaxed); }
+  // Which connection this is: one more at each reconnect. Read in a
+  // command's callback (on the client thread), it names the connection the
+  // command ran on.
+  uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
 
  private:
   Client(Url url, Options options);
@@ -125,6 +129,7 @@ class Client {
   redisContext* ctx_ = nullptr;  // only the client thread touches it after Connect
   BatchQueue<Pending> queue_;    // paused while the client thread reconnects: commands fail at once
   std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> generation_{0};
   metrics::Histogram* round_trip_;
   metrics::Counter* reconnects_;
   metrics::Counter* noscript_;

@@ -20,7 +20,8 @@ namespace {
 // kind), with ARGV[1] after the run_id. (Microseconds since 1970 are below
 // 2^53: exact in Lua's numbers.)
 const Script kHeartbeatScript(R"(
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or 'unknown'
+local info = redis.pcall('INFO', 'server')
+local run = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or 'unknown'
 local cur = redis.call('GET', KEYS[1])
 local last, epoch = 0, nil
 if cur then
@@ -260,6 +261,10 @@ Client& ReplicaSet::Route(int64_t* fence) {
       Replica& r = *replicas_[(n + i) % replicas_.size()];
       if (Usable(r, now)) {
         r.reads->Add();
+        // Also at least what it held when its lag was measured: one that
+        // went back since (moved to an older copy of our master, restarted
+        // from an older file) is not read.
+        *fence = std::max(*fence, r.value);
         return *r.client;
       }
     }
@@ -288,6 +293,7 @@ void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Clien
     std::mutex mutex;
     int remaining = 3;
     bool after_seen = false, bracketed = false;
+    uint64_t generations[3] = {0, 1, 2};  // the connection each answer came on
     std::vector<std::string> args;
     Client::Callback done;
     std::optional<Reply> before, after;
@@ -297,7 +303,10 @@ void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Clien
   p->args = args;
   p->done = std::move(done);
   auto finish = [this, p, &c, &script, fence] {
-    bool current = p->bracketed && p->before && p->after && Current(*p->before, *p->after, fence);
+    // All three on one connection (a reconnect between them could have put
+    // the read on another server), in order, and the replica current.
+    bool current = p->bracketed && p->generations[0] == p->generations[1] && p->generations[1] == p->generations[2] &&
+                   p->before && p->after && Current(*p->before, *p->after, fence);
     if (current && (p->result.ok() || p->result.status().code() != ErrorCode::kUnavailable))
       return p->done(std::move(p->result));
     {
@@ -308,23 +317,26 @@ void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Clien
     master_reads_->Add();
     master_.Eval(script, std::move(p->args), std::move(p->done));
   };
-  c.Command({"GET", kHeartbeatKey}, [p, finish](Result<Reply> r) {
+  c.Command({"GET", kHeartbeatKey}, [p, finish, &c](Result<Reply> r) {
     std::unique_lock lock(p->mutex);
+    p->generations[0] = c.generation();
     if (r.ok()) p->before = std::move(*r);
     if (--p->remaining > 0) return;
     lock.unlock();
     finish();
   });
-  c.Eval(script, std::move(args), [p, finish](Result<Reply> r) {
+  c.Eval(script, std::move(args), [p, finish, &c](Result<Reply> r) {
     std::unique_lock lock(p->mutex);
+    p->generations[1] = c.generation();
     p->result = std::move(r);
     p->bracketed = !p->after_seen;
     if (--p->remaining > 0) return;
     lock.unlock();
     finish();
   });
-  c.Command({"GET", kHeartbeatKey}, [p, finish](Result<Reply> r) {
+  c.Command({"GET", kHeartbeatKey}, [p, finish, &c](Result<Reply> r) {
     std::unique_lock lock(p->mutex);
+    p->generations[2] = c.generation();
     p->after_seen = true;
     if (r.ok()) p->after = std::move(*r);
     if (--p->remaining > 0) return;
@@ -336,7 +348,7 @@ void ReplicaSet::Read(const Script& script, std::vector<std::string> args, Clien
 bool ReplicaSet::Current(const Reply& before, const Reply& after, int64_t fence) {
   auto b = ParseHeartbeat(before), a = ParseHeartbeat(after);
   std::lock_guard lock(mutex_);
-  return b && a && b->second == epoch_ && a->second == epoch_ && b->first >= fence;
+  return b && a && b->second == epoch_ && a->second == epoch_ && b->first >= fence && a->first >= b->first;
 }
 
 void ReplicaSet::Wrote() {

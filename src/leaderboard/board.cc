@@ -210,6 +210,7 @@ void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& player
       Key old = n->first;
       impl_->players.Erase(id);
       impl_->tree.erase(old);
+      impl_->profiles.erase(id);
     }
     impl_->Insert(key, id);
     if (st.profile) impl_->profiles.insert_or_assign(id, st.profile);

@@ -315,6 +315,9 @@ void RedisLeaderboardStore::PostScore(ScorePost p, std::function<void(Result<Sto
         }
         if (e[0].str == "mismatch") return done(IdempotencyKeyReused(key));
         if (e[0].str == "replay" && e.size() == 7) {
+          // The write it replays may have been answered on another instance:
+          // this one's reads must see it too.
+          Wrote();
           auto order = ParseOrder(e[5].str);
           auto ranking = ParseRanking(e[6].str);
           if (!order || !ranking) return done(Status::Internal("unexpected reply from the score script"));
