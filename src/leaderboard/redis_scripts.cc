@@ -342,4 +342,17 @@ end
 return out
 )lua")};
 
+// Deletes every player of one board, of every season, and nothing else
+// (seed --replace), at once: a post that runs beside it lands before it
+// (deleted) or after it (kept, and in `written`). ARGV: board id, channel.
+const db::redis::Script kClearScript{R"lua(
+local prefix = 'hotrow:lb:b:' .. ARGV[1] .. ':'
+for _, s in ipairs(redis.call('SMEMBERS', prefix .. 'written')) do
+  redis.call('DEL', prefix .. s .. ':z', prefix .. s .. ':m', prefix .. s .. ':p')
+end
+redis.call('DEL', prefix .. 'written')
+redis.call('PUBLISH', ARGV[2], ARGV[1])
+return 1
+)lua"};
+
 }  // namespace hotrow::leaderboard::lua

@@ -16,5 +16,6 @@ extern const db::redis::Script kBoardScript;
 extern const db::redis::Script kTopScript;
 extern const db::redis::Script kPlayerScript;
 extern const db::redis::Script kRanksScript;
+extern const db::redis::Script kClearScript;
 
 }  // namespace hotrow::leaderboard::lua

@@ -4,13 +4,14 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/await.h"
 #include "leaderboard/redis_scripts.h"
 #include "ops/log.h"
 
 namespace hotrow::leaderboard {
 
-using lua::kBoardScript, lua::kBoardsStep, lua::kPlayerScript, lua::kPostScript, lua::kPurgeScript, lua::kRanksScript,
-    lua::kRemoveScript, lua::kTopScript;
+using lua::kBoardScript, lua::kBoardsStep, lua::kClearScript, lua::kPlayerScript, lua::kPostScript, lua::kPurgeScript,
+    lua::kRanksScript, lua::kRemoveScript, lua::kTopScript;
 
 namespace {
 
@@ -544,22 +545,14 @@ Result<int64_t> RedisLeaderboardStore::Count(const std::string& board_id, int64_
 
 Status RedisLeaderboardStore::Clear() {
   // `default`'s players only, as the embedded store's --replace: every other
-  // board, the sequence counter and the settings stay.
-  const std::string prefix = "hotrow:lb:b:" + std::string(kDefaultBoard) + ":";
-  auto seasons = client_->CommandSync({"SMEMBERS", prefix + "written"});
-  if (!seasons.ok()) return seasons.status();
-  for (const auto& season : seasons->elements) {
-    auto r = client_->CommandSync(
-        {"DEL", prefix + season.str + ":z", prefix + season.str + ":m", prefix + season.str + ":p"});
-    if (!r.ok()) return r.status();
-  }
-  auto r = client_->CommandSync({"DEL", prefix + "written"});
-  if (!r.ok()) return r.status();
-  // Running instances drop their cached pages of it.
-  auto published = client_->CommandSync({"PUBLISH", kChannel, std::string(kDefaultBoard)});
+  // board, the sequence counter and the settings stay. One script; its
+  // PUBLISH makes running instances drop their cached pages.
+  auto r = Await<Result<db::redis::Reply>>([&](auto done) {
+    client_->Eval(kClearScript, {"0", std::string(kDefaultBoard), kChannel}, done);
+  });
   InvalidateAll();
   Wrote();
-  return published.status();
+  return r.status();
 }
 
 }  // namespace hotrow::leaderboard
