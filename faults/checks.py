@@ -206,6 +206,32 @@ def check_keyed_scores(history, truth):
     return v
 
 
+def check_named_scores(history, truth):
+    """Posts that set a score and a displayName (each unique): the name a
+    player keeps is that of a post answered 200, or of unknown outcome, that
+    no post answered 200 came after (one sent after it had its answer); a
+    player with a 200 is on the board, one with only failed posts is not."""
+    v = []
+    posts = collections.defaultdict(list)
+    for o in history.of("score_named"):
+        posts[o.args["player"]].append(o)
+    names = truth.names_of("rig-names")
+    for player, ops in posts.items():
+        oks = [o for o in ops if o.outcome == "ok"]
+        candidates = {o.args["name"] for o in ops if o.outcome in ("ok", "info")
+                      and not any(q.invoke > o.complete for q in oks)}
+        name = names.get(player)
+        if player not in names:
+            if oks:
+                v.append(f"named score: {player} had {len(oks)} post(s) answered 200 and is not on rig-names")
+        elif name not in candidates:
+            v.append(f"named score: {player} is named {name!r}, which is not the name of a post no 200 came after "
+                     f"({sorted(candidates)[:5]})")
+    for player in set(names) - set(posts):
+        v.append(f"named score: {player} is on rig-names without a post")
+    return v
+
+
 def check_payments(history, truth, baseline, cards):
     v = []
     now = truth.payments(cards)

@@ -280,6 +280,7 @@ class Rig:
         v += self.run_check("creates", checks.check_creates, h, t)
         v += self.run_check("scores", checks.check_scores, h, t)
         v += self.run_check("keyed scores", checks.check_keyed_scores, h, t)
+        v += self.run_check("named scores", checks.check_named_scores, h, t)
         v += self.run_check("payments", checks.check_payments, h, t, self.payments_before, CARDS)
         v += self.run_check("grants", checks.check_grants, h, t, self.grants_before)
         v += self.run_check("pointcard", self.pointcard_invariants)

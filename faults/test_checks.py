@@ -29,7 +29,8 @@ def history(*ops):
 
 
 class FakeTruth:
-    def __init__(self, plans=None, board=(), payments=None, grants=(), grant_rows=(0, 0), titles=()):
+    def __init__(self, plans=None, board=(), payments=None, grants=(), grant_rows=(0, 0), titles=(), names=None):
+        self._names = names or {}
         self._plans, self._board, self._payments = plans or {}, list(board), payments or collections.Counter()
         self._grants, self._grant_rows, self._titles = list(grants), grant_rows, list(titles)
 
@@ -41,6 +42,9 @@ class FakeTruth:
 
     def board_of(self, board_id):
         return self._board
+
+    def names_of(self, board_id):
+        return self._names
 
     def payments(self, cards):
         return self._payments
@@ -144,6 +148,23 @@ class KeyedScores(unittest.TestCase):
     def test_unknown_outcomes_may_or_may_not_count(self):
         for board in ([("coin-0", 5)], [("coin-0", 12)]):
             self.assertEqual(checks.check_keyed_scores(self.ops(), FakeTruth(board=board)), [])
+
+
+class NamedScores(unittest.TestCase):
+    def ops(self):
+        first = op("score_named", "ok", 0, 1, player="named-0", name="n1")
+        second = op("score_named", "ok", 2, 3, player="named-0", name="n2")
+        lost = op("score_named", "info", 4, 6, status=None, player="named-0", name="n3")
+        failed = op("score_named", "fail", 0, 1, status=400, player="named-1", name="n4")
+        return history(first, second, lost, failed)
+
+    def test_an_older_or_failed_or_missing_name_is_found(self):
+        for names in ({"named-0": "n1"}, {"named-0": "n2", "named-1": "n4"}, {}, {"named-0": "n9"}):
+            self.assertTrue(checks.check_named_scores(self.ops(), FakeTruth(names=names)), names)
+
+    def test_the_last_name_or_an_unknown_later_one_passes(self):
+        for names in ({"named-0": "n2"}, {"named-0": "n3"}):
+            self.assertEqual(checks.check_named_scores(self.ops(), FakeTruth(names=names)), [])
 
 
 class Grants(unittest.TestCase):

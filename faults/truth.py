@@ -57,6 +57,16 @@ class PgTruth:
         out = self.redis.cli("ZREVRANGE", f"hotrow:lb:b:{board_id}:1:z", "0", "-1", "WITHSCORES").splitlines()
         return [(out[i][16:], int(out[i + 1])) for i in range(0, len(out), 2)]
 
+    def names_of(self, board_id):
+        """A board's season 1: {clientId: displayName} (the :p hash holds
+        "<name bytes> <name><metadata>")."""
+        out = self.redis.cli("HGETALL", f"hotrow:lb:b:{board_id}:1:p").splitlines()
+        names = {}
+        for i in range(0, len(out) - 1, 2):
+            length, _, rest = out[i + 1].partition(" ")
+            names[out[i]] = rest[:int(length)] if int(length) >= 0 else None
+        return names
+
     def board(self):
         """The leaderboard in rank order: [(clientId, score)] (Redis's sorted set)."""
         out = self.redis.cli("ZREVRANGE", "hotrow:lb:b:default:1:z", "0", "-1", "WITHSCORES").splitlines()
@@ -109,6 +119,10 @@ class SqliteTruth:
 
     def board_of(self, board_id):
         return self._query(f"SELECT client_id, score FROM lb_score WHERE board_id = '{board_id}' AND season = 1")
+
+    def names_of(self, board_id):
+        return dict(self._query(f"SELECT client_id, display_name FROM lb_score WHERE board_id = '{board_id}' "
+                                "AND season = 1"))
 
     def board(self):
         return self._query("SELECT client_id, score FROM lb_score WHERE board_id = 'default' AND season = 1 "

@@ -1,6 +1,7 @@
 """The mixed workload: likes on a few hot plans, plan edits, creates and
 deletes, scores (the same players, distinct players with tied scores, a
-`best` board, keyed increments on a board of their own), payments with and
+`best` board, keyed increments on a board of their own, posts that set a
+displayName on another), payments with and
 without Idempotency-Key, and grants.
 
 Each worker draws its operations from its own random.Random(seed, worker),
@@ -26,12 +27,14 @@ BEST_PLAYERS = ["best-0", "best-1"]
 TIE_SCORES = [10, 20, 30]
 COIN_BOARD = "rig-coins"  # an increment board: every keyed post adds its amount once
 COIN_PLAYERS = ["coin-0", "coin-1"]
+NAME_BOARD = "rig-names"  # a replace board: each post sets a score and a displayName
+NAME_PLAYERS = ["named-0", "named-1", "named-2"]
 CARDS = [1, 2, 3, 4, 5, 6]
 STORES = [1, 2, 3]
 
 WEIGHTS = [
     ("like", 30), ("edit", 6), ("create", 3), ("delete", 2), ("score_hot", 10), ("score_best", 4),
-    ("score_tie", 5), ("score_keyed", 5), ("pay", 14), ("pay_keyed", 10), ("read", 16),
+    ("score_tie", 5), ("score_keyed", 5), ("score_named", 3), ("pay", 14), ("pay_keyed", 10), ("read", 16),
 ]
 
 
@@ -65,22 +68,27 @@ class Workload:
         self.created_lock = threading.Lock()
         self.start_epoch = time.time()
 
-    def make_coin_board(self):
-        """The increment board of the keyed scores, on the first instance that
-        answers (201, or 409: made by an earlier phase)."""
+    def make_boards(self):
+        """The increment board of the keyed scores and the board of the named
+        posts, on the first instance that answers (201, or 409: made by an
+        earlier phase)."""
+        for board in ({"id": COIN_BOARD, "operator": "increment"}, {"id": NAME_BOARD}):
+            self._make_board(board)
+
+    def _make_board(self, board):
         for _ in range(50):
             for port in self.targets.values():
                 client = Client(port, 5.0)
                 op = Op("setup", "setup", {}, write=False)
-                client.call(op, "POST", "/api/v1/boards", {"id": COIN_BOARD, "operator": "increment"}, self.admin)
+                client.call(op, "POST", "/api/v1/boards", board, self.admin)
                 client.close()
                 if op.status in (201, 409):
                     return
             time.sleep(0.2)
-        raise RuntimeError(f"cannot create the board {COIN_BOARD}")
+        raise RuntimeError(f"cannot create the board {board['id']}")
 
     def start(self, grant_every=(2.0, 5.0)):
-        self.make_coin_board()
+        self.make_boards()
         self.stop.clear()
         for w in range(self.workers):
             t = threading.Thread(target=self._worker, args=(random.Random(f"{self.seed}/{w}"),), daemon=True)
@@ -198,6 +206,14 @@ class Workload:
                       {"ClientId": player, "Idempotency-Key": key})
             if op.outcome != "info" or self.stop.is_set():
                 break
+
+    def _do_score_named(self, rng, client, target):
+        # A score and a displayName unique to the post: the name the store
+        # keeps must be that of a post no acknowledged post came after.
+        op = Op("score_named", target, {"player": rng.choice(NAME_PLAYERS)})
+        op.args["name"] = f"n{op.id}"
+        self._run(client, op, "POST", f"/api/v1/boards/{NAME_BOARD}/scores",
+                  {"score": op.id, "displayName": op.args["name"]}, {"ClientId": op.args["player"]})
 
     def _do_pay(self, rng, client, target):
         self._pay(rng, client, target, False)
