@@ -1,7 +1,7 @@
 // The grant's protocol on PostgreSQL (pointcard/postgres_store.h): what the
 // contract suite cannot see from outside -- snapshots taken during a grant,
-// a point use that meets unfolded credit, a staging grant whose instance
-// died, and a crash in each phase.
+// a point use that meets unfolded credit, fold chunks, an apply that meets
+// a lock or a vacuum (the crashes: pg_grant_crash_test.cc).
 #include <csignal>
 #include <fstream>
 #include <future>
@@ -17,77 +17,12 @@
 #include "harness/or_throw.h"
 #include "harness/postgres_process.h"
 #include "harness/server_process.h"
+#include "pg/pg_cards_fixture.h"
 #include "pointcard/postgres_store.h"
 #include "pointcard/service.h"
 
 namespace hotrow::testing {
 namespace {
-
-constexpr int64_t kFoldLockSpace = 72720006;  // postgres_grant_sql.cc
-// A session that runs these holds a grant's fold off, then lets it go.
-std::string PauseFold(int64_t grant_id) {
-  return "SELECT pg_advisory_lock(" + std::to_string(kFoldLockSpace) + ", " + std::to_string(grant_id) + ")";
-}
-std::string ResumeFold(int64_t grant_id) {
-  return "SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", " + std::to_string(grant_id) + ")";
-}
-
-struct PgCardsFixture {
-  // `setup`: SQL run on the seeded database before the pool connects.
-  explicit PgCardsFixture(const std::string& setup = "") : url(FreshDatabase()) {
-    auto conn = OrThrow(db::pg::Connection::Connect(url));
-    pointcard::SeedOptions o;
-    o.cards = kContractCards;
-    o.stores = kContractStores;
-    o.history = kContractHistory;
-    o.seed = 7;
-    OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
-    if (!setup.empty()) {
-      EXPECT_TRUE(conn->Exec(setup).ok()) << setup;
-    }
-    pool = OpenPool(url);
-    store = OrThrow(pointcard::PostgresPointCardStore::Open(
-        *pool, {.fold_chunk = 3, .fold_workers = 4, .stage_workers = 3, .lease = std::chrono::seconds(1)}));
-    service = std::make_unique<pointcard::PointCardService>(*store);
-    EXPECT_TRUE(service->Load().ok());
-  }
-  ~PgCardsFixture() {
-    service->Stop();
-    service.reset();
-    store.reset();
-  }
-  int64_t Int(const std::string& sql) {
-    auto conn = OrThrow(db::pg::Connection::Connect(url));
-    auto rows = OrThrow(conn->Query(sql));
-    return rows.Int(0, 0);
-  }
-  Result<pointcard::GrantOutcome> Grant(int64_t rate, std::optional<std::string> key = std::nullopt) {
-    return Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
-      service->Grant({0, pointcard::NowUs(), rate, key, true}, done);
-    });
-  }
-  Result<pointcard::Card> Card(int64_t id) {
-    return Wait<Result<pointcard::Card>>([&](auto done) { service->GetCard(id, done); });
-  }
-  void ExpectInvariants() {
-    auto conn = OrThrow(db::pg::Connection::Connect(url));
-    auto report = pointcard::CheckPostgresInvariants(*conn);
-    ASSERT_TRUE(report.ok()) << report.status().ToString();
-    EXPECT_TRUE(report->ok()) << report->examples.front();
-  }
-  bool Folded(int64_t grant_id) {
-    for (int i = 0; i < 1500; ++i) {
-      auto g = Wait<Result<pointcard::GrantInfo>>([&](auto done) { service->GetGrant(grant_id, done); });
-      if (g.ok() && g->folded()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-  std::string url;
-  std::unique_ptr<db::pg::Pool> pool;
-  std::unique_ptr<pointcard::PostgresPointCardStore> store;
-  std::unique_ptr<pointcard::PointCardService> service;
-};
 
 // A database v0.5.0 made (tests/fixtures/make-pg-fixture.sh: seeded, a
 // keyed payment, a keyed grant written whole under its table lock) takes
@@ -503,125 +438,6 @@ TEST(PostgresGrant, AnApplyWaitsOutAVacuumWithoutQueueingPayments) {
   ASSERT_TRUE(f.Folded(grant->grant_id));
   f.ExpectInvariants();
 }
-
-// A staging grant whose instance died (here: rows left as it would leave
-// them, its lease running out) blocks grants only until its lease ends; then
-// it goes with its credits, and its key is free again.
-TEST(PostgresGrant, AStagingGrantOfADeadInstanceGoesWhenItsLeaseRunsOut) {
-  PgCardsFixture f;
-  auto conn = OrThrow(db::pg::Connection::Connect(f.url));
-  ASSERT_TRUE(conn->Exec("INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, "
-                         "UPDATE_MS, IDEMPOTENCY_KEY, FINGERPRINT, STATE, LEASE_UNTIL) VALUES (now(), now(), now(), 1, "
-                         "0, 0, 0, 0, 'dead', 'x', 'staging', (clock_timestamp() AT TIME ZONE 'UTC') + "
-                         "interval '1500 milliseconds'); "
-                         "INSERT INTO P_GRANT_CREDIT SELECT CARD_ID, 1, 5 FROM S_ACCOUNT WHERE CARD_ID <= 3")
-                  .ok());
-  auto refused = f.Grant(1);
-  EXPECT_EQ(refused.status().code(), ErrorCode::kGrantInProgress) << refused.status().ToString();
-  EXPECT_EQ(f.Card(1)->pending_points, 0) << "staged credit is not visible";
-  EXPECT_TRUE(Eventually([&] { return f.Int("SELECT COUNT(*) FROM P_GRANT") == 0; }, std::chrono::seconds(5)))
-      << "the folder drops it within a second of its lease's end";
-  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT_CREDIT"), 0);
-  auto granted = f.Grant(1, "dead");
-  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
-  EXPECT_FALSE(granted->replayed);
-  ASSERT_TRUE(f.Folded(granted->grant_id));
-  f.ExpectInvariants();
-}
-
-// A crash in each phase of a grant, on a server: after a restart the grant
-// is wholly absent (it had not applied: its lease runs out) or wholly
-// present (its fold resumes), and the invariants hold either way.
-void CrashInsideAPostgresGrant(const std::string& failpoint, bool expect_present) {
-  std::string url = FreshDatabase();
-  auto seeded = RunHotrow(
-      {"seed", "pointcard", "--cards", "200", "--stores", "20", "--history", "1000", "--seed", "7", "--db", url});
-  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
-  auto conn = OrThrow(db::pg::Connection::Connect(url));
-  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
-  int64_t balances_before = count("SELECT SUM(BALANCE) FROM S_ACCOUNT");
-  TestServer server(TestServerOptions{0, false, {"--grant-fold-chunk", "10"}, {{"HOTROW_FAILPOINT", failpoint}}, url});
-  ASSERT_TRUE(server.ok());
-  {
-    HttpClient c(server.port());
-    ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":500})").status, 201);
-    try {
-      std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
-      c.Post("/api/v1/grants",
-             R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1,"allowOverlap":true})",
-             {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
-    } catch (const std::exception&) {
-      // the server died mid-request, as arranged
-    }
-  }
-  EXPECT_EQ(server.process().Wait(std::chrono::seconds(30)), -SIGABRT) << server.process().Log();
-  ASSERT_TRUE(server.Start({}));
-  // A staging grant's lease (10 s) runs out, and the folder drops it; an
-  // applied one's fold resumes.
-  EXPECT_TRUE(Eventually([&] { return count("SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'folded'") == 0; },
-                         std::chrono::seconds(20)));
-  EXPECT_EQ(count("SELECT COUNT(*) FROM P_GRANT_CREDIT"), 0) << "every credit is folded (applied) or dropped";
-  int64_t grants = count("SELECT COUNT(*) FROM P_GRANT");
-  int64_t rows = count("SELECT COUNT(*) FROM H_TRANSACTION WHERE STORE_ID = 0");
-  int64_t balances = count("SELECT SUM(BALANCE) FROM S_ACCOUNT");
-  if (expect_present) {
-    EXPECT_EQ(grants, 1);
-    EXPECT_GT(rows, 50) << "the grant should have reached many cards";
-    EXPECT_EQ(rows, count("SELECT CARDS FROM P_GRANT"));
-    EXPECT_EQ(balances, balances_before + 500 + count("SELECT POINTS FROM P_GRANT"));
-  } else {
-    EXPECT_EQ(grants, 0);
-    EXPECT_EQ(rows, 0) << "a half-applied grant survived the crash";
-    EXPECT_EQ(balances, balances_before + 500) << "the acknowledged payment must survive, the grant must not";
-  }
-  auto check = RunHotrow({"check", "pointcard", "--db", url});
-  EXPECT_EQ(check.exit_code, 0) << check.output;
-}
-
-// A server killed while its grant stages leaves backends running its
-// staging statements. They used to run on (here: blocked behind a lock on
-// H_TRANSACTION), holding the grant's row, so its lease could not expire
-// and every later grant got 409 grant_in_progress until they ended; now
-// client_connection_check_interval ends them within about a second.
-TEST(PostgresGrant, TheStagingOfAKilledServerStopsWithIt) {
-  std::string url = FreshDatabase();
-  auto seeded = RunHotrow(
-      {"seed", "pointcard", "--cards", "200", "--stores", "20", "--history", "1000", "--seed", "7", "--db", url});
-  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
-  auto conn = OrThrow(db::pg::Connection::Connect(url));
-  auto staging = [&] {
-    return OrThrow(conn->Query("SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE '%stage_range_v1%' "
-                               "AND pid <> pg_backend_pid()"))
-        .Int(0, 0);
-  };
-  TestServer server(TestServerOptions{0, false, {}, {}, url});
-  ASSERT_TRUE(server.ok());
-  auto locker = OrThrow(db::pg::Connection::Connect(url));
-  ASSERT_TRUE(locker->Exec("BEGIN").ok());
-  ASSERT_TRUE(locker->Exec("LOCK TABLE H_TRANSACTION IN ACCESS EXCLUSIVE MODE").ok());
-  std::thread client([port = server.port()] {
-    try {
-      HttpClient c(port);
-      std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
-      c.Post("/api/v1/grants", R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1})",
-             {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
-    } catch (const std::exception&) {
-      // the server dies mid-request, as arranged
-    }
-  });
-  EXPECT_TRUE(Eventually([&] { return staging() > 0; }, std::chrono::seconds(20))) << "the grant never staged";
-  server.Kill();
-  client.join();
-  EXPECT_TRUE(Eventually([&] { return staging() == 0; }, std::chrono::seconds(5)))
-      << "a dead server's staging backend still runs";
-  ASSERT_TRUE(locker->Exec("ROLLBACK").ok());
-}
-
-TEST(PostgresGrant, ACrashAfterItsCreditsAreStagedLeavesNoneOfIt) { CrashInsideAPostgresGrant("grant.stage", false); }
-
-TEST(PostgresGrant, ACrashRightAfterTheApplyKeepsAllOfIt) { CrashInsideAPostgresGrant("grant.commit", true); }
-
-TEST(PostgresGrant, ACrashWhileItFoldsKeepsAllOfIt) { CrashInsideAPostgresGrant("grant.fold:5", true); }
 
 }  // namespace
 }  // namespace hotrow::testing
