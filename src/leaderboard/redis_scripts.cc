@@ -39,6 +39,20 @@ end
 local function profile_of(p, member)
   return redis.call('HGET', p, string.sub(member, 17)) or false
 end
+-- Appends positions [from, to] of zset z in rank order to out as member,
+-- score, profile (of hash p); on a shared board sets out[rank_at] to the
+-- first one's rank.
+local function append_page(out, z, p, from, to, desc, shared, rank_at)
+  local page
+  if desc then page = redis.call('ZREVRANGE', z, from, to, 'WITHSCORES')
+  else page = redis.call('ZRANGE', z, from, to, 'WITHSCORES') end
+  if shared and #page > 0 then out[rank_at] = better_than(z, tonumber(page[2]), desc) + 1 end
+  for i = 1, #page, 2 do
+    out[#out + 1] = page[i]
+    out[#out + 1] = page[i + 1]
+    out[#out + 1] = profile_of(p, page[i])
+  end
+end
 )lua";
 
 std::string WithHelpers(std::string_view body) { return std::string(kLuaHelpers) + std::string(body); }
@@ -276,15 +290,7 @@ local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local desc = ARGV[3] == 'desc'
 local out = {total, offset + 1}
 if offset < total then
-  local page
-  if desc then page = redis.call('ZREVRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES')
-  else page = redis.call('ZRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES') end
-  if ARGV[4] == 'shared' and #page > 0 then out[2] = better_than(KEYS[1], tonumber(page[2]), desc) + 1 end
-  for i = 1, #page, 2 do
-    out[#out + 1] = page[i]
-    out[#out + 1] = page[i + 1]
-    out[#out + 1] = profile_of(KEYS[2], page[i])
-  end
+  append_page(out, KEYS[1], KEYS[2], offset, offset + limit - 1, desc, ARGV[4] == 'shared', 2)
 end
 return out
 )lua")};
@@ -304,17 +310,9 @@ local out = {rank, score, profile_of(KEYS[3], member)}
 local k = tonumber(ARGV[2])
 if k >= 0 then
   local from = math.max(0, position - k)
-  local page
-  if desc then page = redis.call('ZREVRANGE', KEYS[1], from, position + k, 'WITHSCORES')
-  else page = redis.call('ZRANGE', KEYS[1], from, position + k, 'WITHSCORES') end
   out[4] = from + 1
   out[5] = from + 1
-  if ARGV[4] == 'shared' then out[5] = better_than(KEYS[1], tonumber(page[2]), desc) + 1 end
-  for i = 1, #page, 2 do
-    out[#out + 1] = page[i]
-    out[#out + 1] = page[i + 1]
-    out[#out + 1] = profile_of(KEYS[3], page[i])
-  end
+  append_page(out, KEYS[1], KEYS[3], from, position + k, desc, ARGV[4] == 'shared', 5)
 end
 return out
 )lua")};
