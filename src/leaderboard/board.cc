@@ -21,27 +21,32 @@ using Tree = __gnu_pbds::tree<Key, std::string, std::less<Key>, __gnu_pbds::rb_t
 using Node = Tree::value_type;  // (key, client id), in a node that stays put while it lives
 
 // Client id -> its node in the tree. The id is kept once, in the node: a
-// slot is a pointer to it. Open addressing with linear probing, at most 3/4
-// full, deletion by backward shift (no tombstones): 8 bytes a slot, 11-21
-// bytes a player, against about 88 for a std::unordered_map node holding
-// the id again, (score, seq) and its bucket (docs/benchmarks.md, "Leaderboard
-// at scale").
+// slot is a pointer to it, whose low bit (nodes are 8-byte aligned) marks a
+// player that may have a display name or metadata. Open addressing with
+// linear probing, at most 3/4 full, deletion by backward shift (no
+// tombstones): 8 bytes a slot, 11-21 bytes a player, against about 88 for a
+// std::unordered_map node holding the id again, (score, seq) and its bucket
+// (docs/benchmarks.md, "Leaderboard at scale").
 class PlayerIndex {
  public:
+  static_assert(alignof(Node) >= 2, "the slot's low bit is the profile mark");
   const Node* Find(std::string_view id) const {
-    if (slots_.empty()) return nullptr;
-    for (size_t i = Home(id);; i = (i + 1) & mask_) {
-      const Node* n = slots_[i];
-      if (!n || n->second == id) return n;
-    }
+    const uintptr_t* slot = Slot(id);
+    return slot ? NodeOf(*slot) : nullptr;
+  }
+  // Whether the player is marked as maybe having a profile (false when absent).
+  bool Marked(std::string_view id) const {
+    const uintptr_t* slot = Slot(id);
+    return slot && (*slot & 1);
+  }
+  // Marks or unmarks a player that is present.
+  void Mark(std::string_view id, bool marked) {
+    if (auto* slot = const_cast<uintptr_t*>(Slot(id))) *slot = (*slot & ~uintptr_t{1}) | (marked ? 1 : 0);
   }
   // Adds a node whose id is absent.
-  void Add(const Node* node) {
+  void Add(const Node* node, bool marked = false) {
     if ((size_ + 1) * 4 > slots_.size() * 3) Grow(slots_.empty() ? 16 : slots_.size() * 2);
-    size_t i = Home(node->second);
-    while (slots_[i]) i = (i + 1) & mask_;
-    slots_[i] = node;
-    ++size_;
+    AddSlot(reinterpret_cast<uintptr_t>(node) | (marked ? 1 : 0));
   }
   // Call while the id's node still lives (its id is compared).
   void Erase(std::string_view id) {
@@ -49,18 +54,18 @@ class PlayerIndex {
     size_t hole = Home(id);
     for (;; hole = (hole + 1) & mask_) {
       if (!slots_[hole]) return;
-      if (slots_[hole]->second == id) break;
+      if (NodeOf(slots_[hole])->second == id) break;
     }
     // Moves each later entry of the run back into the hole when the hole
     // lies between its home and its slot, so that no probe stops early.
     for (size_t j = (hole + 1) & mask_; slots_[j]; j = (j + 1) & mask_) {
-      size_t home = Home(slots_[j]->second);
+      size_t home = Home(NodeOf(slots_[j])->second);
       if (((j - home) & mask_) >= ((j - hole) & mask_)) {
         slots_[hole] = slots_[j];
         hole = j;
       }
     }
-    slots_[hole] = nullptr;
+    slots_[hole] = 0;
     --size_;
   }
   void Clear() {
@@ -75,16 +80,30 @@ class PlayerIndex {
   }
 
  private:
+  static const Node* NodeOf(uintptr_t slot) { return reinterpret_cast<const Node*>(slot & ~uintptr_t{1}); }
   size_t Home(std::string_view id) const { return std::hash<std::string_view>()(id) & mask_; }
+  const uintptr_t* Slot(std::string_view id) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = Home(id);; i = (i + 1) & mask_) {
+      if (!slots_[i]) return nullptr;
+      if (NodeOf(slots_[i])->second == id) return &slots_[i];
+    }
+  }
+  void AddSlot(uintptr_t slot) {
+    size_t i = Home(NodeOf(slot)->second);
+    while (slots_[i]) i = (i + 1) & mask_;
+    slots_[i] = slot;
+    ++size_;
+  }
   void Grow(size_t cap) {
-    std::vector<const Node*> old = std::move(slots_);
-    slots_.assign(cap, nullptr);
+    std::vector<uintptr_t> old = std::move(slots_);
+    slots_.assign(cap, 0);
     mask_ = cap - 1;
     size_ = 0;
-    for (const Node* n : old)
-      if (n) Add(n);
+    for (uintptr_t s : old)
+      if (s) AddSlot(s);
   }
-  std::vector<const Node*> slots_;  // nullptr: empty; a power of two
+  std::vector<uintptr_t> slots_;  // 0: empty; a power of two
   size_t mask_ = 0, size_ = 0;
 };
 }  // namespace
@@ -95,28 +114,35 @@ struct Board::Impl {
   const Ranking ranking;
   Tree tree;
   PlayerIndex players;
-  // Kept apart from the rank structure: only players with a display name or
-  // metadata cost anything here.
+  // The display names and metadata of the marked players (PlayerIndex) in
+  // the top kPageLimitMax, as far as they are known: no other player's
+  // costs anything here. Others are read from the store (board.h).
   struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
   std::unordered_map<std::string, std::shared_ptr<const Profile>, StringHash, std::equal_to<>> profiles;
+  ProfileToken token;  // erases: Erase and ReplaceAll; sets: SetProfile
 
-  std::shared_ptr<const Profile> ProfileOf(std::string_view client_id) const {
-    if (profiles.empty()) return nullptr;
-    auto it = profiles.find(client_id);
-    return it == profiles.end() ? nullptr : it->second;
+  // The entry's profile as held, or the mark that it must be read.
+  void FillProfile(Entry& e) const {
+    if (!profiles.empty())
+      if (auto it = profiles.find(e.client_id); it != profiles.end()) {
+        e.profile = it->second;
+        return;
+      }
+    e.profile_unread = players.Marked(e.client_id);
   }
+  bool InTop(const Key& key) const { return tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax); }
 
   Key KeyOf(int64_t score, int64_t seq) const { return {sign * score, seq}; }
   // Adds a player that is on neither structure. Sequence numbers are
   // unique, so two players never share a key; if data restored by hand
   // made them, the second is left out (logged) rather than indexed to the
   // first one's node.
-  void Insert(const Key& key, std::string id) {
+  void Insert(const Key& key, std::string id, bool marked = false) {
     auto [node, inserted] = tree.insert({key, std::move(id)});
-    if (inserted) return players.Add(&*node);
+    if (inserted) return players.Add(&*node, marked);
     log::Error(
         "leaderboard: two players share score {} and sequence number {} ('{}' and another); the other is "
         "left out of the board",
@@ -141,7 +167,8 @@ struct Board::Impl {
       int64_t rank = ranking == Ranking::kUnique || out.empty()   ? Rank(pos, it->first)
                      : it->first.first == sign * out.back().score ? out.back().rank
                                                                   : pos + 1;
-      out.push_back({rank, it->second, ScoreOf(it->first), ProfileOf(it->second)});
+      out.push_back({rank, it->second, ScoreOf(it->first)});
+      FillProfile(out.back());
     }
     return out;
   }
@@ -177,16 +204,18 @@ void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
   assert(mutex_.HeldExclusively() && "Board::SetLocked without the exclusive lock");
   auto& tree = impl_->tree;
   bool touches_top = true;  // a new player: the total changes
+  bool marked = false;
   std::string id(client_id);
   if (const Node* n = impl_->players.Find(client_id)) {
     Key old = n->first;
-    touches_top = tree.order_of_key(old) < static_cast<size_t>(kPageLimitMax);
+    touches_top = impl_->InTop(old);
+    marked = impl_->players.Marked(client_id);
     impl_->players.Erase(client_id);  // first: it compares the node's id
     tree.erase(old);
   }
   Key key = impl_->KeyOf(score, seq);
-  impl_->Insert(key, std::move(id));
-  if (touches_top || tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax)) Publish();
+  impl_->Insert(key, std::move(id), marked);
+  if (touches_top || impl_->InTop(key)) Publish();
 }
 
 void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players) {
@@ -202,6 +231,7 @@ void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& player
   impl_->tree.clear();
   impl_->players.Clear();
   impl_->profiles.clear();
+  ++impl_->token.erases;
   impl_->players.Reserve(players.size());
   for (const auto& [key, i] : order) {
     const auto& [id, st] = players[i];
@@ -210,11 +240,10 @@ void Board::ReplaceAll(const std::vector<std::pair<std::string, Stored>>& player
       Key old = n->first;
       impl_->players.Erase(id);
       impl_->tree.erase(old);
-      impl_->profiles.erase(id);
     }
-    impl_->Insert(key, id);
-    if (st.profile) impl_->profiles.insert_or_assign(id, st.profile);
+    impl_->Insert(key, id, st.has_profile);
   }
+  // No profile is held yet: the first read of the top reads them.
   Publish();
 }
 
@@ -223,16 +252,52 @@ void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile
   std::unique_lock lock(mutex_);
   const Node* player = impl_->players.Find(client_id);
   if (!player) return;
+  ++impl_->token.sets;
+  impl_->players.Mark(client_id, true);
+  if (!impl_->InTop(player->first)) return;  // read from the store when shown
   auto it = impl_->profiles.find(client_id);
   if (it != impl_->profiles.end() && it->second->seq >= profile->seq) return;
-  // None held: one older than the player's score is of an entry removed
-  // since (a late answer), not of this one.
+  // None held: one older than the player's score may be of an entry
+  // removed since (a late answer), or not the newest; the store says.
   if (it == impl_->profiles.end() && profile->seq < player->first.second) return;
   if (it == impl_->profiles.end())
     impl_->profiles.emplace(std::string(client_id), std::move(profile));
   else
     it->second = std::move(profile);
-  if (impl_->tree.order_of_key(player->first) < static_cast<size_t>(kPageLimitMax)) Publish();
+  Publish();
+}
+
+Board::ProfileToken Board::profile_token() const {
+  std::shared_lock lock(mutex_);
+  return impl_->token;
+}
+
+void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& asked, const ProfileMap& found) {
+  std::unique_lock lock(mutex_);
+  if (impl_->token.erases != token.erases) return;  // a player read may be another entry now
+  const bool unchanged = impl_->token.sets == token.sets;
+  bool top_changed = false;
+  for (const auto& id : asked) {
+    const Node* player = impl_->players.Find(id);
+    if (!player || !impl_->players.Marked(id)) continue;
+    auto f = found.find(id);
+    if (f == found.end() || !f->second) {
+      // The store has none: unmark, unless a profile arrived meanwhile.
+      if (unchanged) impl_->players.Mark(id, false);
+      continue;
+    }
+    if (!impl_->InTop(player->first)) continue;
+    auto& held = impl_->profiles[id];
+    if (held && held->seq >= f->second->seq) continue;
+    held = f->second;
+    top_changed = true;
+  }
+  if (top_changed) Publish();
+}
+
+size_t Board::profiles_held() const {
+  std::shared_lock lock(mutex_);
+  return impl_->profiles.size();
 }
 
 bool Board::Erase(std::string_view client_id) {
@@ -243,6 +308,7 @@ bool Board::Erase(std::string_view client_id) {
   impl_->players.Erase(client_id);
   impl_->tree.erase(key);
   if (auto p = impl_->profiles.find(client_id); p != impl_->profiles.end()) impl_->profiles.erase(p);
+  ++impl_->token.erases;
   Publish();
   return true;
 }
@@ -251,6 +317,16 @@ void Board::Publish() {
   auto snap = std::make_shared<Snapshot>();
   snap->total = static_cast<int64_t>(impl_->tree.size());
   snap->top = impl_->Range(0, std::min<int64_t>(kPageLimitMax, snap->total));
+  // Profiles of players that left the top are no longer held.
+  if (impl_->profiles.size() > 0) {
+    size_t shown = 0;
+    for (const auto& e : snap->top) shown += e.profile != nullptr;
+    if (shown < impl_->profiles.size()) {
+      std::unordered_map<std::string_view, bool> in_top;
+      for (const auto& e : snap->top) in_top.emplace(e.client_id, true);
+      std::erase_if(impl_->profiles, [&](const auto& p) { return !in_top.count(p.first); });
+    }
+  }
   snapshot_.store(std::move(snap), std::memory_order_release);
 }
 
@@ -260,8 +336,8 @@ std::optional<PlayerView> Board::Player(std::string_view client_id, std::optiona
   if (!n) return std::nullopt;
   const Key& key = n->first;
   auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
-  PlayerView view{{impl_->Rank(position, key), n->second, impl_->ScoreOf(key), impl_->ProfileOf(n->second)},
-                  std::nullopt};
+  PlayerView view{{impl_->Rank(position, key), n->second, impl_->ScoreOf(key)}, std::nullopt};
+  impl_->FillProfile(view.entry);
   if (around) {
     int64_t size = static_cast<int64_t>(impl_->tree.size());
     view.around = impl_->Range(std::max<int64_t>(0, position - *around), std::min(size, position + *around + 1));
@@ -278,8 +354,8 @@ std::vector<Entry> Board::Locate(const std::vector<std::string>& client_ids) con
       if (!n) continue;
       const Key& key = n->first;
       auto position = static_cast<int64_t>(impl_->tree.order_of_key(key));
-      placed.push_back(
-          {position, Entry{impl_->Rank(position, key), n->second, impl_->ScoreOf(key), impl_->ProfileOf(n->second)}});
+      placed.push_back({position, Entry{impl_->Rank(position, key), n->second, impl_->ScoreOf(key)}});
+      impl_->FillProfile(placed.back().second);
     }
   }
   std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -15,6 +15,8 @@
 //   around-me (K either side):    O(log N + K)
 //   set / erase a player:         O(log N)
 //
+// Profiles: see SetProfile.
+//
 // Consistency: written only after the commit that made the change durable
 // (see db/sqlite_writer.h), so reads never see uncommitted scores.
 //
@@ -51,15 +53,35 @@ class Board {
   // new): changes that arrive out of order from other instances cannot
   // move a player back.
   void SetIfNewer(std::string_view client_id, int64_t score, int64_t seq);
-  // Sets a player's display name and metadata, when the player is on the
-  // board and `profile` is newer (its seq) than the one held. Held apart
-  // from the rank structure (only players that have one pay for it);
-  // entries carry it.
+  // Profiles (display names and metadata) are held apart from the rank
+  // structure, for the top kPageLimitMax only: a player costs one bit for
+  // "may have a profile" (a bit of the index's slot), and the store of
+  // record keeps the profiles. An entry of a marked player whose profile
+  // is not held comes back with `profile_unread`: the caller takes a
+  // profile_token(), reads those from the store, fills them in, and hands
+  // them back to CacheProfiles, which keeps those in the top (and unmarks
+  // players the store had none for).
+  //
+  // SetProfile marks a player on the board, and holds `profile` when the
+  // player is in the top and it is newer (its seq) than the one held. With
+  // none held, one older than the player's score may be a late answer of
+  // an entry removed since: left to the store.
   void SetProfile(std::string_view client_id, std::shared_ptr<const Profile> profile);
+  struct ProfileToken {
+    uint64_t erases = 0;  // Erase and ReplaceAll
+    uint64_t sets = 0;    // SetProfile
+  };
+  ProfileToken profile_token() const;
+  // `found`: the profiles the store held for `asked` (read after `token`
+  // was taken). Dropped when a player was erased since; a player without
+  // one is unmarked unless a profile was set since.
+  void CacheProfiles(ProfileToken token, const std::vector<std::string>& asked, const ProfileMap& found);
+  size_t profiles_held() const;
   // False when absent. The profile goes too.
   bool Erase(std::string_view client_id);
-  // Replaces every player (and profile) at once; a player listed twice
-  // gets the newer (higher seq) of the two.
+  // Replaces every player at once, marking those that have a profile
+  // (none is held until a read of the top hands them back); a player
+  // listed twice gets the newer (higher seq) of the two.
   void ReplaceAll(const std::vector<std::pair<std::string, Stored>>& players);
 
   // The player's entry with its rank, and the K entries either side.

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -157,11 +158,16 @@ inline constexpr int kMetadataDepthMax = 8;
 // (text.h's rule, trimmed).
 Status ValidateDisplayName(std::string_view name);
 
+// Profiles by client id, as a store read them (a player without one absent).
+using ProfileMap = std::unordered_map<std::string, std::shared_ptr<const Profile>>;
+
 // A player's stored score and the sequence number of the change that set it.
 struct Stored {
   int64_t score;
   int64_t seq;
-  std::shared_ptr<const Profile> profile = nullptr;  // when set (loads only; a Board keeps it apart)
+  // Whether the player has a display name or metadata (loads: the Board
+  // reads the top's from the store when it shows them).
+  bool has_profile = false;
 };
 
 struct Entry {
@@ -169,6 +175,9 @@ struct Entry {
   std::string client_id;
   int64_t score = 0;
   std::shared_ptr<const Profile> profile = nullptr;  // none set
+  // The player may have a profile that the Board does not hold (outside its
+  // top): read it from the store (Board::SetProfile).
+  bool profile_unread = false;
 };
 
 // A page of the board. Its entries are a view into an immutable list that

@@ -85,7 +85,8 @@ Status PostgresLeaderboardStore::Load(
           froms += (froms.size() > 1 ? "," : "") + std::to_string(from);
         }
         auto scores = c.Query(
-            "SELECT s.board_id, s.season, s.client_id, s.score, s.seq, s.display_name, s.metadata, s.profile_seq "
+            "SELECT s.board_id, s.season, s.client_id, s.score, s.seq, "
+            "s.display_name IS NOT NULL OR s.metadata IS NOT NULL "
             "FROM lb_score s "
             "JOIN unnest($1::text[], $2::bigint[]) AS w(board_id, from_season) "
             "ON s.board_id = w.board_id AND s.season >= w.from_season",
@@ -103,7 +104,7 @@ Status PostgresLeaderboardStore::Load(
   for (int i = 0; i < scores.size(); ++i) {
     if (scores.Text(i, 0) != board) board = std::string(scores.Text(i, 0));
     sink(board, scores.Int(i, 1), std::string(scores.Text(i, 2)),
-         Stored{.score = scores.Int(i, 3), .seq = scores.Int(i, 4), .profile = ProfileOf(scores, i, 5)});
+         Stored{.score = scores.Int(i, 3), .seq = scores.Int(i, 4), .has_profile = scores.Text(i, 5) == "t"});
   }
   return Status::Ok();
 }
@@ -113,15 +114,15 @@ Status PostgresLeaderboardStore::LoadSeason(const std::string& board_id, int64_t
   auto rows = pool_.Run<pg::Rows>(
       [&](pg::Connection& c) {
         return c.Query(
-            "SELECT client_id, score, seq, display_name, metadata, profile_seq FROM lb_score WHERE board_id = $1 "
-            "AND season = $2",
+            "SELECT client_id, score, seq, display_name IS NOT NULL OR metadata IS NOT NULL FROM lb_score "
+            "WHERE board_id = $1 AND season = $2",
             {board_id, std::to_string(season)});
       },
       /*unbounded=*/true);
   if (!rows.ok()) return rows.status();
   for (int i = 0; i < rows->size(); ++i)
     sink(std::string(rows->Text(i, 0)),
-         Stored{.score = rows->Int(i, 1), .seq = rows->Int(i, 2), .profile = ProfileOf(*rows, i, 3)});
+         Stored{.score = rows->Int(i, 1), .seq = rows->Int(i, 2), .has_profile = rows->Text(i, 3) == "t"});
   return Status::Ok();
 }
 
@@ -299,6 +300,23 @@ constexpr pg::NamedSql kDeleteBoard{"lb_board_delete", R"(
   SELECT pg_notify('hotrow_lb', 'board ' || board_id) FROM b)"};
 
 }  // namespace
+
+void PostgresLeaderboardStore::ReadProfiles(const std::string& board_id, int64_t season,
+                                            std::vector<std::string> client_ids,
+                                            std::function<void(Result<ProfileMap>)> done) {
+  static constexpr pg::NamedSql kReadProfiles{"lb_read_profiles", R"(
+    SELECT client_id, display_name, metadata, profile_seq FROM lb_score
+    WHERE board_id = $1 AND season = $2 AND client_id = ANY($3::text[])
+      AND (display_name IS NOT NULL OR metadata IS NOT NULL))"};
+  pool_.Submit([board_id, season, ids = TextArray(client_ids), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(kReadProfiles, {board_id, std::to_string(season), ids});
+    if (!rows.ok()) return done(rows.status());
+    ProfileMap found;
+    for (int i = 0; i < rows->size(); ++i) found.emplace(std::string(rows->Text(i, 0)), ProfileOf(*rows, i, 1));
+    done(std::move(found));
+  });
+}
 
 void PostgresLeaderboardStore::CreateBoard(BoardInfo b, std::function<void(Status)> done) {
   pool_.Submit([b = std::move(b), done = std::move(done)](Result<pg::Connection*> c) {

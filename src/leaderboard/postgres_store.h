@@ -36,6 +36,8 @@ class PostgresLeaderboardStore final : public LeaderboardStore {
                     const std::function<void(std::string, Stored)>& sink) override;
   Result<std::vector<RecordedSeason>> SeasonHistory(const std::string& board_id) override;
   Result<BoardInfo> LoadBoard(const std::string& board_id) override;
+  void ReadProfiles(const std::string& board_id, int64_t season, std::vector<std::string> client_ids,
+                    std::function<void(Result<ProfileMap>)> done) override;
   const char* channel() const override { return kBoardChannel; }
   Result<std::optional<ScoreChange>> Follow(std::string_view notification) override;
   void CreateBoard(BoardInfo board, std::function<void(Status)> done) override;

@@ -267,6 +267,17 @@ class LeaderboardService final : public DomainService {
   // Runs `work` on a thread of its own, unless `limit` > 0 of them run
   // already (or no thread can start): then false.
   bool OffThread(int limit, std::function<void()> work);
+  // Reads from the store the profiles of `entries` marked profile_unread
+  // (players outside the Board's top), fills them in, and hands them to
+  // `board`, which keeps those of its top. Inline when none is unread.
+  void FillProfiles(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
+                    std::vector<Entry> entries, std::function<void(Result<std::vector<Entry>>)> done);
+  // A Board's reads with their profiles filled in.
+  void ReadTop(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season, int64_t offset,
+               int64_t limit, Callback<Result<Page>> done);
+  void ReadPlayer(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
+                  const std::string& client_id, std::optional<int64_t> around,
+                  std::function<void(Result<PlayerView>)> done);
   // A cached archived Board, or null.
   std::shared_ptr<Board> CachedArchive(const std::string& board_id, int64_t created_us, int64_t season);
   // Reads the board again (another instance created, changed or deleted it).

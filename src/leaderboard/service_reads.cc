@@ -116,6 +116,69 @@ bool LeaderboardService::OffThread(int limit, std::function<void()> work) {
 }
 
 namespace {
+bool AnyUnread(std::span<const Entry> entries) {
+  return std::any_of(entries.begin(), entries.end(), [](const Entry& e) { return e.profile_unread; });
+}
+}  // namespace
+
+void LeaderboardService::FillProfiles(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
+                                      std::vector<Entry> entries,
+                                      std::function<void(Result<std::vector<Entry>>)> done) {
+  std::vector<std::string> unread;
+  for (const auto& e : entries)
+    if (e.profile_unread && std::find(unread.begin(), unread.end(), e.client_id) == unread.end())
+      unread.push_back(e.client_id);
+  if (unread.empty()) return done(std::move(entries));
+  const Board::ProfileToken token = board->profile_token();  // before the store read (CacheProfiles)
+  auto asked = std::make_shared<std::vector<std::string>>(unread);
+  store_.ReadProfiles(
+      board_id, season, std::move(unread),
+      [board, token, asked, entries = std::move(entries), done = std::move(done)](Result<ProfileMap> found) mutable {
+        if (!found.ok()) return done(found.status());
+        for (auto& e : entries) {
+          if (!e.profile_unread) continue;
+          auto it = found->find(e.client_id);
+          e.profile = it == found->end() ? nullptr : it->second;
+          e.profile_unread = false;
+        }
+        board->CacheProfiles(token, *asked, *found);
+        done(std::move(entries));
+      });
+}
+
+void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
+                                 int64_t offset, int64_t limit, Callback<Result<Page>> done) {
+  Page page = board->Top(offset, limit);
+  if (!AnyUnread(page.entries)) return done(std::move(page));
+  auto shared_done = std::make_shared<Callback<Result<Page>>>(std::move(done));
+  FillProfiles(board, board_id, season, std::vector<Entry>(page.entries.begin(), page.entries.end()),
+               [total = page.total, shared_done](Result<std::vector<Entry>> r) {
+                 if (!r.ok()) return (*shared_done)(r.status());
+                 (*shared_done)(Page::Own(std::move(*r), total));
+               });
+}
+
+void LeaderboardService::ReadPlayer(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
+                                    const std::string& client_id, std::optional<int64_t> around,
+                                    std::function<void(Result<PlayerView>)> done) {
+  auto view = board->Player(client_id, around);
+  if (!view) return done(NoSuchPlayer(client_id));
+  if (!view->entry.profile_unread && !(view->around && AnyUnread(*view->around))) return done(std::move(*view));
+  // The entry first, then those around it.
+  std::vector<Entry> entries{view->entry};
+  if (view->around) entries.insert(entries.end(), view->around->begin(), view->around->end());
+  const bool with_around = view->around.has_value();
+  FillProfiles(board, board_id, season, std::move(entries),
+               [with_around, done = std::move(done)](Result<std::vector<Entry>> r) {
+                 if (!r.ok()) return done(r.status());
+                 PlayerView filled{std::move(r->front()), std::nullopt};
+                 if (with_around)
+                   filled.around.emplace(std::make_move_iterator(r->begin() + 1), std::make_move_iterator(r->end()));
+                 done(std::move(filled));
+               });
+}
+
+namespace {
 Status CheckPage(int64_t offset, int64_t limit) {
   if (limit < 1 || limit > kPageLimitMax) return Status::OutOfRange("limit", 1, kPageLimitMax);
   if (offset < 0 || offset > kOffsetMax) return Status::OutOfRange("offset", 0, kOffsetMax);
@@ -130,19 +193,22 @@ void LeaderboardService::Top(const std::string& board_id, std::optional<int64_t>
   if (Status s = CheckPage(offset, limit); !s.ok()) return done(s);
   auto& [state, s] = *read;
   if (ranking_) return ranking_->Top(state->info, s, offset, limit, std::move(done));
-  if (s == state->season) return done(state->board->Top(offset, limit));
+  if (s == state->season) return ReadTop(state->board, state->info.id, s, offset, limit, std::move(done));
   Archived(state, s, /*limited=*/true,
-           [offset, limit, done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
+           [this, board_id = state->info.id, s, offset, limit,
+            done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
              if (!b.ok()) return done(b.status());
-             done((*b)->Top(offset, limit));
+             ReadTop(*b, board_id, s, offset, limit, std::move(done));
            });
 }
 
 void LeaderboardService::Top(int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   if (Status s = CheckPage(offset, limit); !s.ok()) return done(s);
   // The hot read: `default`'s first Board, no lock.
-  if (default_board_ && NowMicros() < default_until_us_.load(std::memory_order_acquire))
-    return done(default_board_->Top(offset, limit));
+  if (default_board_ && NowMicros() < default_until_us_.load(std::memory_order_acquire)) {
+    Page page = default_board_->Top(offset, limit);
+    if (!AnyUnread(page.entries)) return done(std::move(page));  // else the registry knows the season
+  }
   Top(std::string(kDefaultBoard), std::nullopt, offset, limit, std::move(done));
 }
 
@@ -153,7 +219,8 @@ void LeaderboardService::Player(std::string client_id, std::optional<int64_t> ar
     if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
     auto view = default_board_->Player(client_id, around);
     if (!view) return done(NoSuchPlayer(client_id));
-    return done(std::move(*view));
+    if (!view->entry.profile_unread && !(view->around && AnyUnread(*view->around))) return done(std::move(*view));
+    // Else the registry knows the season to read profiles from.
   }
   Player(std::string(kDefaultBoard), std::nullopt, std::move(client_id), around, std::move(done));
 }
@@ -166,11 +233,10 @@ void LeaderboardService::Player(const std::string& board_id, std::optional<int64
   if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
   auto& [state, s] = *read;
   if (ranking_) return ranking_->Player(state->info, s, std::move(client_id), around, std::move(done));
-  auto answer = [client_id = std::move(client_id), around, done = std::move(done)](Result<std::shared_ptr<Board>> b) {
+  auto answer = [this, board_id = state->info.id, s, client_id = std::move(client_id), around,
+                 done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
     if (!b.ok()) return done(b.status());
-    auto view = (*b)->Player(client_id, around);
-    if (!view) return done(NoSuchPlayer(client_id));
-    done(std::move(*view));
+    ReadPlayer(*b, board_id, s, client_id, around, std::move(done));
   };
   if (s == state->season) return answer(state->board);
   Archived(state, s, /*limited=*/true, std::move(answer));
@@ -204,9 +270,14 @@ void LeaderboardService::Ranks(const std::string& board_id, std::optional<int64_
                              if (!r.ok()) return done(r.status());
                              done(finish(std::move(*r)));
                            });
-  auto answer = [finish, client_ids, done = std::move(done)](Result<std::shared_ptr<Board>> b) {
+  auto answer = [this, board_id = state->info.id, s, finish, client_ids,
+                 done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
     if (!b.ok()) return done(b.status());
-    done(finish((*b)->Locate(client_ids)));
+    FillProfiles(*b, board_id, s, (*b)->Locate(client_ids),
+                 [finish, done = std::move(done)](Result<std::vector<Entry>> r) {
+                   if (!r.ok()) return done(r.status());
+                   done(finish(std::move(*r)));
+                 });
   };
   if (s == state->season) return answer(state->board);
   Archived(state, s, /*limited=*/true, std::move(answer));

@@ -334,8 +334,8 @@ Status SqliteLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& boa
     wanted.emplace_back(std::move(id), board_sink(std::move(*board)));
   }
   auto q = (*conn)->Prepare(
-      "SELECT season, client_id, score, seq, display_name, metadata, profile_seq FROM lb_score WHERE board_id = ?1 "
-      "AND season >= ?2");
+      "SELECT season, client_id, score, seq, display_name IS NOT NULL OR metadata IS NOT NULL FROM lb_score "
+      "WHERE board_id = ?1 AND season >= ?2");
   if (!q.ok()) return q.status();
   for (const auto& [board, from] : wanted) {
     q->Reset();
@@ -345,7 +345,7 @@ Status SqliteLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& boa
       if (!row.ok()) return row.status();
       if (!*row) break;
       sink(board, q->Int(0), std::string(q->Text(1)),
-           Stored{.score = q->Int(2), .seq = q->Int(3), .profile = ProfileFrom(*q, 4)});
+           Stored{.score = q->Int(2), .seq = q->Int(3), .has_profile = q->Int(4) != 0});
     }
   }
   return Status::Ok();
@@ -356,15 +356,15 @@ Status SqliteLeaderboardStore::LoadSeason(const std::string& board_id, int64_t s
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
   auto q = (*conn)->Prepare(
-      "SELECT client_id, score, seq, display_name, metadata, profile_seq FROM lb_score WHERE board_id = ?1 AND "
-      "season = ?2");
+      "SELECT client_id, score, seq, display_name IS NOT NULL OR metadata IS NOT NULL FROM lb_score WHERE "
+      "board_id = ?1 AND season = ?2");
   if (!q.ok()) return q.status();
   q->Bind(1, board_id).Bind(2, season);
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
-    sink(std::string(q->Text(0)), Stored{.score = q->Int(1), .seq = q->Int(2), .profile = ProfileFrom(*q, 3)});
+    sink(std::string(q->Text(0)), Stored{.score = q->Int(1), .seq = q->Int(2), .has_profile = q->Int(3) != 0});
   }
 }
 
@@ -381,6 +381,36 @@ Result<std::vector<RecordedSeason>> SqliteLeaderboardStore::SeasonHistory(const 
     if (!*row) return out;
     out.push_back({q->Int(0), q->Int(1)});
   }
+}
+
+// On the caller's thread (an event loop): at most kPageLimitMax + 1 or
+// kRanksIdsMax lookups by primary key, from one read transaction.
+void SqliteLeaderboardStore::ReadProfiles(const std::string& board_id, int64_t season,
+                                          std::vector<std::string> client_ids,
+                                          std::function<void(Result<ProfileMap>)> done) {
+  auto read = [&]() -> Result<ProfileMap> {
+    auto conn = db_.Reader();
+    if (!conn.ok()) return conn.status();
+    if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return s;
+    struct End {
+      sqlite::Connection& c;
+      ~End() { log::WarnIfFailed(c.Exec("COMMIT"), "leaderboard: ending a profile read"); }
+    } end{**conn};
+    auto q = (*conn)->Prepare(
+        "SELECT display_name, metadata, profile_seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND "
+        "client_id = ?3");
+    if (!q.ok()) return q.status();
+    ProfileMap found;
+    for (auto& id : client_ids) {
+      q->Reset();
+      auto row = q->Bind(1, board_id).Bind(2, season).Bind(3, id).Step();
+      if (!row.ok()) return row.status();
+      if (!*row) continue;
+      if (auto profile = ProfileFrom(*q, 0)) found.emplace(std::move(id), std::move(profile));
+    }
+    return found;
+  };
+  done(read());
 }
 
 Result<BoardInfo> SqliteLeaderboardStore::LoadBoard(const std::string& board_id) {

@@ -166,6 +166,15 @@ class LeaderboardStore {
   // The starts of seasons before the board's schedule epoch, as recorded
   // when its schedule changed (UpdateBoard), by season.
   virtual Result<std::vector<RecordedSeason>> SeasonHistory(const std::string& board_id) = 0;
+  // The display names and metadata of those of `client_ids` that have one
+  // in `season` of the board, as stored now (a store whose players the
+  // service's Boards hold, which keep profiles for their top only).
+  // `done` runs inline or on a store thread.
+  virtual void ReadProfiles(const std::string& board_id, int64_t season, std::vector<std::string> client_ids,
+                            std::function<void(Result<ProfileMap>)> done) {
+    (void)board_id, (void)season, (void)client_ids;
+    done(Status::Internal("this store ranks for itself"));
+  }
   // One board as stored now; not_found when it does not exist.
   virtual Result<BoardInfo> LoadBoard(const std::string& board_id) = 0;
   // The channel whose notifications Follow parses; nullptr when no other

@@ -120,6 +120,78 @@ TEST_P(LeaderboardContract, ARemovedPlayerComesBackWithoutTheOldName) {
   EXPECT_EQ(Shown(Player(store(), "arena", "ann")->entry), "ann:-|-");
 }
 
+// The embedded stores' Boards hold profiles for their top 100 only: past
+// it, every read takes them from the store, and a player who enters the
+// top shows theirs.
+TEST_P(LeaderboardContract, NamesPastTheTop100AreShownInEveryRead) {
+  ASSERT_TRUE(Create(store(), "deep", BoardSettings{}).ok());
+  const int n = 160;
+  auto id = [](int i) { return "p" + std::to_string(i); };
+  auto shown = [&](int i) {
+    return id(i) + (i % 3 == 0 ? ":-|-" : ":N" + std::to_string(i) + "|{\"i\":" + std::to_string(i) + "}");
+  };
+  for (int i = 0; i < n; ++i)  // rank i + 1; every third without a profile
+    ASSERT_TRUE(Post(store(), "deep", id(i), 1000 - i,
+                     i % 3 == 0 ? PostExtras{} : Named("N" + std::to_string(i), "{\"i\":" + std::to_string(i) + "}"))
+                    .ok());
+  auto expect_reads = [&](const std::vector<int>& order) {  // `order`: the players by rank
+    auto want = [&](size_t from, size_t to) {
+      Strings out;
+      for (size_t r = from; r < to && r < order.size(); ++r) out.push_back(shown(order[r]));
+      return out;
+    };
+    for (int64_t offset : {0, 90, 100, 140}) {
+      auto page = Top(store(), "deep", offset, 20);
+      ASSERT_TRUE(page.ok()) << page.status().ToString();
+      EXPECT_EQ(Shown(page->entries), want(offset, offset + 20)) << "offset " << offset;
+    }
+    auto player = Player(store(), "deep", id(order[130]), 3);
+    ASSERT_TRUE(player.ok()) << player.status().ToString();
+    EXPECT_EQ(Shown(player->entry), shown(order[130]));
+    EXPECT_EQ(Shown(*player->around), want(127, 134));
+    auto ranks = Wait<Result<RanksView>>([&](auto done) {
+      store().Ranks("deep", std::nullopt, std::vector<std::string>{id(order[150]), id(order[2]), id(order[101])}, done);
+    });
+    ASSERT_TRUE(ranks.ok()) << ranks.status().ToString();
+    EXPECT_EQ(Shown(ranks->entries), (Strings{shown(order[2]), shown(order[101]), shown(order[150])}));
+  };
+  std::vector<int> order;
+  for (int i = 0; i < n; ++i) order.push_back(i);
+  {
+    SCOPED_TRACE("as posted");
+    expect_reads(order);
+  }
+  // The leader leaves: p100 (named) enters the top 100.
+  ASSERT_TRUE(Wait<Status>([&](auto done) { store().Remove("deep", id(0), done); }).ok());
+  order.erase(order.begin());
+  {
+    SCOPED_TRACE("after the leader left");
+    expect_reads(order);
+  }
+  // A player past the top renames; one leaves and comes back unnamed.
+  ASSERT_TRUE(Post(store(), "deep", id(131), 1000 - 131, Named("Renamed")).ok());
+  ASSERT_TRUE(Wait<Status>([&](auto done) { store().Remove("deep", id(140), done); }).ok());
+  ASSERT_TRUE(Post(store(), "deep", id(140), 1000 - 140).ok());
+  auto renamed = Player(store(), "deep", id(131));
+  ASSERT_TRUE(renamed.ok());
+  EXPECT_EQ(Shown(renamed->entry), id(131) + ":Renamed|{\"i\":131}");
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "back unnamed" : "after a restart");
+    auto back = Player(store(), "deep", id(140));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(Shown(back->entry), id(140) + ":-|-");
+    // And up into the top: still unnamed; the renamed one keeps its name there.
+    if (round == 0) {
+      ASSERT_TRUE(Post(store(), "deep", id(140), 5000).ok());
+      ASSERT_TRUE(Post(store(), "deep", id(131), 4000).ok());
+    }
+    auto top = Top(store(), "deep", 0, 2);
+    ASSERT_TRUE(top.ok());
+    EXPECT_EQ(Shown(top->entries), (Strings{id(140) + ":-|-", id(131) + ":Renamed|{\"i\":131}"}));
+    if (round == 0) Restart();
+  }
+}
+
 TEST_P(LeaderboardContract, BadNamesAndMetadataAreRefusedAndWriteNothing) {
   ASSERT_TRUE(Create(store(), "arena", BoardSettings{}).ok());
   for (std::string bad :

@@ -51,6 +51,105 @@ TEST(Board, AProfileFollowsItsOwnOrderAndALateOneOfARemovedEntryIsDropped) {
   b.SetProfile("a", profile("Stale", 10));
   EXPECT_FALSE(b.Player("a", std::nullopt)->entry.profile);
   EXPECT_FALSE(b.Top(0, 10).entries[0].profile);
+  // Left to the store, which has none: the mark goes.
+  auto token = b.profile_token();
+  EXPECT_TRUE(b.Player("a", std::nullopt)->entry.profile_unread);
+  b.CacheProfiles(token, {"a"}, {});
+  EXPECT_FALSE(b.Player("a", std::nullopt)->entry.profile_unread);
+  EXPECT_FALSE(b.Top(0, 10).entries[0].profile_unread);
+}
+
+// Profiles are held for the top kPageLimitMax only; every other player
+// costs one bit, and its entries say to read the store.
+TEST(Board, ProfilesAreHeldForTheTopOnly) {
+  Board b;
+  auto profile = [](int i, int64_t seq) {
+    return std::make_shared<const Profile>(
+        Profile{.display_name = "N" + std::to_string(i), .metadata = {}, .seq = seq});
+  };
+  const int n = 300;
+  for (int i = 0; i < n; ++i) {  // player i has score n - i: rank i + 1
+    b.Set("p" + std::to_string(i), n - i, i + 1);
+    if (i % 2 == 0) b.SetProfile("p" + std::to_string(i), profile(i, i + 1));
+  }
+  EXPECT_EQ(b.profiles_held(), 50u) << "the named players among the top 100";
+  auto top = b.Top(0, 100);
+  for (int i = 0; i < 100; ++i) {
+    const auto& e = top.entries[i];
+    EXPECT_FALSE(e.profile_unread) << i;
+    EXPECT_EQ(e.profile ? e.profile->display_name : "", i % 2 == 0 ? "N" + std::to_string(i) : "") << i;
+  }
+  auto deep = b.Top(100, 100);
+  for (int i = 100; i < 200; ++i) {
+    const auto& e = deep.entries[i - 100];
+    EXPECT_FALSE(e.profile) << i;
+    EXPECT_EQ(e.profile_unread, i % 2 == 0) << i;
+  }
+  EXPECT_TRUE(b.Player("p150", std::nullopt)->entry.profile_unread);
+  EXPECT_FALSE(b.Player("p151", std::nullopt)->entry.profile_unread);
+  // A score change keeps the mark.
+  b.Set("p150", 0, 1000);
+  EXPECT_TRUE(b.Player("p150", std::nullopt)->entry.profile_unread);
+
+  // p0 leaves: p100 (named) enters the top, unread until the store's read
+  // is handed back; then it is held. p0's profile is not.
+  ASSERT_TRUE(b.Erase("p0"));
+  auto entered = b.Top(99, 1).entries[0];
+  EXPECT_EQ(entered.client_id, "p100");
+  EXPECT_TRUE(entered.profile_unread);
+  auto token = b.profile_token();
+  b.CacheProfiles(token, {"p100", "p102"}, ProfileMap{{"p100", profile(100, 101)}, {"p102", profile(102, 103)}});
+  entered = b.Top(99, 1).entries[0];
+  ASSERT_TRUE(entered.profile);
+  EXPECT_EQ(entered.profile->display_name, "N100");
+  EXPECT_EQ(b.profiles_held(), 50u) << "p0's went, p100's came; p102 is outside the top";
+  EXPECT_TRUE(b.Player("p102", std::nullopt)->entry.profile_unread);
+
+  // A read that overlapped an erase is dropped: the player read may be
+  // another entry now.
+  b.Set("p1", 1000, 2000);  // p1 (unnamed) to the top
+  token = b.profile_token();
+  ASSERT_TRUE(b.Erase("p2"));
+  b.Set("p3", 999, 2001);
+  b.CacheProfiles(token, {"p104"}, {});
+  EXPECT_TRUE(b.Player("p104", std::nullopt)->entry.profile_unread) << "not unmarked";
+  // One that overlapped a SetProfile keeps the mark of a player it found
+  // without one.
+  token = b.profile_token();
+  b.SetProfile("p103", profile(103, 3000));
+  b.CacheProfiles(token, {"p103"}, {});
+  EXPECT_TRUE(b.Player("p103", std::nullopt)->entry.profile_unread);
+  // An older profile than the one held is not kept.
+  token = b.profile_token();
+  b.CacheProfiles(token, {"p4"}, ProfileMap{{"p4", profile(-4, 1)}});
+  EXPECT_EQ(b.Player("p4", std::nullopt)->entry.profile->display_name, "N4");
+}
+
+// ReplaceAll (a load) marks every player that has a profile and holds
+// none: the first read of the top reads them.
+TEST(Board, ALoadMarksThePlayersWithAProfile) {
+  Board b;
+  std::vector<std::pair<std::string, Stored>> players;
+  for (int i = 0; i < 500; ++i)
+    players.push_back({"p" + std::to_string(i), Stored{.score = 500 - i, .seq = i + 1, .has_profile = i % 2 == 0}});
+  // Listed twice: the newer entry (no profile) counts.
+  players.push_back({"p4", Stored{.score = 1, .seq = 900}});
+  b.ReplaceAll(players);
+  EXPECT_EQ(b.profiles_held(), 0u);
+  auto top = b.Top(0, 100);
+  EXPECT_EQ(top.entries[4].client_id, "p5");
+  for (const auto& e : top.entries)
+    EXPECT_EQ(e.profile_unread, e.client_id != "p4" && (std::stoi(e.client_id.substr(1)) % 2 == 0)) << e.client_id;
+  EXPECT_FALSE(b.Player("p4", std::nullopt)->entry.profile_unread);
+  EXPECT_TRUE(b.Player("p300", std::nullopt)->entry.profile_unread);
+  EXPECT_FALSE(b.Player("p301", std::nullopt)->entry.profile_unread);
+  auto token = b.profile_token();
+  b.CacheProfiles(
+      token, {"p0", "p2"},
+      ProfileMap{{"p0", std::make_shared<const Profile>(Profile{.display_name = "Zero", .metadata = {}, .seq = 1})}});
+  EXPECT_EQ(b.profiles_held(), 1u);
+  EXPECT_EQ(b.Top(0, 1).entries[0].profile->display_name, "Zero");
+  EXPECT_FALSE(b.Player("p2", std::nullopt)->entry.profile_unread) << "the store had none";
 }
 
 TEST(Board, RankMatchesALinearRecount) {
