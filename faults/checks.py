@@ -167,42 +167,93 @@ def check_scores(history, truth):
     return v
 
 
-def check_keyed_scores(history, truth):
-    """Keyed increments (an Idempotency-Key per logical post, retried while
-    the outcome is unknown): each player's total on the coin board is the
-    sum of the posts answered 200, plus some of those whose outcome is
-    unknown, never one that failed; two 200s of one post answer the same
-    total (the replay is the first answer)."""
-    v = []
-    low, unknown = collections.Counter(), collections.defaultdict(list)
+def _retried_posts(history, kind):
+    """Posts retried while their outcome is unknown (a key or a signature per
+    logical post), by logical post: (player, amount, outcomes, their 200s)."""
     groups = collections.defaultdict(list)
-    for o in history.of("score_keyed"):
+    for o in history.of(kind):
         groups[o.args["logical"]].append(o)
     for logical, attempts in groups.items():
-        player, amount = attempts[0].args["player"], attempts[0].args["amount"]
-        outcomes = {o.outcome for o in attempts}
-        if "ok" in outcomes:
+        oks = [o for o in attempts if o.outcome == "ok"]
+        yield logical, attempts[0].args["player"], attempts[0].args["amount"], {o.outcome for o in attempts}, oks
+
+
+def _total_violation(label, total, lo, unknown):
+    """None when `total` is `lo` plus some of the `unknown` amounts (each at
+    most once; amounts are unique, so a post applied twice, or one of the
+    200s lost, makes none of them; past 16 unknown posts, only the bounds)."""
+    sums = {0}
+    for amount in unknown[:16]:
+        sums |= {s + amount for s in sums}
+    hi = lo + sum(unknown)
+    if lo <= total <= hi and (len(unknown) > 16 or total - lo in sums):
+        return None
+    return (f"{label}: total {total}, but the posts answered 200 add up to {lo} and those of unknown outcome to "
+            f"{hi - lo} more (a post applied twice, lost, or a failed one applied)")
+
+
+def check_keyed_scores(history, truth, kind="score_keyed", board_id="rig-coins", what="keyed score"):
+    """Increments retried while the outcome is unknown (keyed on rig-coins;
+    signed on rig-signed, kind score_signed): each player's total on the
+    board is the sum of the posts answered 200, plus some of those whose
+    outcome is unknown, never one that failed; two 200s of one post answer
+    the same total (the replay is the first answer)."""
+    v = []
+    low, unknown = collections.Counter(), collections.defaultdict(list)
+    for logical, player, amount, outcomes, oks in _retried_posts(history, kind):
+        if oks:
             low[player] += amount
-            totals = {(o.value or {}).get("score") for o in attempts if o.outcome == "ok"}
+            totals = {(o.value or {}).get("score") for o in oks}
             if len(totals) > 1:
-                v.append(f"keyed score {logical} ({player}): its 200s answer different totals {sorted(totals)}")
+                v.append(f"{what} {logical} ({player}): its 200s answer different totals {sorted(totals)}")
         elif "info" in outcomes:
             unknown[player].append(amount)
-    board = dict(truth.board_of("rig-coins"))
+    board = dict(truth.board_of(board_id))
     for player in set(low) | set(unknown) | set(board):
-        total, lo = board.get(player, 0), low[player]
-        # The totals the unknown posts can make (amounts are unique, so a
-        # post applied twice, or one of the 200s lost, makes none of them);
-        # past 16 unknown posts, only the bounds.
-        sums = {0}
-        for amount in unknown[player][:16]:
-            sums |= {s + amount for s in sums}
-        hi = lo + sum(unknown[player])
-        exact = len(unknown[player]) <= 16
-        if not lo <= total <= hi or (exact and total - lo not in sums):
-            v.append(f"player {player} on rig-coins: total {total}, but the posts answered 200 add up to {lo} and "
-                     f"those of unknown outcome to {hi - lo} more (a post applied twice, lost, or a failed one "
-                     f"applied)")
+        found = _total_violation(f"player {player} on {board_id}", board.get(player, 0), low[player],
+                                 unknown[player])
+        if found:
+            v.append(found)
+    return v
+
+
+def check_signed_scores(history, truth):
+    return check_keyed_scores(history, truth, "score_signed", "rig-signed", "signed score")
+
+
+def check_season_scores(history, truth):
+    """Keyed increments on a board of short seasons: every 200 of one post
+    names the same season; each player's total in a season is that of the
+    posts answered 200 naming it plus some of unknown outcome (which may have
+    landed in any season); over all seasons, the 200s plus some of the
+    unknown ones, each once."""
+    v = []
+    low, low_all = collections.Counter(), collections.Counter()
+    unknown = collections.defaultdict(list)
+    for logical, player, amount, outcomes, oks in _retried_posts(history, "score_season"):
+        if oks:
+            seasons = {(o.value or {}).get("season") for o in oks}
+            if len(seasons) > 1:
+                v.append(f"season score {logical} ({player}): its 200s name different seasons {sorted(seasons)}")
+            low[(player, min(seasons))] += amount
+            low_all[player] += amount
+        elif "info" in outcomes:
+            unknown[player].append(amount)
+    held = truth.seasons_of("rig-seasons")  # {(player, season): total}
+    for key in set(low) | set(held):
+        player, season = key
+        total, lo, hi = held.get(key, 0), low[key], low[key] + sum(unknown[player])
+        if not lo <= total <= hi:
+            v.append(f"player {player} on rig-seasons, season {season}: total {total}, but the posts answered 200 "
+                     f"naming it add up to {lo}, and those of unknown outcome to {hi - lo} more")
+    totals = collections.Counter()
+    for (player, _), total in held.items():
+        totals[player] += total
+    for player in set(low_all) | set(unknown) | set(totals):
+        found = _total_violation(f"player {player} on rig-seasons (all seasons)", totals[player], low_all[player],
+                                 unknown[player])
+        if found:
+            v.append(found)
     return v
 
 

@@ -65,6 +65,16 @@ class Rig:
 
     # -- the deployment --------------------------------------------------
 
+    def board_flags(self):
+        """The signed board needs a secrets key; the seasonal one, seasons of
+        seconds (--test-hooks)."""
+        key_file = os.path.join(self.dir, "secrets.key")
+        if not os.path.exists(key_file):
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(fd, os.urandom(32).hex().encode() + b"\n")
+            os.close(fd)
+        return ["--secrets-key-file", key_file, "--test-hooks"]
+
     def start_cluster(self):
         self.pg = procs.Postgres(self.dir)
         self.pg.start()
@@ -76,7 +86,7 @@ class Rig:
         subprocess.run([binary, "seed", "pointcard", "--cards", "200", "--stores", "10", "--history", "2000", "--db",
                         self.pg.url], check=True, capture_output=True)
         common = ["--redis", self.redis.url, "--db-pool", "3", "--admin-token", ADMIN, "--handler-timeout-ms",
-                  str(HANDLER_MS), "--shutdown-grace-ms", "2000"]
+                  str(HANDLER_MS), "--shutdown-grace-ms", "2000", *self.board_flags()]
         for i in range(1, 4):
             h = procs.Hotrow(f"hotrow-{i}", self.dir, binary, self.pg.url, common)
             h.start()
@@ -105,7 +115,8 @@ class Rig:
         self.clock_file = os.path.join(self.dir, "faketime")
         with open(self.clock_file, "w") as f:
             f.write("+0\n")
-        args = ["--admin-token", ADMIN, "--handler-timeout-ms", str(HANDLER_MS), "--shutdown-grace-ms", "2000"]
+        args = ["--admin-token", ADMIN, "--handler-timeout-ms", str(HANDLER_MS), "--shutdown-grace-ms", "2000",
+                *self.board_flags()]
         h = procs.Hotrow("hotrow-1", self.dir, binary, db, args,
                          faketime_file=self.clock_file if os.path.exists(procs.FAKETIME_LIB) else None)
         h.start()
@@ -281,6 +292,8 @@ class Rig:
         v += self.run_check("scores", checks.check_scores, h, t)
         v += self.run_check("keyed scores", checks.check_keyed_scores, h, t)
         v += self.run_check("named scores", checks.check_named_scores, h, t)
+        v += self.run_check("signed scores", checks.check_signed_scores, h, t)
+        v += self.run_check("season scores", checks.check_season_scores, h, t)
         v += self.run_check("payments", checks.check_payments, h, t, self.payments_before, CARDS)
         v += self.run_check("grants", checks.check_grants, h, t, self.grants_before)
         v += self.run_check("pointcard", self.pointcard_invariants)

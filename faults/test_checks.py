@@ -29,8 +29,9 @@ def history(*ops):
 
 
 class FakeTruth:
-    def __init__(self, plans=None, board=(), payments=None, grants=(), grant_rows=(0, 0), titles=(), names=None):
-        self._names = names or {}
+    def __init__(self, plans=None, board=(), payments=None, grants=(), grant_rows=(0, 0), titles=(), names=None,
+                 seasons=None):
+        self._names, self._seasons = names or {}, seasons or {}
         self._plans, self._board, self._payments = plans or {}, list(board), payments or collections.Counter()
         self._grants, self._grant_rows, self._titles = list(grants), grant_rows, list(titles)
 
@@ -45,6 +46,9 @@ class FakeTruth:
 
     def names_of(self, board_id):
         return self._names
+
+    def seasons_of(self, board_id):
+        return self._seasons
 
     def payments(self, cards):
         return self._payments
@@ -148,6 +152,53 @@ class KeyedScores(unittest.TestCase):
     def test_unknown_outcomes_may_or_may_not_count(self):
         for board in ([("coin-0", 5)], [("coin-0", 12)]):
             self.assertEqual(checks.check_keyed_scores(self.ops(), FakeTruth(board=board)), [])
+
+
+class SignedScores(unittest.TestCase):
+    def ops(self):
+        ok = op("score_signed", "ok", 0, 1, value={"score": 5}, player="signed-0", amount=5, logical=5)
+        replay = op("score_signed", "ok", 2, 3, value={"score": 5}, player="signed-0", amount=5, logical=5)
+        lost = op("score_signed", "info", 4, 5, status=None, player="signed-0", amount=7, logical=7)
+        refused = op("score_signed", "fail", 6, 7, status=401, player="signed-1", amount=9, logical=9)
+        return history(ok, replay, lost, refused)
+
+    def test_a_replay_applied_again_or_a_refused_post_applied_is_found(self):
+        for board in ([("signed-0", 10)], [("signed-0", 5), ("signed-1", 9)], [("signed-0", 0)]):
+            self.assertTrue(checks.check_signed_scores(self.ops(), FakeTruth(board=board)), board)
+
+    def test_unknown_outcomes_may_or_may_not_count(self):
+        for board in ([("signed-0", 5)], [("signed-0", 12)]):
+            self.assertEqual(checks.check_signed_scores(self.ops(), FakeTruth(board=board)), [])
+
+
+class SeasonScores(unittest.TestCase):
+    def ops(self):
+        a = op("score_season", "ok", 0, 1, value={"score": 5, "season": 3}, player="season-0", amount=5, logical=5)
+        a_again = op("score_season", "ok", 2, 3, value={"score": 5, "season": 3}, player="season-0", amount=5,
+                     logical=5)
+        b = op("score_season", "ok", 4, 5, value={"score": 7, "season": 4}, player="season-0", amount=7, logical=7)
+        lost = op("score_season", "info", 6, 7, status=None, player="season-0", amount=11, logical=11)
+        failed = op("score_season", "fail", 8, 9, status=400, player="season-1", amount=13, logical=13)
+        return history(a, a_again, b, lost, failed)
+
+    def test_a_post_in_the_wrong_season_or_twice_or_failed_is_found(self):
+        for held in ({("season-0", 3): 7, ("season-0", 4): 5},  # each in the other's season
+                     {("season-0", 3): 10, ("season-0", 4): 7},  # the first twice
+                     {("season-0", 3): 5, ("season-0", 4): 7, ("season-1", 4): 13},  # a failed one applied
+                     {("season-0", 3): 5},  # one lost
+                     {("season-0", 3): 5, ("season-0", 4): 7, ("season-0", 5): 12}):  # an unknown one, wrong sum
+            self.assertTrue(checks.check_season_scores(self.ops(), FakeTruth(seasons=held)), held)
+        split = op("score_season", "ok", 2, 3, value={"score": 5, "season": 9}, player="season-0", amount=5,
+                   logical=5)
+        h = self.ops()
+        h.add(split)
+        self.assertTrue(checks.check_season_scores(h, FakeTruth(seasons={("season-0", 3): 5, ("season-0", 4): 7})))
+
+    def test_an_unknown_post_may_land_in_any_season(self):
+        for held in ({("season-0", 3): 5, ("season-0", 4): 7},
+                     {("season-0", 3): 5, ("season-0", 4): 7, ("season-0", 8): 11},
+                     {("season-0", 3): 16, ("season-0", 4): 7}):
+            self.assertEqual(checks.check_season_scores(self.ops(), FakeTruth(seasons=held)), [])
 
 
 class NamedScores(unittest.TestCase):

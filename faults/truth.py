@@ -67,6 +67,16 @@ class PgTruth:
             names[out[i]] = rest[:int(length)] if int(length) >= 0 else None
         return names
 
+    def seasons_of(self, board_id):
+        """Every season of a board held: {(clientId, season): score}."""
+        out = {}
+        for key in self.redis.cli("KEYS", f"hotrow:lb:b:{board_id}:*:z").split():
+            season = int(key.rsplit(":", 2)[1])
+            rows = self.redis.cli("ZRANGE", key, "0", "-1", "WITHSCORES").splitlines()
+            for i in range(0, len(rows), 2):
+                out[(rows[i][16:], season)] = int(rows[i + 1])
+        return out
+
     def board(self):
         """The leaderboard in rank order: [(clientId, score)] (Redis's sorted set)."""
         out = self.redis.cli("ZREVRANGE", "hotrow:lb:b:default:1:z", "0", "-1", "WITHSCORES").splitlines()
@@ -123,6 +133,10 @@ class SqliteTruth:
     def names_of(self, board_id):
         return dict(self._query(f"SELECT client_id, display_name FROM lb_score WHERE board_id = '{board_id}' "
                                 "AND season = 1"))
+
+    def seasons_of(self, board_id):
+        rows = self._query(f"SELECT client_id, season, score FROM lb_score WHERE board_id = '{board_id}'")
+        return {(c, s): score for c, s, score in rows}
 
     def board(self):
         return self._query("SELECT client_id, score FROM lb_score WHERE board_id = 'default' AND season = 1 "
