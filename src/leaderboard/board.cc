@@ -41,12 +41,21 @@ class PlayerIndex {
   }
   // Marks or unmarks a player that is present.
   void Mark(std::string_view id, bool marked) {
-    if (auto* slot = const_cast<uintptr_t*>(Slot(id))) *slot = (*slot & ~uintptr_t{1}) | (marked ? 1 : 0);
+    auto* slot = const_cast<uintptr_t*>(Slot(id));
+    if (!slot || (*slot & 1) == (marked ? 1u : 0u)) return;
+    *slot ^= 1;
+    if (marked)
+      ++marked_;
+    else
+      --marked_;
   }
+  // Players marked: none, and no lookup is needed to know a player is not.
+  size_t marked() const { return marked_; }
   // Adds a node whose id is absent.
   void Add(const Node* node, bool marked = false) {
     if ((size_ + 1) * 4 > slots_.size() * 3) Grow(slots_.empty() ? 16 : slots_.size() * 2);
     AddSlot(reinterpret_cast<uintptr_t>(node) | (marked ? 1 : 0));
+    if (marked) ++marked_;
   }
   // Call while the id's node still lives (its id is compared).
   void Erase(std::string_view id) {
@@ -56,6 +65,7 @@ class PlayerIndex {
       if (!slots_[hole]) return;
       if (NodeOf(slots_[hole])->second == id) break;
     }
+    marked_ -= slots_[hole] & 1;
     // Moves each later entry of the run back into the hole when the hole
     // lies between its home and its slot, so that no probe stops early.
     for (size_t j = (hole + 1) & mask_; slots_[j]; j = (j + 1) & mask_) {
@@ -70,7 +80,7 @@ class PlayerIndex {
   }
   void Clear() {
     slots_ = {};
-    mask_ = size_ = 0;
+    mask_ = size_ = marked_ = 0;
   }
   // Room for n players without growing.
   void Reserve(size_t n) {
@@ -104,7 +114,7 @@ class PlayerIndex {
       if (s) AddSlot(s);
   }
   std::vector<uintptr_t> slots_;  // 0: empty; a power of two
-  size_t mask_ = 0, size_ = 0;
+  size_t mask_ = 0, size_ = 0, marked_ = 0;
 };
 }  // namespace
 
@@ -131,7 +141,7 @@ struct Board::Impl {
         e.profile = it->second;
         return;
       }
-    e.profile_unread = players.Marked(e.client_id);
+    e.profile_unread = players.marked() > 0 && players.Marked(e.client_id);
   }
   bool InTop(const Key& key) const { return tree.order_of_key(key) < static_cast<size_t>(kPageLimitMax); }
 
@@ -282,11 +292,18 @@ void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& as
     if (!player || !impl_->players.Marked(id)) continue;
     auto f = found.find(id);
     if (f == found.end() || !f->second) {
-      // The store has none: unmark, unless a profile arrived meanwhile.
-      if (unchanged) impl_->players.Mark(id, false);
+      // The store has none: unmark, unless a profile arrived meanwhile (and
+      // publish the top again: its entry says to read the store).
+      if (unchanged) {
+        impl_->players.Mark(id, false);
+        top_changed |= impl_->InTop(player->first);
+      }
       continue;
     }
-    if (!impl_->InTop(player->first)) continue;
+    // Held only when no profile was set since the token: one set for a
+    // player outside the top is not held, so a read from before it could
+    // not be told from a newer one once the player enters the top.
+    if (!unchanged || !impl_->InTop(player->first)) continue;
     auto& held = impl_->profiles[id];
     if (held && held->seq >= f->second->seq) continue;
     held = f->second;

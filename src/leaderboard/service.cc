@@ -48,6 +48,9 @@ LeaderboardService::LeaderboardService(LeaderboardStore& store, LeaderboardOptio
       season_switches_(&metrics::Registry::Default().GetCounter(
           "hotrow_leaderboard_season_switches_total",
           "Boards this instance moved to a new season (its clock, or a store's answer, past the season's end).")),
+      profile_reads_(&metrics::Registry::Default().GetCounter(
+          "hotrow_leaderboard_profile_reads_total",
+          "Reads of display names and metadata from the store (players outside a board's top 100, or just in it).")),
       ranking_(store.shared_ranking()),
       default_board_(ranking_ ? nullptr : std::make_shared<Board>()) {
   // Until Load places it, `default` is an empty board in season 1, read
@@ -216,7 +219,15 @@ Result<bool> LeaderboardService::LoadOnce(uint64_t changes) {
     if (default_board_ && def->board == default_board_) default_season_ = def->season;
     Place(def);
   }
-  for (const auto& [id, state] : boards_copy) PurgeOld(*state);
+  for (const auto& [id, state] : boards_copy) {
+    PurgeOld(*state);
+    // The profiles of the top, which a load does not read (Board::ReplaceAll).
+    if (!ranking_ && state->board)
+      ReadTop(state->board, id, state->season, 0, kPageLimitMax, [id](Result<Page> r) {
+        if (!r.ok())
+          log::Warn("leaderboard: reading the top's display names of board '{}': {}", id, r.status().ToString());
+      });
+  }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   log::Info("leaderboard: loaded {} board(s) and {} player(s) into memory in {} ms", count, total, ms);
   return true;

@@ -272,7 +272,8 @@ class LeaderboardService final : public DomainService {
   // `board`, which keeps those of its top. Inline when none is unread.
   void FillProfiles(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
                     std::vector<Entry> entries, std::function<void(Result<std::vector<Entry>>)> done);
-  // A Board's reads with their profiles filled in.
+  // A Board's reads with their profiles filled in. Reads of its top share
+  // one store read at a time (top_reads_: the reads waiting for it).
   void ReadTop(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season, int64_t offset,
                int64_t limit, Callback<Result<Page>> done);
   void ReadPlayer(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
@@ -303,6 +304,7 @@ class LeaderboardService final : public DomainService {
   metrics::Counter* const rate_limited_;     // hotrow_leaderboard_scores_rate_limited_total
   metrics::Counter* const bad_signatures_;   // hotrow_leaderboard_signature_refusals_total
   metrics::Counter* const season_switches_;  // hotrow_leaderboard_season_switches_total
+  metrics::Counter* const profile_reads_;    // hotrow_leaderboard_profile_reads_total
   // A fresh secret for `info`, sealed into it; the plain one returned.
   Result<std::string> NewSecret(BoardInfo& info) const;
   SharedRanking* const ranking_;  // the store's, or nullptr: then each State's Board answers
@@ -326,6 +328,8 @@ class LeaderboardService final : public DomainService {
   std::mutex archive_mutex_;
   std::list<std::pair<ArchiveKey, std::shared_ptr<Board>>> archive_;
   uint64_t archive_changes_ = 0;
+  std::mutex top_reads_mutex_;
+  std::map<const Board*, std::vector<std::function<void(const Status&)>>> top_reads_;
   // Threads of OffThread under way (the destructor waits for them), under
   // archive_mutex_.
   std::condition_variable threads_idle_;

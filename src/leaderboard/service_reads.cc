@@ -125,25 +125,32 @@ void LeaderboardService::FillProfiles(const std::shared_ptr<Board>& board, const
                                       std::vector<Entry> entries,
                                       std::function<void(Result<std::vector<Entry>>)> done) {
   std::vector<std::string> unread;
+  bool in_top = false;  // an entry the Board may hold (its rank is at most its position + 1)
   for (const auto& e : entries)
-    if (e.profile_unread && std::find(unread.begin(), unread.end(), e.client_id) == unread.end())
+    if (e.profile_unread && std::find(unread.begin(), unread.end(), e.client_id) == unread.end()) {
       unread.push_back(e.client_id);
+      in_top |= e.rank <= kPageLimitMax;
+    }
   if (unread.empty()) return done(std::move(entries));
   const Board::ProfileToken token = board->profile_token();  // before the store read (CacheProfiles)
+  profile_reads_->Add();
   auto asked = std::make_shared<std::vector<std::string>>(unread);
-  store_.ReadProfiles(
-      board_id, season, std::move(unread),
-      [board, token, asked, entries = std::move(entries), done = std::move(done)](Result<ProfileMap> found) mutable {
-        if (!found.ok()) return done(found.status());
-        for (auto& e : entries) {
-          if (!e.profile_unread) continue;
-          auto it = found->find(e.client_id);
-          e.profile = it == found->end() ? nullptr : it->second;
-          e.profile_unread = false;
-        }
-        board->CacheProfiles(token, *asked, *found);
-        done(std::move(entries));
-      });
+  store_.ReadProfiles(board_id, season, std::move(unread),
+                      [board, token, asked, in_top, entries = std::move(entries),
+                       done = std::move(done)](Result<ProfileMap> found) mutable {
+                        if (!found.ok()) return done(found.status());
+                        for (auto& e : entries) {
+                          if (!e.profile_unread) continue;
+                          auto it = found->find(e.client_id);
+                          e.profile = it == found->end() ? nullptr : it->second;
+                          e.profile_unread = false;
+                        }
+                        // The Board's exclusive lock only when it may keep
+                        // something: a profile of its top, or a player to
+                        // unmark.
+                        if (in_top || found->size() < asked->size()) board->CacheProfiles(token, *asked, *found);
+                        done(std::move(entries));
+                      });
 }
 
 void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
@@ -151,10 +158,43 @@ void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std:
   Page page = board->Top(offset, limit);
   if (!AnyUnread(page.entries)) return done(std::move(page));
   auto shared_done = std::make_shared<Callback<Result<Page>>>(std::move(done));
-  FillProfiles(board, board_id, season, std::vector<Entry>(page.entries.begin(), page.entries.end()),
-               [total = page.total, shared_done](Result<std::vector<Entry>> r) {
-                 if (!r.ok()) return (*shared_done)(r.status());
-                 (*shared_done)(Page::Own(std::move(*r), total));
+  // A page of its own: read its profiles, answer with them.
+  auto own = [this, board, board_id, season, shared_done](const Page& page) {
+    FillProfiles(board, board_id, season, std::vector<Entry>(page.entries.begin(), page.entries.end()),
+                 [total = page.total, shared_done](Result<std::vector<Entry>> r) {
+                   if (!r.ok()) return (*shared_done)(r.status());
+                   (*shared_done)(Page::Own(std::move(*r), total));
+                 });
+  };
+  if (offset + limit > kPageLimitMax) return own(page);
+  // Within the top, which every hot read shows: one store read of all of
+  // its unread profiles at a time per Board. Reads meanwhile wait for it,
+  // then read the Board again (their own read only if it kept nothing,
+  // e.g. a profile was set meanwhile).
+  auto again = [board, offset, limit, shared_done, own](const Status& failed) {
+    if (!failed.ok()) return (*shared_done)(failed);
+    Page page = board->Top(offset, limit);
+    if (!AnyUnread(page.entries)) return (*shared_done)(std::move(page));
+    own(page);
+  };
+  {
+    std::lock_guard lock(top_reads_mutex_);
+    auto [it, first] = top_reads_.try_emplace(board.get());
+    if (!first) return it->second.push_back(std::move(again));
+  }
+  Page top = board->Top(0, kPageLimitMax);
+  FillProfiles(board, board_id, season, std::vector<Entry>(top.entries.begin(), top.entries.end()),
+               [this, board, again = std::move(again)](Result<std::vector<Entry>> r) {
+                 std::vector<std::function<void(const Status&)>> waiting;
+                 {
+                   std::lock_guard lock(top_reads_mutex_);
+                   auto it = top_reads_.find(board.get());
+                   waiting = std::move(it->second);
+                   top_reads_.erase(it);
+                 }
+                 const Status s = r.ok() ? Status::Ok() : r.status();
+                 again(s);
+                 for (auto& w : waiting) w(s);
                });
 }
 

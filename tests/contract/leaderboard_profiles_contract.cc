@@ -4,6 +4,7 @@
 #include "contract/leaderboard_contract.h"
 #include "contract/leaderboard_helpers.h"
 #include "contract/wait.h"
+#include "ops/metrics.h"
 
 namespace hotrow::testing {
 
@@ -190,6 +191,18 @@ TEST_P(LeaderboardContract, NamesPastTheTop100AreShownInEveryRead) {
     EXPECT_EQ(Shown(top->entries), (Strings{id(140) + ":-|-", id(131) + ":Renamed|{\"i\":131}"}));
     if (round == 0) Restart();
   }
+  // After the restart the top's names were read once (the load's read, or
+  // the first page's): pages within the top read the store no more.
+  auto& reads = metrics::Registry::Default().GetCounter("hotrow_leaderboard_profile_reads_total", "");
+  const uint64_t before = reads.value();
+  for (int i = 0; i < 20; ++i) {
+    auto top = Top(store(), "deep", i * 5, 5);
+    ASSERT_TRUE(top.ok());
+    EXPECT_EQ(Shown(top->entries).size(), 5u);
+  }
+  EXPECT_EQ(reads.value(), before) << "the top 100's profiles are held";
+  ASSERT_TRUE(Top(store(), "deep", 100, 5).ok());
+  EXPECT_EQ(reads.value(), backend->store().shared_ranking() ? before : before + 1) << "past the top: one read";
 }
 
 TEST_P(LeaderboardContract, BadNamesAndMetadataAreRefusedAndWriteNothing) {

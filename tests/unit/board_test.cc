@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -119,6 +120,19 @@ TEST(Board, ProfilesAreHeldForTheTopOnly) {
   b.SetProfile("p103", profile(103, 3000));
   b.CacheProfiles(token, {"p103"}, {});
   EXPECT_TRUE(b.Player("p103", std::nullopt)->entry.profile_unread);
+  // A read from before a rename of a player outside the top, handed back
+  // after the player entered it, is not held: the rename was not held
+  // either, so the old name would stay.
+  b.Set("p150", 1, 4000);  // below the top again (named, so marked)
+  token = b.profile_token();
+  b.SetProfile("p150", profile(1501, 4001));  // renamed outside the top: marked only
+  b.Set("p150", 5000, 4002);                  // into the top
+  b.CacheProfiles(token, {"p150"}, ProfileMap{{"p150", profile(150, 151)}});
+  EXPECT_FALSE(b.Player("p150", std::nullopt)->entry.profile) << "the read from before the rename is not held";
+  EXPECT_TRUE(b.Player("p150", std::nullopt)->entry.profile_unread);
+  token = b.profile_token();
+  b.CacheProfiles(token, {"p150"}, ProfileMap{{"p150", profile(1501, 4001)}});
+  EXPECT_EQ(b.Player("p150", std::nullopt)->entry.profile->display_name, "N1501");
   // An older profile than the one held is not kept.
   token = b.profile_token();
   b.CacheProfiles(token, {"p4"}, ProfileMap{{"p4", profile(-4, 1)}});
@@ -150,6 +164,12 @@ TEST(Board, ALoadMarksThePlayersWithAProfile) {
   EXPECT_EQ(b.profiles_held(), 1u);
   EXPECT_EQ(b.Top(0, 1).entries[0].profile->display_name, "Zero");
   EXPECT_FALSE(b.Player("p2", std::nullopt)->entry.profile_unread) << "the store had none";
+  // The top's snapshot is published again when a player of it is unmarked.
+  EXPECT_EQ(b.Top(0, 100).entries[5].client_id, "p6");
+  EXPECT_TRUE(b.Top(0, 100).entries[5].profile_unread);
+  token = b.profile_token();
+  b.CacheProfiles(token, {"p6"}, {});
+  EXPECT_FALSE(b.Top(0, 100).entries[5].profile_unread);
 }
 
 TEST(Board, RankMatchesALinearRecount) {
@@ -244,15 +264,21 @@ TEST(Board, ThePlayerIndexSurvivesHeavyChurn) {
   Board b;
   std::mt19937_64 rng(5);
   std::map<std::string, int64_t> truth;
+  std::set<std::string> marked;  // the slot's bit must move with the slot
   for (int64_t seq = 1; seq <= 200000; ++seq) {
     std::string id = "player-" + std::to_string(rng() % 20000);
     if (rng() % 5 < 2) {
       EXPECT_EQ(b.Erase(id), truth.erase(id) == 1) << id;
+      marked.erase(id);
       continue;
     }
     int64_t score = static_cast<int64_t>(rng() % 1000);
     b.Set(id, score, seq);
     truth[id] = score;
+    if (rng() % 7 == 0) {
+      b.SetProfile(id, std::make_shared<const Profile>(Profile{.display_name = "n", .metadata = {}, .seq = seq}));
+      marked.insert(id);
+    }
   }
   ASSERT_EQ(b.size(), static_cast<int64_t>(truth.size()));
   for (int i = 0; i < 20000; ++i) {
@@ -262,6 +288,7 @@ TEST(Board, ThePlayerIndexSurvivesHeavyChurn) {
     ASSERT_EQ(view.has_value(), it != truth.end()) << id;
     if (view) {
       EXPECT_EQ(view->entry.score, it->second) << id;
+      EXPECT_EQ(view->entry.profile_unread || view->entry.profile, marked.count(id) == 1) << id;
     }
   }
   // Loading replaces every player; a player listed twice counts once (the
