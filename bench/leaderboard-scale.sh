@@ -9,20 +9,25 @@
 # .../players/{id}) and the friends view of 20 ids. Prints the figures;
 # writes nothing into docs (paste them: the runs take minutes).
 #
+# --names: every player has a display name and metadata ("Player <n>",
+# {"level":..}), so that every read shows names, most of them read from
+# the store (the Board holds the top 100's only).
+#
 # --redis: one board (`default`) of PLAYERS players on Redis instead
 # (appendonly yes, appendfsync always), seeded by `hotrow seed leaderboard
 # --redis` through the post script; the memory per player is Redis's
 # (used_memory after the seed minus before), since Redis holds the ranks.
 #
-#   bench/leaderboard-scale.sh [--boards 1000] [--players 10000] [--requests 100000] [--redis]
+#   bench/leaderboard-scale.sh [--boards 1000] [--players 10000] [--requests 100000] [--names] [--redis]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-BOARDS=1000 PLAYERS=10000 REQUESTS=100000 REDIS_MODE=0
+BOARDS=1000 PLAYERS=10000 REQUESTS=100000 REDIS_MODE=0 NAMES=0
 while (($#)); do
   case $1 in
     --redis) REDIS_MODE=1; shift ;;
+    --names) NAMES=1; shift ;;
     --boards) BOARDS=$2; shift 2 ;;
     --players) PLAYERS=$2; shift 2 ;;
     --requests) REQUESTS=$2; shift 2 ;;
@@ -95,9 +100,9 @@ fi
 DB="$WORK/scale.db"
 "$HOTROW" seed leaderboard --clients 1 --db "sqlite:$DB" >/dev/null  # the schema and `default`
 seed_start=$(date +%s.%N)
-python3 - "$DB" "$BOARDS" "$PLAYERS" <<'PY'
+python3 - "$DB" "$BOARDS" "$PLAYERS" "$NAMES" <<'PY'
 import random, sqlite3, sys, time
-db, boards, players = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+db, boards, players, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 c = sqlite3.connect(db)
 c.execute("PRAGMA journal_mode=WAL")
 c.execute("PRAGMA synchronous=OFF")
@@ -111,8 +116,11 @@ for b in range(boards):
     rows = []
     for p in range(players):
         seq += 1
-        rows.append((f"b-{b}", f"player-{p}", max(0, int(rng.gauss(5000, 1500))), seq))
-    c.executemany("INSERT INTO lb_score (board_id, season, client_id, score, seq) VALUES (?, 1, ?, ?, ?)", rows)
+        name, meta = (f"Player {p}", f'{{"level":{p % 100},"clan":"north"}}') if names else (None, None)
+        rows.append((f"b-{b}", f"player-{p}", max(0, int(rng.gauss(5000, 1500))), seq, name, meta,
+                     seq if names else 0))
+    c.executemany("INSERT INTO lb_score (board_id, season, client_id, score, seq, display_name, metadata, profile_seq) "
+                  "VALUES (?, 1, ?, ?, ?, ?, ?, ?)", rows)
     if b % 50 == 49:
         c.commit()
 c.execute("UPDATE leaderboard_seq SET last = ?", (seq,))
@@ -145,7 +153,7 @@ total=$((BOARDS * PLAYERS))
 per_player=$(awk -v f="$full_kb" -v e="$empty_kb" -v n="$total" 'BEGIN { printf "%.0f", (f - e) * 1024 / n }')
 
 BOARD="b-$((BOARDS / 2))"
-echo "leaderboard at scale: $BOARDS board(s) x $PLAYERS player(s) = $total; $(machine_line)"
+echo "leaderboard at scale: $BOARDS board(s) x $PLAYERS player(s) = $total$( ((NAMES)) && echo ', every one named'); $(machine_line)"
 echo "seed (python sqlite3, WAL, synchronous off): ${seed_s} s"
 echo "serve ready: ${ready_s} s; ${load_line#*info }"
 echo "RSS: ${empty_kb} kB empty, ${full_kb} kB loaded: ${per_player} bytes per player"
