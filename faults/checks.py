@@ -178,15 +178,24 @@ def _retried_posts(history, kind):
         yield logical, attempts[0].args["player"], attempts[0].args["amount"], {o.outcome for o in attempts}, oks
 
 
+def _subset_sums(amounts, limit=16):
+    """The sums some of `amounts` make (each at most once); None past
+    `limit` amounts (then only bounds are checked)."""
+    if len(amounts) > limit:
+        return None
+    sums = {0}
+    for amount in amounts:
+        sums |= {s + amount for s in sums}
+    return sums
+
+
 def _total_violation(label, total, lo, unknown):
     """None when `total` is `lo` plus some of the `unknown` amounts (each at
     most once; amounts are unique, so a post applied twice, or one of the
-    200s lost, makes none of them; past 16 unknown posts, only the bounds)."""
-    sums = {0}
-    for amount in unknown[:16]:
-        sums |= {s + amount for s in sums}
+    200s lost, makes none of them)."""
+    sums = _subset_sums(unknown)
     hi = lo + sum(unknown)
-    if lo <= total <= hi and (len(unknown) > 16 or total - lo in sums):
+    if lo <= total <= hi and (sums is None or total - lo in sums):
         return None
     return (f"{label}: total {total}, but the posts answered 200 add up to {lo} and those of unknown outcome to "
             f"{hi - lo} more (a post applied twice, lost, or a failed one applied)")
@@ -224,28 +233,35 @@ def check_signed_scores(history, truth):
 def check_season_scores(history, truth):
     """Keyed increments on a board of short seasons: every 200 of one post
     names the same season; each player's total in a season is that of the
-    posts answered 200 naming it plus some of unknown outcome (which may have
-    landed in any season); over all seasons, the 200s plus some of the
-    unknown ones, each once."""
+    posts answered 200 naming it plus some of those of unknown outcome
+    (which may have landed in any season), each once; over all seasons, the
+    200s plus a subset of the unknown ones."""
     v = []
     low, low_all = collections.Counter(), collections.Counter()
-    unknown = collections.defaultdict(list)
+    unknown = collections.defaultdict(list)  # outcome unknown: applied or not, in any season
+    unseasoned = collections.defaultdict(list)  # a 200 whose body was lost: applied, season not known
     for logical, player, amount, outcomes, oks in _retried_posts(history, "score_season"):
         if oks:
-            seasons = {(o.value or {}).get("season") for o in oks}
+            seasons = {(o.value or {}).get("season") for o in oks} - {None}
             if len(seasons) > 1:
                 v.append(f"season score {logical} ({player}): its 200s name different seasons {sorted(seasons)}")
-            low[(player, min(seasons))] += amount
             low_all[player] += amount
+            if seasons:
+                low[(player, min(seasons))] += amount
+            else:
+                unseasoned[player].append(amount)
         elif "info" in outcomes:
             unknown[player].append(amount)
     held = truth.seasons_of("rig-seasons")  # {(player, season): total}
     for key in set(low) | set(held):
         player, season = key
-        total, lo, hi = held.get(key, 0), low[key], low[key] + sum(unknown[player])
-        if not lo <= total <= hi:
+        total, lo, anywhere = held.get(key, 0), low[key], unknown[player] + unseasoned[player]
+        sums = _subset_sums(anywhere)
+        hi = lo + sum(anywhere)
+        if not lo <= total <= hi or (sums is not None and total - lo not in sums):
             v.append(f"player {player} on rig-seasons, season {season}: total {total}, but the posts answered 200 "
-                     f"naming it add up to {lo}, and those of unknown outcome to {hi - lo} more")
+                     f"naming it add up to {lo}, and those that may be in any season to {hi - lo} more (as no subset "
+                     f"of them)")
     totals = collections.Counter()
     for (player, _), total in held.items():
         totals[player] += total

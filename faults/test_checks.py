@@ -186,13 +186,21 @@ class SeasonScores(unittest.TestCase):
                      {("season-0", 3): 10, ("season-0", 4): 7},  # the first twice
                      {("season-0", 3): 5, ("season-0", 4): 7, ("season-1", 4): 13},  # a failed one applied
                      {("season-0", 3): 5},  # one lost
-                     {("season-0", 3): 5, ("season-0", 4): 7, ("season-0", 5): 12}):  # an unknown one, wrong sum
+                     {("season-0", 3): 5, ("season-0", 4): 7, ("season-0", 5): 12},  # an unknown one, wrong sum
+                     {("season-0", 3): 11, ("season-0", 4): 12}):  # 5 in season 4, the unknown 11 in season 3
             self.assertTrue(checks.check_season_scores(self.ops(), FakeTruth(seasons=held)), held)
         split = op("score_season", "ok", 2, 3, value={"score": 5, "season": 9}, player="season-0", amount=5,
                    logical=5)
         h = self.ops()
         h.add(split)
         self.assertTrue(checks.check_season_scores(h, FakeTruth(seasons={("season-0", 3): 5, ("season-0", 4): 7})))
+
+    def test_a_200_without_its_body_counts_in_some_season(self):
+        h = self.ops()
+        h.add(op("score_season", "ok", 10, 11, value=None, player="season-0", amount=17, logical=17))
+        base = {("season-0", 3): 5, ("season-0", 4): 7}
+        self.assertEqual(checks.check_season_scores(h, FakeTruth(seasons={**base, ("season-0", 9): 17})), [])
+        self.assertTrue(checks.check_season_scores(h, FakeTruth(seasons=base)), "the 200 lost")
 
     def test_an_unknown_post_may_land_in_any_season(self):
         for held in ({("season-0", 3): 5, ("season-0", 4): 7},

@@ -2,7 +2,7 @@
 deletes, scores (the same players, distinct players with tied scores, a
 `best` board, keyed increments on a board of their own, posts that set a
 displayName on another, signed increments on an `hmac` board, keyed
-increments on a board of 10-second seasons), payments with and without
+increments on a board of 20-second seasons), payments with and without
 Idempotency-Key, and grants.
 
 Each worker draws its operations from its own random.Random(seed, worker),
@@ -37,9 +37,11 @@ SIGNED_BOARD = "rig-signed"  # an increment board with auth hmac: each signed po
 SIGNED_PLAYERS = ["signed-0", "signed-1"]
 # An increment board whose seasons last SEASON_SECONDS (the servers run with
 # --test-hooks): keyed posts, each counted in the season its answer names.
-# keepSeasons 1000 outlasts a clock step of 7200 s (720 seasons).
+# keepSeasons 1000 (the most) must outlast the clock steps: each sets an
+# offset of +-60-7200 s from real time, so two clocks in a row may be
+# 14,400 s apart, 720 seasons of 20 s, and nothing is purged.
 SEASON_BOARD = "rig-seasons"
-SEASON_SECONDS = 10
+SEASON_SECONDS = 20
 SEASON_PLAYERS = ["season-0", "season-1"]
 CARDS = [1, 2, 3, 4, 5, 6]
 STORES = [1, 2, 3]

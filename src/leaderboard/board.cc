@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <climits>
+#include <deque>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -133,6 +134,10 @@ struct Board::Impl {
   };
   std::unordered_map<std::string, std::shared_ptr<const Profile>, StringHash, std::equal_to<>> profiles;
   ProfileToken token;  // erases: Erase and ReplaceAll; sets: SetProfile
+  // The players of the latest SetProfile calls, by token.sets after each:
+  // a read handed back keeps what no set since touched (CacheProfiles).
+  static constexpr size_t kRecentSetsMax = 256;
+  std::deque<std::pair<uint64_t, std::string>> recent_sets;
 
   // The entry's profile as held, or the mark that it must be read.
   void FillProfile(Entry& e) const {
@@ -263,13 +268,20 @@ void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile
   const Node* player = impl_->players.Find(client_id);
   if (!player) return;
   ++impl_->token.sets;
+  impl_->recent_sets.emplace_back(impl_->token.sets, std::string(client_id));
+  if (impl_->recent_sets.size() > Impl::kRecentSetsMax) impl_->recent_sets.pop_front();
+  const bool was_marked = impl_->players.Marked(client_id);
   impl_->players.Mark(client_id, true);
   if (!impl_->InTop(player->first)) return;  // read from the store when shown
   auto it = impl_->profiles.find(client_id);
   if (it != impl_->profiles.end() && it->second->seq >= profile->seq) return;
   // None held: one older than the player's score may be of an entry
-  // removed since (a late answer), or not the newest; the store says.
-  if (it == impl_->profiles.end() && profile->seq < player->first.second) return;
+  // removed since (a late answer), or not the newest; the store says (the
+  // top's entry now says to read it).
+  if (it == impl_->profiles.end() && profile->seq < player->first.second) {
+    if (!was_marked) Publish();
+    return;
+  }
   if (it == impl_->profiles.end())
     impl_->profiles.emplace(std::string(client_id), std::move(profile));
   else
@@ -285,11 +297,19 @@ Board::ProfileToken Board::profile_token() const {
 void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& asked, const ProfileMap& found) {
   std::unique_lock lock(mutex_);
   if (impl_->token.erases != token.erases) return;  // a player read may be another entry now
-  const bool unchanged = impl_->token.sets == token.sets;
+  // The players whose profile was set since the token: what was read of
+  // them may be older than that (and a set outside the top is not held).
+  // When the ring no longer reaches back to the token, every player.
+  std::unordered_map<std::string_view, bool> set_since;
+  const bool all_set = impl_->token.sets != token.sets &&
+                       (impl_->recent_sets.empty() || impl_->recent_sets.front().first > token.sets + 1);
+  for (auto it = impl_->recent_sets.rbegin(); it != impl_->recent_sets.rend() && it->first > token.sets; ++it)
+    set_since.emplace(it->second, true);
   bool top_changed = false;
   for (const auto& id : asked) {
     const Node* player = impl_->players.Find(id);
     if (!player || !impl_->players.Marked(id)) continue;
+    const bool unchanged = !all_set && !set_since.count(id);
     auto f = found.find(id);
     if (f == found.end() || !f->second) {
       // The store has none: unmark, unless a profile arrived meanwhile (and
@@ -300,9 +320,9 @@ void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& as
       }
       continue;
     }
-    // Held only when no profile was set since the token: one set for a
-    // player outside the top is not held, so a read from before it could
-    // not be told from a newer one once the player enters the top.
+    // Held only when no profile of the player was set since the token: one
+    // set outside the top is not held, so a read from before it could not
+    // be told from a newer one once the player enters the top.
     if (!unchanged || !impl_->InTop(player->first)) continue;
     auto& held = impl_->profiles[id];
     if (held && held->seq >= f->second->seq) continue;

@@ -73,9 +73,9 @@ class Board {
   };
   ProfileToken profile_token() const;
   // `found`: the profiles the store held for `asked` (read after `token`
-  // was taken). Dropped when a player was erased since; when a profile was
-  // set since, none is held and no player unmarked (the next read reads
-  // them again).
+  // was taken). Dropped when a player was erased since; a player whose
+  // profile was set since (or any, past the last 256 sets) is neither held
+  // nor unmarked (the next read reads it again).
   void CacheProfiles(ProfileToken token, const std::vector<std::string>& asked, const ProfileMap& found);
   size_t profiles_held() const;
   // False when absent. The profile goes too.

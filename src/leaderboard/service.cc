@@ -219,15 +219,10 @@ Result<bool> LeaderboardService::LoadOnce(uint64_t changes) {
     if (default_board_ && def->board == default_board_) default_season_ = def->season;
     Place(def);
   }
-  for (const auto& [id, state] : boards_copy) {
-    PurgeOld(*state);
-    // The profiles of the top, which a load does not read (Board::ReplaceAll).
-    if (!ranking_ && state->board)
-      ReadTop(state->board, id, state->season, 0, kPageLimitMax, [id](Result<Page> r) {
-        if (!r.ok())
-          log::Warn("leaderboard: reading the top's display names of board '{}': {}", id, r.status().ToString());
-      });
-  }
+  // The top's profiles are read by the first read of each top
+  // (Board::ReplaceAll holds none): one store read per board when it is
+  // read, not one per board at every reload.
+  for (const auto& [id, state] : boards_copy) PurgeOld(*state);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   log::Info("leaderboard: loaded {} board(s) and {} player(s) into memory in {} ms", count, total, ms);
   return true;

@@ -92,24 +92,30 @@ void LeaderboardService::Archived(const std::shared_ptr<State>& state, int64_t s
     (*shared_done)(Status::Unavailable("too many archived seasons are being read at once; try again"));
 }
 
+void LeaderboardService::BeginWork() {
+  std::lock_guard lock(archive_mutex_);
+  ++threads_;
+}
+
+void LeaderboardService::EndWork() {
+  std::lock_guard lock(archive_mutex_);
+  if (--threads_ == 0) threads_idle_.notify_all();
+}
+
 bool LeaderboardService::OffThread(int limit, std::function<void()> work) {
   {
     std::lock_guard lock(archive_mutex_);
     if (limit > 0 && threads_ >= limit) return false;
     ++threads_;
   }
-  auto finished = [this] {
-    std::lock_guard lock(archive_mutex_);
-    if (--threads_ == 0) threads_idle_.notify_all();
-  };
   try {
-    std::thread([work = std::move(work), finished]() {
+    std::thread([this, work = std::move(work)]() {
       work();
-      finished();
+      EndWork();
     }).detach();
   } catch (const std::system_error& e) {
     log::Error("leaderboard: cannot start a thread: {}", e.what());
-    finished();
+    EndWork();
     return false;
   }
   return true;
@@ -154,11 +160,11 @@ void LeaderboardService::FillProfiles(const std::shared_ptr<Board>& board, const
 }
 
 void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
-                                 int64_t offset, int64_t limit, Callback<Result<Page>> done) {
+                                 int64_t offset, int64_t limit, Callback<Result<Page>> done, int tries) {
   Page page = board->Top(offset, limit);
   if (!AnyUnread(page.entries)) return done(std::move(page));
   auto shared_done = std::make_shared<Callback<Result<Page>>>(std::move(done));
-  // A page of its own: read its profiles, answer with them.
+  // A read of its own: this page's profiles.
   auto own = [this, board, board_id, season, shared_done](const Page& page) {
     FillProfiles(board, board_id, season, std::vector<Entry>(page.entries.begin(), page.entries.end()),
                  [total = page.total, shared_done](Result<std::vector<Entry>> r) {
@@ -166,16 +172,14 @@ void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std:
                    (*shared_done)(Page::Own(std::move(*r), total));
                  });
   };
-  if (offset + limit > kPageLimitMax) return own(page);
+  if (offset + limit > kPageLimitMax || tries <= 0) return own(page);
   // Within the top, which every hot read shows: one store read of all of
-  // its unread profiles at a time per Board. Reads meanwhile wait for it,
-  // then read the Board again (their own read only if it kept nothing,
-  // e.g. a profile was set meanwhile).
-  auto again = [board, offset, limit, shared_done, own](const Status& failed) {
-    if (!failed.ok()) return (*shared_done)(failed);
-    Page page = board->Top(offset, limit);
-    if (!AnyUnread(page.entries)) return (*shared_done)(std::move(page));
-    own(page);
+  // its unread profiles at a time per Board. The others wait for it, then
+  // read the Board again.
+  auto again = [this, board, board_id, season, offset, limit, shared_done, tries] {
+    ReadTop(
+        board, board_id, season, offset, limit, [shared_done](Result<Page> r) { (*shared_done)(std::move(r)); },
+        tries - 1);
   };
   {
     std::lock_guard lock(top_reads_mutex_);
@@ -183,18 +187,24 @@ void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std:
     if (!first) return it->second.push_back(std::move(again));
   }
   Page top = board->Top(0, kPageLimitMax);
+  BeginWork();  // the callback uses the service
   FillProfiles(board, board_id, season, std::vector<Entry>(top.entries.begin(), top.entries.end()),
-               [this, board, again = std::move(again)](Result<std::vector<Entry>> r) {
-                 std::vector<std::function<void(const Status&)>> waiting;
+               [this, board, shared_done, again = std::move(again)](Result<std::vector<Entry>> r) {
+                 std::vector<std::function<void()>> waiting;
                  {
                    std::lock_guard lock(top_reads_mutex_);
                    auto it = top_reads_.find(board.get());
                    waiting = std::move(it->second);
                    top_reads_.erase(it);
                  }
-                 const Status s = r.ok() ? Status::Ok() : r.status();
-                 again(s);
-                 for (auto& w : waiting) w(s);
+                 // This read's failure is this request's; the others try
+                 // again (one of them reads next).
+                 if (r.ok())
+                   again();
+                 else
+                   (*shared_done)(r.status());
+                 for (auto& w : waiting) w();
+                 EndWork();
                });
 }
 

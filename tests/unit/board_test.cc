@@ -60,6 +60,18 @@ TEST(Board, AProfileFollowsItsOwnOrderAndALateOneOfARemovedEntryIsDropped) {
   EXPECT_FALSE(b.Top(0, 10).entries[0].profile_unread);
 }
 
+// A name posted before a score change whose answer came first (the pool
+// answers in any order): not held (it may be a removed entry's), but the
+// top's snapshot now says to read the store.
+TEST(Board, ALateNameOfATopPlayerSendsTheTopToTheStore) {
+  Board b;
+  b.Set("p", 10, 3);
+  EXPECT_FALSE(b.Top(0, 1).entries[0].profile_unread);
+  b.SetProfile("p", std::make_shared<const Profile>(Profile{.display_name = "P", .metadata = {}, .seq = 2}));
+  EXPECT_FALSE(b.Top(0, 1).entries[0].profile);
+  EXPECT_TRUE(b.Top(0, 1).entries[0].profile_unread);
+}
+
 // Profiles are held for the top kPageLimitMax only; every other player
 // costs one bit, and its entries say to read the store.
 TEST(Board, ProfilesAreHeldForTheTopOnly) {
@@ -133,6 +145,20 @@ TEST(Board, ProfilesAreHeldForTheTopOnly) {
   token = b.profile_token();
   b.CacheProfiles(token, {"p150"}, ProfileMap{{"p150", profile(1501, 4001)}});
   EXPECT_EQ(b.Player("p150", std::nullopt)->entry.profile->display_name, "N1501");
+  // A set of another player since the token does not stop it: a named
+  // player enters the top (two above went) and is held though p120 was
+  // renamed meanwhile.
+  ASSERT_TRUE(b.Erase("p5"));
+  ASSERT_TRUE(b.Erase("p7"));
+  token = b.profile_token();
+  b.SetProfile("p120", profile(1201, 5000));
+  auto top_now = b.Top(0, 100);
+  auto unread = std::find_if(top_now.entries.begin(), top_now.entries.end(),
+                             [](const Entry& e) { return e.profile_unread && e.client_id != "p150"; });
+  ASSERT_NE(unread, top_now.entries.end());
+  const std::string id = unread->client_id;
+  b.CacheProfiles(token, {id}, ProfileMap{{id, profile(7, 7)}});
+  ASSERT_TRUE(b.Player(id, std::nullopt)->entry.profile) << id;
   // An older profile than the one held is not kept.
   token = b.profile_token();
   b.CacheProfiles(token, {"p4"}, ProfileMap{{"p4", profile(-4, 1)}});
