@@ -123,6 +123,62 @@ TEST_F(FromV010, ADatabaseAContractStepClosedToThisReleaseIsRefused) {
 namespace hotrow::testing {
 namespace {
 
+// v0.6.5, the last release before many boards (0.7.0), with the point card
+// in its own file already (tests/fixtures/make-fixture.sh): its one
+// leaderboard becomes season 1 of the board `default`, served by the
+// legacy routes and the board routes; names and the other domains work on
+// the migrated files.
+TEST(FromV065, ItsLeaderboardBecomesTheBoardDefaultAndEverythingIsServed) {
+  TempDir dir;
+  const std::string path = dir.File("hotrow.db"),
+                    fixture = std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.6.5.db";
+  fs::copy_file(fixture, path);
+  fs::copy_file(fixture + ".pointcard.db", pointcard::PointCardPath(path));
+  ASSERT_EQ(QueryOne(path, "PRAGMA user_version"), 2) << "the fixture is v0.6.5's";
+  ASSERT_EQ(QueryOne(path, "SELECT score FROM leaderboard WHERE client_id = 'fixture-player'"), 424242);
+  const int64_t players = QueryOne(path, "SELECT COUNT(*) FROM leaderboard");
+  {
+    auto p = ServerProcess::Start({"--db", "sqlite:" + path, "--admin-token", kTestAdminToken}, dir.File("log"));
+    ASSERT_TRUE(p);
+    HttpClient c(p->port());
+    auto legacy = c.Get("/api/v1/leaderboard/fixture-player");
+    ASSERT_EQ(legacy.status, 200) << legacy.body;
+    EXPECT_EQ(JsonInt(legacy.body, "score"), 424242);
+    EXPECT_EQ(JsonInt(legacy.body, "rank"), 1);
+    auto page = c.Get("/api/v1/boards/default/leaderboard?limit=100");
+    ASSERT_EQ(page.status, 200) << page.body;
+    EXPECT_EQ(JsonInt(page.body, "total"), players);
+    EXPECT_EQ(JsonInt(page.body, "season"), 1);
+    auto named = c.Post("/api/v1/boards/default/scores", R"({"score":5,"displayName":"Since 0.7.0"})",
+                        {{"ClientId", "new-player"}});
+    EXPECT_EQ(named.status, 200) << named.body;
+    auto made = c.Post("/api/v1/boards", R"({"id":"weekly","reset":"weekly"})",
+                       {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
+    EXPECT_EQ(made.status, 201) << made.body;
+    auto replay =
+        c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})", {{"Idempotency-Key", "fixture-1"}});
+    EXPECT_EQ(replay.status, 201) << replay.body;
+    EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true") << "v0.6.5's key is still known";
+    EXPECT_EQ(JsonInt(c.Get("/datePlan/1").body, "like"), 3);
+    ASSERT_EQ(p->Stop(), 0);
+  }
+  EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'leaderboard'"), 0);
+  EXPECT_EQ(QueryOne(path, "SELECT COUNT(*) FROM lb_score WHERE board_id = 'default'"), players + 1);
+  EXPECT_EQ(QueryOne(path, "SELECT MAX(version) FROM schema_migrations WHERE component = 'leaderboard'"), 4);
+  // Served again from the migrated files: the name (a load reads no
+  // names; the view reads it from the store) and the board made.
+  auto again = ServerProcess::Start({"--db", "sqlite:" + path}, dir.File("log2"));
+  ASSERT_TRUE(again);
+  HttpClient c2(again->port());
+  auto player = c2.Get("/api/v1/boards/default/players/new-player");
+  ASSERT_EQ(player.status, 200) << player.body;
+  EXPECT_EQ(JsonString(player.body, "displayName"), "Since 0.7.0");
+  EXPECT_EQ(c2.Get("/api/v1/boards/weekly").status, 200);
+  EXPECT_EQ(again->Stop(), 0);
+  auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
 // v0.4.0 kept the point card in the main file; this release moves it into
 // PATH.pointcard.db (pointcard/sqlite_file.h) and closes the main file to
 // releases before it.
