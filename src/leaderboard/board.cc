@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>
@@ -134,10 +135,13 @@ struct Board::Impl {
   };
   std::unordered_map<std::string, std::shared_ptr<const Profile>, StringHash, std::equal_to<>> profiles;
   ProfileToken token;  // erases: Erase and ReplaceAll; sets: SetProfile
-  // The players of the latest SetProfile calls, by token.sets after each:
-  // a read handed back keeps what no set since touched (CacheProfiles).
-  static constexpr size_t kRecentSetsMax = 256;
-  std::deque<std::pair<uint64_t, std::string>> recent_sets;
+  // The players (hashes of their ids: 2 KiB a Board at most) of the latest
+  // SetProfile calls, by token.sets after each: a read handed back keeps
+  // what no set since touched (CacheProfiles; a hash collision only keeps
+  // one player less).
+  static constexpr size_t kRecentSetsMax = 128;
+  std::deque<std::pair<uint64_t, size_t>> recent_sets;
+  static size_t IdHash(std::string_view id) { return std::hash<std::string_view>()(id); }
 
   // The entry's profile as held, or the mark that it must be read.
   void FillProfile(Entry& e) const {
@@ -268,7 +272,7 @@ void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile
   const Node* player = impl_->players.Find(client_id);
   if (!player) return;
   ++impl_->token.sets;
-  impl_->recent_sets.emplace_back(impl_->token.sets, std::string(client_id));
+  impl_->recent_sets.emplace_back(impl_->token.sets, Impl::IdHash(client_id));
   if (impl_->recent_sets.size() > Impl::kRecentSetsMax) impl_->recent_sets.pop_front();
   const bool was_marked = impl_->players.Marked(client_id);
   impl_->players.Mark(client_id, true);
@@ -300,16 +304,16 @@ void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& as
   // The players whose profile was set since the token: what was read of
   // them may be older than that (and a set outside the top is not held).
   // When the ring no longer reaches back to the token, every player.
-  std::unordered_map<std::string_view, bool> set_since;
+  std::unordered_set<size_t> set_since;
   const bool all_set = impl_->token.sets != token.sets &&
                        (impl_->recent_sets.empty() || impl_->recent_sets.front().first > token.sets + 1);
   for (auto it = impl_->recent_sets.rbegin(); it != impl_->recent_sets.rend() && it->first > token.sets; ++it)
-    set_since.emplace(it->second, true);
+    set_since.insert(it->second);
   bool top_changed = false;
   for (const auto& id : asked) {
     const Node* player = impl_->players.Find(id);
     if (!player || !impl_->players.Marked(id)) continue;
-    const bool unchanged = !all_set && !set_since.count(id);
+    const bool unchanged = !all_set && !set_since.count(Impl::IdHash(id));
     auto f = found.find(id);
     if (f == found.end() || !f->second) {
       // The store has none: unmark, unless a profile arrived meanwhile (and

@@ -74,7 +74,7 @@ class Board {
   ProfileToken profile_token() const;
   // `found`: the profiles the store held for `asked` (read after `token`
   // was taken). Dropped when a player was erased since; a player whose
-  // profile was set since (or any, past the last 256 sets) is neither held
+  // profile was set since (or any, past the last 128 sets) is neither held
   // nor unmarked (the next read reads it again).
   void CacheProfiles(ProfileToken token, const std::vector<std::string>& asked, const ProfileMap& found);
   size_t profiles_held() const;

@@ -75,7 +75,7 @@ LeaderboardService::LeaderboardService(LeaderboardStore& store, LeaderboardOptio
 LeaderboardService::~LeaderboardService() {
   store_.OnBoardChange(nullptr);
   std::unique_lock lock(archive_mutex_);
-  threads_idle_.wait(lock, [this] { return threads_ == 0; });
+  threads_idle_.wait(lock, [this] { return threads_ == 0 && work_ == 0; });
 }
 
 Result<std::shared_ptr<LeaderboardService::State>> LeaderboardService::MakeState(BoardInfo info, int64_t season,

@@ -273,15 +273,14 @@ class LeaderboardService final : public DomainService {
   void FillProfiles(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
                     std::vector<Entry> entries, std::function<void(Result<std::vector<Entry>>)> done);
   // A Board's reads with their profiles filled in. Reads of its top share
-  // one store read at a time (top_reads_: the reads waiting for it), then
-  // read the Board again; after `tries` such rounds that left entries
-  // unread (profiles set meanwhile, a failed read), one reads for itself.
+  // one store read at a time (top_reads_: the reads waiting for it).
   void ReadTop(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season, int64_t offset,
-               int64_t limit, Callback<Result<Page>> done, int tries = 3);
-  // Work that calls back into the service (a thread, a store read): the
-  // destructor waits until none is under way.
+               int64_t limit, Callback<Result<Page>> done);
+  // A store read whose callback uses the service (work_): the destructor
+  // waits until none is under way. ThreadDone: an OffThread thread ended.
   void BeginWork();
   void EndWork();
+  void ThreadDone();
   void ReadPlayer(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
                   const std::string& client_id, std::optional<int64_t> around,
                   std::function<void(Result<PlayerView>)> done);
@@ -335,12 +334,13 @@ class LeaderboardService final : public DomainService {
   std::list<std::pair<ArchiveKey, std::shared_ptr<Board>>> archive_;
   uint64_t archive_changes_ = 0;
   std::mutex top_reads_mutex_;
-  std::map<const Board*, std::vector<std::function<void()>>> top_reads_;
-  // Threads of OffThread and store reads of ReadTop under way (the
-  // destructor waits for them), under
-  // archive_mutex_.
+  std::map<const Board*, std::vector<std::function<void(const Status&)>>> top_reads_;
+  // Threads of OffThread (threads_, which kArchiveLoadsMax limits) and
+  // store reads of ReadTop (work_) under way: the destructor waits for
+  // both. Under archive_mutex_.
   std::condition_variable threads_idle_;
   int threads_ = 0;
+  int work_ = 0;
 };
 
 }  // namespace hotrow::leaderboard

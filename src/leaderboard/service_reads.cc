@@ -94,12 +94,17 @@ void LeaderboardService::Archived(const std::shared_ptr<State>& state, int64_t s
 
 void LeaderboardService::BeginWork() {
   std::lock_guard lock(archive_mutex_);
-  ++threads_;
+  ++work_;
 }
 
 void LeaderboardService::EndWork() {
   std::lock_guard lock(archive_mutex_);
-  if (--threads_ == 0) threads_idle_.notify_all();
+  if (--work_ == 0 && threads_ == 0) threads_idle_.notify_all();
+}
+
+void LeaderboardService::ThreadDone() {
+  std::lock_guard lock(archive_mutex_);
+  if (--threads_ == 0 && work_ == 0) threads_idle_.notify_all();
 }
 
 bool LeaderboardService::OffThread(int limit, std::function<void()> work) {
@@ -111,11 +116,11 @@ bool LeaderboardService::OffThread(int limit, std::function<void()> work) {
   try {
     std::thread([this, work = std::move(work)]() {
       work();
-      EndWork();
+      ThreadDone();
     }).detach();
   } catch (const std::system_error& e) {
     log::Error("leaderboard: cannot start a thread: {}", e.what());
-    EndWork();
+    ThreadDone();
     return false;
   }
   return true;
@@ -160,7 +165,7 @@ void LeaderboardService::FillProfiles(const std::shared_ptr<Board>& board, const
 }
 
 void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
-                                 int64_t offset, int64_t limit, Callback<Result<Page>> done, int tries) {
+                                 int64_t offset, int64_t limit, Callback<Result<Page>> done) {
   Page page = board->Top(offset, limit);
   if (!AnyUnread(page.entries)) return done(std::move(page));
   auto shared_done = std::make_shared<Callback<Result<Page>>>(std::move(done));
@@ -172,38 +177,44 @@ void LeaderboardService::ReadTop(const std::shared_ptr<Board>& board, const std:
                    (*shared_done)(Page::Own(std::move(*r), total));
                  });
   };
-  if (offset + limit > kPageLimitMax || tries <= 0) return own(page);
+  if (offset + limit > kPageLimitMax) return own(page);
   // Within the top, which every hot read shows: one store read of all of
-  // its unread profiles at a time per Board. The others wait for it, then
-  // read the Board again.
-  auto again = [this, board, board_id, season, offset, limit, shared_done, tries] {
-    ReadTop(
-        board, board_id, season, offset, limit, [shared_done](Result<Page> r) { (*shared_done)(std::move(r)); },
-        tries - 1);
+  // its unread profiles at a time per Board, which answers its request from
+  // what it read. Reads that came meanwhile wait for it: its failure is
+  // theirs; else they read the Board again, and read for themselves only
+  // if it kept nothing they show (a name set meanwhile, an erase). A
+  // waiter is not answered from the read: it may have come after a write
+  // the read did not see.
+  auto waiter = [board, offset, limit, shared_done, own](const Status& read) {
+    if (!read.ok()) return (*shared_done)(read);
+    Page page = board->Top(offset, limit);
+    if (!AnyUnread(page.entries)) return (*shared_done)(std::move(page));
+    own(page);
   };
   {
     std::lock_guard lock(top_reads_mutex_);
     auto [it, first] = top_reads_.try_emplace(board.get());
-    if (!first) return it->second.push_back(std::move(again));
+    if (!first) return it->second.push_back(std::move(waiter));
   }
   Page top = board->Top(0, kPageLimitMax);
   BeginWork();  // the callback uses the service
   FillProfiles(board, board_id, season, std::vector<Entry>(top.entries.begin(), top.entries.end()),
-               [this, board, shared_done, again = std::move(again)](Result<std::vector<Entry>> r) {
-                 std::vector<std::function<void()>> waiting;
+               [this, board, shared_done, offset, limit, total = top.total](Result<std::vector<Entry>> r) {
+                 std::vector<std::function<void(const Status&)>> waiting;
                  {
                    std::lock_guard lock(top_reads_mutex_);
                    auto it = top_reads_.find(board.get());
                    waiting = std::move(it->second);
                    top_reads_.erase(it);
                  }
-                 // This read's failure is this request's; the others try
-                 // again (one of them reads next).
-                 if (r.ok())
-                   again();
-                 else
-                   (*shared_done)(r.status());
-                 for (auto& w : waiting) w();
+                 const Status read = r.ok() ? Status::Ok() : r.status();
+                 if (r.ok()) {
+                   auto list = std::make_shared<const std::vector<Entry>>(std::move(*r));
+                   (*shared_done)(Page::Slice(std::move(list), offset, limit, total));
+                 } else {
+                   (*shared_done)(read);
+                 }
+                 for (auto& w : waiting) w(read);
                  EndWork();
                });
 }

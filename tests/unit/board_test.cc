@@ -72,6 +72,27 @@ TEST(Board, ALateNameOfATopPlayerSendsTheTopToTheStore) {
   EXPECT_TRUE(b.Top(0, 1).entries[0].profile_unread);
 }
 
+// The sets since a read are remembered 128 deep: past that, a read keeps
+// nothing (it cannot tell whom they touched).
+TEST(Board, ARead128SetsOldStillKeepsWhatTheyDidNotTouch) {
+  for (int sets : {128, 129}) {
+    Board b;
+    // Loaded: every player marked, no name held.
+    std::vector<std::pair<std::string, Stored>> all;
+    for (int i = 0; i < 300; ++i)
+      all.push_back({"p" + std::to_string(i), Stored{.score = 1000 - i, .seq = i + 1, .has_profile = true}});
+    b.ReplaceAll(all);
+    auto token = b.profile_token();
+    for (int i = 0; i < sets; ++i)
+      b.SetProfile("p" + std::to_string(200 + i % 100),
+                   std::make_shared<const Profile>(Profile{.display_name = "x", .metadata = {}, .seq = 1000 + i}));
+    b.CacheProfiles(
+        token, {"p0"},
+        ProfileMap{{"p0", std::make_shared<const Profile>(Profile{.display_name = "Zero", .metadata = {}, .seq = 1})}});
+    EXPECT_EQ(b.Top(0, 1).entries[0].profile != nullptr, sets == 128) << sets;
+  }
+}
+
 // Profiles are held for the top kPageLimitMax only; every other player
 // costs one bit, and its entries say to read the store.
 TEST(Board, ProfilesAreHeldForTheTopOnly) {
