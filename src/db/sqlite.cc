@@ -217,6 +217,10 @@ int Connection::Changes() const { return sqlite3_changes(db_); }
 bool Connection::InTransaction() const { return !sqlite3_get_autocommit(db_); }
 Status Connection::LastError(std::string_view context) const { return ErrorFor(db_, sqlite3_errcode(db_), context); }
 
+ReadSnapshot::~ReadSnapshot() {
+  if (begun_.ok()) log::WarnIfFailed(c_.Exec("COMMIT"), "sqlite: ending a read transaction");
+}
+
 Result<int64_t> QueryInt(Connection& conn, std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(conn.raw(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);

@@ -103,6 +103,22 @@ class Connection {
   std::unordered_map<std::string, sqlite3_stmt*, Hash, std::equal_to<>> statements_;
 };
 
+// Reads from one snapshot for a scope: BEGIN when made, COMMIT (a failure
+// logged) when it ends, whichever way the reads leave.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(Connection& c) : c_(c), begun_(c.Exec("BEGIN")) {}
+  ~ReadSnapshot();
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+  // Why BEGIN failed (then nothing is ended).
+  const Status& status() const { return begun_; }
+
+ private:
+  Connection& c_;
+  Status begun_;
+};
+
 // Runs `sql` once (prepared, not cached) and returns its first column of
 // the first row as an integer; for PRAGMAs and counts.
 Result<int64_t> QueryInt(Connection& conn, std::string_view sql);

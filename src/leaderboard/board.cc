@@ -32,24 +32,28 @@ using Node = Tree::value_type;  // (key, client id), in a node that stays put wh
 class PlayerIndex {
  public:
   static_assert(alignof(Node) >= 2, "the slot's low bit is the profile mark");
-  const Node* Find(std::string_view id) const {
+  // The player's node (null when absent), and whether it is marked as
+  // maybe having a profile.
+  struct Found {
+    const Node* node = nullptr;
+    bool marked = false;
+  };
+  Found Lookup(std::string_view id) const {
     const uintptr_t* slot = Slot(id);
-    return slot ? NodeOf(*slot) : nullptr;
+    return slot ? Found{NodeOf(*slot), (*slot & 1) != 0} : Found{};
   }
-  // Whether the player is marked as maybe having a profile (false when absent).
-  bool Marked(std::string_view id) const {
-    const uintptr_t* slot = Slot(id);
-    return slot && (*slot & 1);
-  }
-  // Marks or unmarks a player that is present.
-  void Mark(std::string_view id, bool marked) {
+  const Node* Find(std::string_view id) const { return Lookup(id).node; }
+  bool Marked(std::string_view id) const { return Lookup(id).marked; }
+  // Marks or unmarks a player that is present; false when it already was.
+  bool Mark(std::string_view id, bool marked) {
     auto* slot = const_cast<uintptr_t*>(Slot(id));
-    if (!slot || (*slot & 1) == (marked ? 1u : 0u)) return;
+    if (!slot || (*slot & 1) == (marked ? 1u : 0u)) return false;
     *slot ^= 1;
     if (marked)
       ++marked_;
     else
       --marked_;
+    return true;
   }
   // Players marked: none, and no lookup is needed to know a player is not.
   size_t marked() const { return marked_; }
@@ -129,11 +133,7 @@ struct Board::Impl {
   // The display names and metadata of the marked players (PlayerIndex) in
   // the top kPageLimitMax, as far as they are known: no other player's
   // costs anything here. Others are read from the store (board.h).
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  std::unordered_map<std::string, std::shared_ptr<const Profile>, StringHash, std::equal_to<>> profiles;
+  ProfileMap profiles;
   ProfileToken token;  // erases: Erase and ReplaceAll; sets: SetProfile
   // The players (hashes of their ids: 2 KiB a Board at most) of the latest
   // SetProfile calls, by token.sets after each: a read handed back keeps
@@ -223,12 +223,11 @@ void Board::SetLocked(std::string_view client_id, int64_t score, int64_t seq) {
   assert(mutex_.HeldExclusively() && "Board::SetLocked without the exclusive lock");
   auto& tree = impl_->tree;
   bool touches_top = true;  // a new player: the total changes
-  bool marked = false;
+  auto [n, marked] = impl_->players.Lookup(client_id);
   std::string id(client_id);
-  if (const Node* n = impl_->players.Find(client_id)) {
+  if (n) {
     Key old = n->first;
     touches_top = impl_->InTop(old);
-    marked = impl_->players.Marked(client_id);
     impl_->players.Erase(client_id);  // first: it compares the node's id
     tree.erase(old);
   }
@@ -274,8 +273,7 @@ void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile
   ++impl_->token.sets;
   impl_->recent_sets.emplace_back(impl_->token.sets, Impl::IdHash(client_id));
   if (impl_->recent_sets.size() > Impl::kRecentSetsMax) impl_->recent_sets.pop_front();
-  const bool was_marked = impl_->players.Marked(client_id);
-  impl_->players.Mark(client_id, true);
+  const bool newly_marked = impl_->players.Mark(client_id, true);
   if (!impl_->InTop(player->first)) return;  // read from the store when shown
   auto it = impl_->profiles.find(client_id);
   if (it != impl_->profiles.end() && it->second->seq >= profile->seq) return;
@@ -283,7 +281,7 @@ void Board::SetProfile(std::string_view client_id, std::shared_ptr<const Profile
   // removed since (a late answer), or not the newest; the store says (the
   // top's entry now says to read it).
   if (it == impl_->profiles.end() && profile->seq < player->first.second) {
-    if (!was_marked) Publish();
+    if (newly_marked) Publish();
     return;
   }
   if (it == impl_->profiles.end())
@@ -298,7 +296,7 @@ Board::ProfileToken Board::profile_token() const {
   return impl_->token;
 }
 
-void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& asked, const ProfileMap& found) {
+void Board::CacheProfiles(ProfileToken token, const std::vector<std::string_view>& asked, const ProfileMap& found) {
   std::unique_lock lock(mutex_);
   if (impl_->token.erases != token.erases) return;  // a player read may be another entry now
   // The players whose profile was set since the token: what was read of
@@ -311,8 +309,8 @@ void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& as
     set_since.insert(it->second);
   bool top_changed = false;
   for (const auto& id : asked) {
-    const Node* player = impl_->players.Find(id);
-    if (!player || !impl_->players.Marked(id)) continue;
+    auto [player, marked] = impl_->players.Lookup(id);
+    if (!player || !marked) continue;
     const bool unchanged = !all_set && !set_since.count(Impl::IdHash(id));
     auto f = found.find(id);
     if (f == found.end() || !f->second) {
@@ -328,9 +326,13 @@ void Board::CacheProfiles(ProfileToken token, const std::vector<std::string>& as
     // set outside the top is not held, so a read from before it could not
     // be told from a newer one once the player enters the top.
     if (!unchanged || !impl_->InTop(player->first)) continue;
-    auto& held = impl_->profiles[id];
-    if (held && held->seq >= f->second->seq) continue;
-    held = f->second;
+    auto held = impl_->profiles.find(id);
+    if (held == impl_->profiles.end())
+      impl_->profiles.emplace(id, f->second);
+    else if (held->second->seq < f->second->seq)
+      held->second = f->second;
+    else
+      continue;
     top_changed = true;
   }
   if (top_changed) Publish();
@@ -363,8 +365,8 @@ void Board::Publish() {
     size_t shown = 0;
     for (const auto& e : snap->top) shown += e.profile != nullptr;
     if (shown < impl_->profiles.size()) {
-      std::unordered_map<std::string_view, bool> in_top;
-      for (const auto& e : snap->top) in_top.emplace(e.client_id, true);
+      std::unordered_set<std::string_view> in_top;
+      for (const auto& e : snap->top) in_top.insert(e.client_id);
       std::erase_if(impl_->profiles, [&](const auto& p) { return !in_top.count(p.first); });
     }
   }

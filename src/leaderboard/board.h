@@ -76,7 +76,7 @@ class Board {
   // was taken). Dropped when a player was erased since; a player whose
   // profile was set since (or any, past the last 128 sets) is neither held
   // nor unmarked (the next read reads it again).
-  void CacheProfiles(ProfileToken token, const std::vector<std::string>& asked, const ProfileMap& found);
+  void CacheProfiles(ProfileToken token, const std::vector<std::string_view>& asked, const ProfileMap& found);
   size_t profiles_held() const;
   // False when absent. The profile goes too.
   bool Erase(std::string_view client_id);

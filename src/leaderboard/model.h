@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -158,8 +159,13 @@ inline constexpr int kMetadataDepthMax = 8;
 // (text.h's rule, trimmed).
 Status ValidateDisplayName(std::string_view name);
 
+// A hash that finds std::string keys by std::string_view (no copy).
+struct StringViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
 // Profiles by client id, as a store read them (a player without one absent).
-using ProfileMap = std::unordered_map<std::string, std::shared_ptr<const Profile>>;
+using ProfileMap = std::unordered_map<std::string, std::shared_ptr<const Profile>, StringViewHash, std::equal_to<>>;
 
 // A player's stored score and the sequence number of the change that set it.
 struct Stored {

@@ -130,6 +130,7 @@ namespace {
 bool AnyUnread(std::span<const Entry> entries) {
   return std::any_of(entries.begin(), entries.end(), [](const Entry& e) { return e.profile_unread; });
 }
+bool AnyUnread(const PlayerView& v) { return v.entry.profile_unread || (v.around && AnyUnread(*v.around)); }
 }  // namespace
 
 void LeaderboardService::FillProfiles(const std::shared_ptr<Board>& board, const std::string& board_id, int64_t season,
@@ -145,13 +146,15 @@ void LeaderboardService::FillProfiles(const std::shared_ptr<Board>& board, const
   if (unread.empty()) return done(std::move(entries));
   const Board::ProfileToken token = board->profile_token();  // before the store read (CacheProfiles)
   profile_reads_->Add();
-  auto asked = std::make_shared<std::vector<std::string>>(unread);
+  const size_t asked = unread.size();
   store_.ReadProfiles(board_id, season, std::move(unread),
                       [board, token, asked, in_top, entries = std::move(entries),
                        done = std::move(done)](Result<ProfileMap> found) mutable {
                         if (!found.ok()) return done(found.status());
+                        std::vector<std::string_view> read;  // into `entries`, which outlive its use
                         for (auto& e : entries) {
                           if (!e.profile_unread) continue;
+                          read.push_back(e.client_id);
                           auto it = found->find(e.client_id);
                           e.profile = it == found->end() ? nullptr : it->second;
                           e.profile_unread = false;
@@ -159,7 +162,7 @@ void LeaderboardService::FillProfiles(const std::shared_ptr<Board>& board, const
                         // The Board's exclusive lock only when it may keep
                         // something: a profile of its top, or a player to
                         // unmark.
-                        if (in_top || found->size() < asked->size()) board->CacheProfiles(token, *asked, *found);
+                        if (in_top || found->size() < asked) board->CacheProfiles(token, read, *found);
                         done(std::move(entries));
                       });
 }
@@ -224,7 +227,7 @@ void LeaderboardService::ReadPlayer(const std::shared_ptr<Board>& board, const s
                                     std::function<void(Result<PlayerView>)> done) {
   auto view = board->Player(client_id, around);
   if (!view) return done(NoSuchPlayer(client_id));
-  if (!view->entry.profile_unread && !(view->around && AnyUnread(*view->around))) return done(std::move(*view));
+  if (!AnyUnread(*view)) return done(std::move(*view));
   // The entry first, then those around it.
   std::vector<Entry> entries{view->entry};
   if (view->around) entries.insert(entries.end(), view->around->begin(), view->around->end());
@@ -280,7 +283,7 @@ void LeaderboardService::Player(std::string client_id, std::optional<int64_t> ar
     if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
     auto view = default_board_->Player(client_id, around);
     if (!view) return done(NoSuchPlayer(client_id));
-    if (!view->entry.profile_unread && !(view->around && AnyUnread(*view->around))) return done(std::move(*view));
+    if (!AnyUnread(*view)) return done(std::move(*view));
     // Else the registry knows the season to read profiles from.
   }
   Player(std::string(kDefaultBoard), std::nullopt, std::move(client_id), around, std::move(done));

@@ -313,11 +313,8 @@ Status SqliteLeaderboardStore::Load(const std::function<int64_t(BoardInfo)>& boa
                                     const std::function<void(const std::string&, int64_t, std::string, Stored)>& sink) {
   auto conn = db_.OpenReader();
   if (!conn.ok()) return conn.status();
-  if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return s;  // boards and scores from one snapshot
-  struct End {
-    sqlite::Connection& c;
-    ~End() { log::WarnIfFailed(c.Exec("COMMIT"), "leaderboard: ending the load's read transaction"); }
-  } end{**conn};
+  sqlite::ReadSnapshot snapshot(**conn);  // boards and scores from one snapshot
+  if (!snapshot.status().ok()) return snapshot.status();
   auto boards = (*conn)->Prepare(std::string("SELECT ") + kBoardColumns + " FROM lb_board ORDER BY board_id");
   if (!boards.ok()) return boards.status();
   std::vector<std::pair<std::string, int64_t>> wanted;  // board, its lowest season wanted
@@ -391,11 +388,8 @@ void SqliteLeaderboardStore::ReadProfiles(const std::string& board_id, int64_t s
   auto read = [&]() -> Result<ProfileMap> {
     auto conn = db_.Reader();
     if (!conn.ok()) return conn.status();
-    if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return s;
-    struct End {
-      sqlite::Connection& c;
-      ~End() { log::WarnIfFailed(c.Exec("COMMIT"), "leaderboard: ending a profile read"); }
-    } end{**conn};
+    sqlite::ReadSnapshot snapshot(**conn);
+    if (!snapshot.status().ok()) return snapshot.status();
     auto q = (*conn)->Prepare(
         "SELECT display_name, metadata, profile_seq FROM lb_score WHERE board_id = ?1 AND season = ?2 AND "
         "client_id = ?3");

@@ -13,11 +13,8 @@ namespace hotrow::pointcard {
 namespace sqlite = db::sqlite;
 
 Result<std::vector<Bonus>> QueryBonuses(sqlite::Connection& c, const GrantRequest& r) {
-  if (Status s = c.Exec("BEGIN"); !s.ok()) return s;
-  struct End {  // the snapshot, whichever way the query leaves
-    sqlite::Connection& c;
-    ~End() { (void)c.Exec("COMMIT"); }
-  } end{c};
+  sqlite::ReadSnapshot snapshot(c);
+  if (!snapshot.status().ok()) return snapshot.status();
   auto rows = c.Prepare(
       "SELECT CARD_ID, AMOUNT FROM H_TRANSACTION "
       "WHERE PAYMENT_TIME >= ?1 AND PAYMENT_TIME < ?2 AND KIND = 'charge' AND AMOUNT > 0");
