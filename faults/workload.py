@@ -210,12 +210,17 @@ class Workload:
         key = f"rig-{logical}" if keyed else None
         # A keyed payment whose outcome is unknown is retried with the same
         # key and body, as docs/api.md tells a client to; an unkeyed one is not.
-        for attempt in range(3 if keyed else 1):
-            op = Op("pay", target, {"card": card, "store": store, "amount": amount, "key": key, "logical": logical,
-                                    "attempt": attempt})
-            headers = {"Idempotency-Key": key} if key else None
-            self._run(client, op, "POST", f"/api/v1/cards/{card}/transactions", {"storeId": store, "amount": amount},
-                      headers)
+        self._retried(client, "pay", target, {"card": card, "store": store, "amount": amount, "key": key,
+                                              "logical": logical},
+                      f"/api/v1/cards/{card}/transactions", {"storeId": store, "amount": amount},
+                      {"Idempotency-Key": key} if key else None, attempts=3 if keyed else 1)
+
+    def _retried(self, client, kind, target, args, path, body, headers, attempts=3):
+        """POSTs one logical request, sent again as it was (same key, or
+        same signature) while its outcome is unknown: an op per attempt."""
+        for attempt in range(attempts):
+            op = Op(kind, target, dict(args, attempt=attempt))
+            self._run(client, op, "POST", path, body, headers)
             if op.outcome != "info" or self.stop.is_set():
                 break
 
@@ -224,13 +229,10 @@ class Workload:
         # with its key while its outcome is unknown, as a client should.
         player, logical = rng.choice(COIN_PLAYERS), next_payment()
         key = f"coin-{logical}"
-        for attempt in range(3):
-            op = Op("score_keyed", target, {"player": player, "amount": logical, "logical": logical, "key": key,
-                                            "attempt": attempt})
-            self._run(client, op, "POST", f"/api/v1/boards/{COIN_BOARD}/scores", {"score": logical},
+        self._retried(client, "score_keyed", target, {"player": player, "amount": logical, "logical": logical,
+                                                      "key": key},
+                      f"/api/v1/boards/{COIN_BOARD}/scores", {"score": logical},
                       {"ClientId": player, "Idempotency-Key": key})
-            if op.outcome != "info" or self.stop.is_set():
-                break
 
     def _do_score_named(self, rng, client, target):
         # A score and a displayName unique to the post: the name the store
@@ -250,24 +252,16 @@ class Workload:
         stamp = str(int(time.time()))
         message = f"POST\n{path}\n{player}\n{stamp}\n{json.dumps(body)}".encode()
         signature = hmac.new(self.signed_secret.encode(), message, hashlib.sha256).hexdigest()
-        for attempt in range(3):
-            op = Op("score_signed", target, {"player": player, "amount": logical, "logical": logical,
-                                             "attempt": attempt})
-            self._run(client, op, "POST", path, body, {"ClientId": player, "X-Timestamp": stamp,
-                                                       "X-Signature": signature})
-            if op.outcome != "info" or self.stop.is_set():
-                break
+        self._retried(client, "score_signed", target, {"player": player, "amount": logical, "logical": logical},
+                      path, body, {"ClientId": player, "X-Timestamp": stamp, "X-Signature": signature})
 
     def _do_score_season(self, rng, client, target):
         player, logical = rng.choice(SEASON_PLAYERS), next_payment()
         key = f"season-{logical}"
-        for attempt in range(3):
-            op = Op("score_season", target, {"player": player, "amount": logical, "logical": logical, "key": key,
-                                             "attempt": attempt})
-            self._run(client, op, "POST", f"/api/v1/boards/{SEASON_BOARD}/scores", {"score": logical},
+        self._retried(client, "score_season", target, {"player": player, "amount": logical, "logical": logical,
+                                                       "key": key},
+                      f"/api/v1/boards/{SEASON_BOARD}/scores", {"score": logical},
                       {"ClientId": player, "Idempotency-Key": key})
-            if op.outcome != "info" or self.stop.is_set():
-                break
 
     def _do_pay(self, rng, client, target):
         self._pay(rng, client, target, False)
@@ -292,10 +286,7 @@ class Workload:
             key = f"grant-{next_id()}"
             body = {"from": rfc3339(self.start_epoch - 3600), "to": rfc3339(time.time() - 1), "ratePercent": 1,
                     "allowOverlap": True}
-            for attempt in range(3):
-                op = Op("grant", target, {"key": key, "attempt": attempt})
-                self._run(client, op, "POST", "/api/v1/grants", body, dict(self.admin, **{"Idempotency-Key": key}))
-                if op.outcome != "info" or self.stop.is_set():
-                    break
+            self._retried(client, "grant", target, {"key": key}, "/api/v1/grants", body,
+                          dict(self.admin, **{"Idempotency-Key": key}))
         if client:
             client.close()

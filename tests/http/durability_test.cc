@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "db/sqlite.h"
+#include "harness/grant_requests.h"
 #include "harness/http_client.h"
 #include "harness/server_process.h"
 #include "pointcard/model.h"
@@ -187,18 +188,8 @@ void CrashInsideAGrant(const std::string& failpoint, bool expect_present) {
   TestServer server(TestServerOptions{0, true, {}, {{"HOTROW_FAILPOINT", failpoint}}});
   ASSERT_TRUE(server.ok());
   int64_t balances_before = CountRows(server.db_url(), "SELECT SUM(BALANCE) FROM S_ACCOUNT");
-  {
-    HttpClient c(server.port());
-    ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":500})").status, 201);
-    try {
-      std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
-      c.Post("/api/v1/grants",
-             R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1,"allowOverlap":true})",
-             {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
-    } catch (const std::exception&) {
-      // the server died mid-request, as arranged
-    }
-  }
+  PayThenGrantAsTheServerDies(server.port());
+  if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(server.process().Wait(std::chrono::seconds(30)), -SIGABRT) << server.process().Log();
   EXPECT_NE(server.process().Log().find("failpoint " + failpoint.substr(0, failpoint.find(':'))), std::string::npos);
   ASSERT_TRUE(server.Start({}));

@@ -16,6 +16,7 @@
 #include "harness/postgres_process.h"
 #include "leaderboard/postgres_store.h"
 #include "leaderboard/service.h"
+#include "pg/pg_cards_fixture.h"
 #include "pointcard/postgres_store.h"
 
 namespace hotrow::testing {
@@ -224,13 +225,7 @@ class PgBoard : public LeaderboardBackendInstance {
 class PgCards : public PointCardBackendInstance {
  public:
   PgCards() : url_(FreshDatabase()) {
-    auto conn = OrThrow(db::pg::Connection::Connect(url_));
-    pointcard::SeedOptions o;
-    o.cards = kContractCards;
-    o.stores = kContractStores;
-    o.history = kContractHistory;
-    o.seed = 7;
-    OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
+    SeedContractCards(url_);
     Open();
   }
   pointcard::PointCardStore& store() override { return *store_; }

@@ -30,17 +30,23 @@ inline std::string ResumeFold(int64_t grant_id) {
   return "SELECT pg_advisory_unlock(" + std::to_string(kFoldLockSpace) + ", " + std::to_string(grant_id) + ")";
 }
 
+// The contract's cards, stores and history, seeded into the database at `url`.
+inline void SeedContractCards(const std::string& url) {
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  pointcard::SeedOptions o;
+  o.cards = kContractCards;
+  o.stores = kContractStores;
+  o.history = kContractHistory;
+  o.seed = 7;
+  OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
+}
+
 struct PgCardsFixture {
   // `setup`: SQL run on the seeded database before the pool connects.
   explicit PgCardsFixture(const std::string& setup = "") : url(FreshDatabase()) {
-    auto conn = OrThrow(db::pg::Connection::Connect(url));
-    pointcard::SeedOptions o;
-    o.cards = kContractCards;
-    o.stores = kContractStores;
-    o.history = kContractHistory;
-    o.seed = 7;
-    OrThrow(pointcard::SeedPostgresPointCard(*conn, o, nullptr));
+    SeedContractCards(url);
     if (!setup.empty()) {
+      auto conn = OrThrow(db::pg::Connection::Connect(url));
       EXPECT_TRUE(conn->Exec(setup).ok()) << setup;
     }
     pool = OpenPool(url);

@@ -12,6 +12,7 @@
 #include "contract/pointcard_contract.h"
 #include "contract/wait.h"
 #include "db/postgres.h"
+#include "harness/grant_requests.h"
 #include "harness/http_client.h"
 #include "harness/or_throw.h"
 #include "harness/postgres_process.h"
@@ -61,18 +62,8 @@ void CrashInsideAPostgresGrant(const std::string& failpoint, bool expect_present
   int64_t balances_before = count("SELECT SUM(BALANCE) FROM S_ACCOUNT");
   TestServer server(TestServerOptions{0, false, {"--grant-fold-chunk", "10"}, {{"HOTROW_FAILPOINT", failpoint}}, url});
   ASSERT_TRUE(server.ok());
-  {
-    HttpClient c(server.port());
-    ASSERT_EQ(c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":500})").status, 201);
-    try {
-      std::string to = pointcard::FormatTime(pointcard::NowUs() - 1000000);
-      c.Post("/api/v1/grants",
-             R"({"from":"2000-01-01T00:00:00Z","to":")" + to + R"(","ratePercent":1,"allowOverlap":true})",
-             {{"Authorization", std::string("Bearer ") + kTestAdminToken}});
-    } catch (const std::exception&) {
-      // the server died mid-request, as arranged
-    }
-  }
+  PayThenGrantAsTheServerDies(server.port());
+  if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(server.process().Wait(std::chrono::seconds(30)), -SIGABRT) << server.process().Log();
   ASSERT_TRUE(server.Start({}));
   // A staging grant's lease (10 s) runs out, and the folder drops it; an
