@@ -36,6 +36,7 @@
 #include "base/status.h"
 #include "db/sqlite.h"
 #include "db/sqlite_writer.h"
+#include "ops/metrics.h"
 
 namespace hotrow::db::sqlite {
 
@@ -129,6 +130,19 @@ class Database {
   std::condition_variable checkpoint_wake_;
   bool stopping_ = false;
   CheckpointStats checkpoint_stats_;
+  // hotrow_sqlite_wal_* and hotrow_sqlite_checkpoints_total, labelled with
+  // the writer's name (DatabaseOptions::writer.name).
+  struct Metrics {
+    metrics::Counter* checkpoints_ok;
+    metrics::Counter* checkpoints_failed;
+    metrics::Counter* restarted;
+    metrics::Counter* put_off;
+    metrics::Counter* restart_failed;
+    metrics::Counter* not_run;
+    metrics::Histogram* restart_writer_seconds;
+    metrics::Registration wal_bytes, wal_file_bytes;
+  } metrics_;
+  void RegisterMetrics();
   std::thread checkpointer_;
 };
 
