@@ -30,6 +30,7 @@ struct ServeFlags {
   int db_connect_timeout_s = 60;
   int64_t grant_fold_chunk = 0;  // 0: the store's default
   int64_t grant_workers = 1;     // PostgreSQL: backends staging, and folding, one grant
+  int64_t sqlite_wal_mb = 1024;  // SQLite: the log in use at which the WAL is started over, lull or not
   std::string metrics_token;
   std::string access_log = "off";
   std::string log_format = "text";

@@ -237,6 +237,7 @@ bool OpenSqlite(const ServeFlags& f, const std::string& path, Backends& b) {
   // Half the handler bound in the queue at most: a batch takes milliseconds,
   // so the answer (written, or definitely not) comes well inside it.
   options.writer.op_wait_max = std::chrono::milliseconds(f.handler_timeout_ms / 2);
+  db::sqlite::ScaleWal(options, f.sqlite_wal_mb << 20);
   if (!Take(db::sqlite::Database::Open(path, options), &b.sqlite, "database")) return false;
   // First: it moves the point card out of a file an older release wrote.
   if (!Take(pointcard::OpenPointCardDatabase(*b.sqlite, options), &b.card_sqlite, "point card")) return false;

@@ -118,6 +118,13 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_GRANT_WORKERS")
       ->check(CLI::Range(int64_t{1}, int64_t{16}))
       ->capture_default_str();
+  c->add_option("--sqlite-wal-mb", f.sqlite_wal_mb,
+                "SQLite: each file's WAL is started over at this much log in use even without a lull in the writes "
+                "(a stall of the writer), and its file is shrunk back to this size; budget the database plus this "
+                "per file (it grows further only while readers hold old snapshots)")
+      ->envname("HOTROW_SQLITE_WAL_MB")
+      ->check(CLI::Range(int64_t{16}, int64_t{65536}))
+      ->capture_default_str();
   c->add_option("--metrics-token", f.metrics_token,
                 "Bearer token for GET /metrics (none: /metrics is public); not the admin token")
       ->envname("HOTROW_METRICS_TOKEN");

@@ -25,6 +25,13 @@ int64_t FileBytes(const std::string& path) {
 }
 }  // namespace
 
+void ScaleWal(DatabaseOptions& options, int64_t wal_bytes_max) {
+  options.checkpoint_wal_bytes = wal_bytes_max / 16;
+  options.restart_wal_bytes = wal_bytes_max / 4;
+  options.restart_wal_bytes_max = wal_bytes_max;
+  options.wal_file_keep_bytes = wal_bytes_max;
+}
+
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path, DatabaseOptions options) {
   std::unique_ptr<Database> db(new Database());
   db->path_ = path;

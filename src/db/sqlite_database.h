@@ -70,6 +70,12 @@ struct DatabaseOptions {
   bool lock = true;
 };
 
+// Sets the WAL's thresholds from the size at which it is started over even
+// without a lull (restart_wal_bytes_max, and the file kept at most that):
+// checkpoints from 1/16 of it, restarts at a lull from 1/4. 1 GiB gives the
+// defaults above.
+void ScaleWal(DatabaseOptions& options, int64_t wal_bytes_max);
+
 struct CheckpointStats {
   uint64_t checkpoints = 0;
   uint64_t restarts = 0;          // times the WAL was started over

@@ -400,6 +400,42 @@ TEST(Database, AWalKeptFromStartingOverByAReaderShowsInTheMetrics) {
       << "the file is kept at its size";
 }
 
+// Writes that never leave a lull still get the WAL started over, at
+// restart_wal_bytes_max (serve --sqlite-wal-mb through ScaleWal), and the
+// file is shrunk back to that size: it does not grow with what was written.
+// Each such restart holds the writer (its time is in the histogram).
+TEST(Database, WithoutALullTheWalStartsOverAtItsBound) {
+  TempDir dir;
+  DatabaseOptions options;
+  options.writer.name = "no-lull";
+  ScaleWal(options, 2 << 20);
+  ASSERT_EQ(options.restart_wal_bytes, 512 << 10);
+  options.restart_lull_bytes = 0;  // no pass is a lull
+  auto db = Database::Open(dir.File("n.db"), options);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_TRUE((*db)->writer().connection().Exec("CREATE TABLE b(x BLOB)").ok());
+  (*db)->writer().Start();
+  const std::string restarted = R"(hotrow_sqlite_wal_restarts_total{writer="no-lull",outcome="restarted"})";
+  const double before = MetricValue(restarted);
+  constexpr int64_t kBlob = 16 << 10, kWritesMax = (32 << 20) / kBlob;
+  int64_t writes = 0;
+  while ((*db)->checkpoint_stats().restarts < 3 && writes < kWritesMax) {
+    std::promise<Status> done;
+    (*db)->writer().Submit(MakeOp<BlobOp>(kBlob, &done));
+    ASSERT_TRUE(done.get_future().get().ok());
+    ++writes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // ~8 MB/s
+  }
+  auto stats = (*db)->checkpoint_stats();
+  ASSERT_GE(stats.restarts, 3u) << "the WAL never started over in " << writes << " writes";
+  EXPECT_GE(MetricValue(restarted) - before, 3);
+  // The bound, plus what a pass or two of writes adds before the restart
+  // runs and the commit after it shrinks the file.
+  EXPECT_LT(stats.wal_bytes_largest, 6 << 20);
+  EXPECT_LT(MetricValue(R"(hotrow_sqlite_wal_file_bytes{writer="no-lull"})"), 6 << 20);
+  EXPECT_EQ(sqlite::QueryInt(**(*db)->OpenReader(), "SELECT COUNT(*) FROM b").value(), writes);  // nothing lost
+}
+
 // A full disk (SQLITE_FULL: here max_page_count, in production the file
 // system) is 503 naming the cause and saying nothing was written, not a 500
 // that reads as a bug. Seen failing before the fix: internal "SQLite error".
