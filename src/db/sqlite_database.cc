@@ -148,6 +148,7 @@ void Database::RegisterMetrics() {
   metrics_.checkpoints_ok = &r.GetCounter("hotrow_sqlite_checkpoints_total", kCheckpoints, with("outcome", "ok"));
   metrics_.checkpoints_failed =
       &r.GetCounter("hotrow_sqlite_checkpoints_total", kCheckpoints, with("outcome", "failed"));
+  metrics_.checkpoints_busy = &r.GetCounter("hotrow_sqlite_checkpoints_total", kCheckpoints, with("outcome", "busy"));
   constexpr const char* kRestarts =
       "WAL restarts tried, by outcome: restarted, put_off (a reader stayed past the deadline), failed, not_run "
       "(the writer was backed up or stopping).";
@@ -257,6 +258,7 @@ void Database::CheckpointLoop() {
   // Warnings, at most one of each kind a minute (this thread's alone).
   using Clock = std::chrono::steady_clock;
   Clock::time_point warned_failed{}, warned_stall{}, warned_starved{};
+  int starved_passes = 0;
   auto due = [](Clock::time_point& last) {
     auto now = Clock::now();
     if (last != Clock::time_point{} && now - last < std::chrono::minutes(1)) return false;
@@ -296,6 +298,10 @@ void Database::CheckpointLoop() {
     // meanwhile with the writer shut out -- 40 to 130 ms of stalled point
     // uses after every fold. It gives up after restart_wait if readers
     // stay, to try again on the next pass.
+    // Readers kept this pass from copying everything back (before the
+    // passes below overwrite the counts).
+    const bool starved = rc == SQLITE_OK && done_frames < log_frames;
+    const int first_log_frames = log_frames, first_done_frames = done_frames;
     if (rc == SQLITE_OK && done_frames == log_frames && bytes >= options_.restart_wal_bytes &&
         (lull || bytes >= options_.restart_wal_bytes_max) && writer_->started()) {
       // What is left to copy is copied with the writer held: a few more
@@ -343,12 +349,20 @@ void Database::CheckpointLoop() {
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (rc == SQLITE_OK) {
       metrics_.checkpoints_ok->Add();
-      if (done_frames < log_frames && bytes >= options_.restart_wal_bytes_max && due(warned_starved))
+      // Starved passes in a row past the bound: a reader that merely
+      // overlaps one pass is not worth a warning.
+      starved_passes = starved && bytes >= options_.restart_wal_bytes_max ? starved_passes + 1 : 0;
+      if (starved_passes >= 5 && due(warned_starved))
         log::Warn(
             "SQLite {}: {} MiB of WAL in use, past the {} MiB at which it is started over: read transactions "
-            "on older snapshots keep SQLite from copying it back ({} of {} frame(s) copied); the file grows "
-            "until they end",
-            path_, bytes >> 20, options_.restart_wal_bytes_max >> 20, done_frames, log_frames);
+            "on older snapshots have kept SQLite from copying it back for {} passes ({} of {} frame(s) copied "
+            "in the last); the file grows until they end",
+            path_, bytes >> 20, options_.restart_wal_bytes_max >> 20, starved_passes, first_done_frames,
+            first_log_frames);
+    } else if (rc == SQLITE_BUSY) {
+      // Another checkpoint holds the file's checkpoint lock (a restart the
+      // writer still runs, or an outside sqlite3 shell): not a failure.
+      metrics_.checkpoints_busy->Add();
     } else {
       metrics_.checkpoints_failed->Add();
       if (due(warned_failed))

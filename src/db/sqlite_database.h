@@ -141,6 +141,7 @@ class Database {
   struct Metrics {
     metrics::Counter* checkpoints_ok;
     metrics::Counter* checkpoints_failed;
+    metrics::Counter* checkpoints_busy;
     metrics::Counter* restarted;
     metrics::Counter* put_off;
     metrics::Counter* restart_failed;
