@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -26,8 +27,13 @@ int64_t FileBytes(const std::string& path) {
 }  // namespace
 
 void ScaleWal(DatabaseOptions& options, int64_t wal_bytes_max) {
-  options.checkpoint_wal_bytes = wal_bytes_max / 16;
-  options.restart_wal_bytes = wal_bytes_max / 4;
+  // Only ever down from the defaults: a larger bound buys disk nothing, and
+  // later checkpoints only lengthen a crash's replay.
+  const DatabaseOptions defaults;
+  options.checkpoint_wal_bytes = std::min(defaults.checkpoint_wal_bytes, wal_bytes_max / 16);
+  options.restart_wal_bytes = std::min(defaults.restart_wal_bytes, wal_bytes_max / 4);
+  // A lull in proportion, or a small bound would see one at nearly every pass.
+  options.restart_lull_bytes = std::min(defaults.restart_lull_bytes, wal_bytes_max / 256);
   options.restart_wal_bytes_max = wal_bytes_max;
   options.wal_file_keep_bytes = wal_bytes_max;
 }
@@ -273,7 +279,10 @@ void Database::CheckpointLoop() {
     int64_t bytes = wal_frames_.load(std::memory_order_relaxed) * frame_bytes_;  // the log in use
     const bool lull = bytes - bytes_last_pass < options_.restart_lull_bytes;
     bytes_last_pass = bytes;
-    if (bytes < options_.checkpoint_wal_bytes) continue;
+    if (bytes < options_.checkpoint_wal_bytes) {
+      starved_passes = 0;
+      continue;
+    }
     lock.unlock();
     if (!conn) {
       auto c = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadWrite);

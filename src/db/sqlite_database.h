@@ -72,8 +72,8 @@ struct DatabaseOptions {
 
 // Sets the WAL's thresholds from the size at which it is started over even
 // without a lull (restart_wal_bytes_max, and the file kept at most that):
-// checkpoints from 1/16 of it, restarts at a lull from 1/4. 1 GiB gives the
-// defaults above.
+// checkpoints from 1/16 of it, restarts at a lull from 1/4, a lull under
+// 1/256 of it a pass, none above its default. 1 GiB gives the defaults.
 void ScaleWal(DatabaseOptions& options, int64_t wal_bytes_max);
 
 struct CheckpointStats {

@@ -280,8 +280,8 @@ TEST(PostgresGrant, APointUseBeforeTheFoldWritesTheGrantsRowFirst) {
 // goes back to the pool with the session's own.
 TEST(PostgresGrant, TheStagingReadsThePeriodThroughABitmapAndLeavesTheSessionsSettings) {
   PgCardsFixture f;
+  std::string plans;  // before the connection, which may call into it until closed
   auto conn = OrThrow(db::pg::Connection::Connect(f.url));
-  std::string plans;
   PQsetNoticeProcessor(
       conn->raw(), [](void* out, const char* m) { static_cast<std::string*>(out)->append(m); }, &plans);
   ASSERT_TRUE(conn->Exec("SET enable_bitmapscan = off").ok());
@@ -305,7 +305,7 @@ TEST(PostgresGrant, TheStagingReadsThePeriodThroughABitmapAndLeavesTheSessionsSe
       OrThrow(conn->Query("SELECT cards FROM hotrow_grant_stage_range_v1(" + id + ", 0, " + now + ", 10, 0, NULL)"));
   EXPECT_GT(staged.Int(0, 0), 0);
   EXPECT_NE(plans.find("Bitmap Heap Scan on h_transaction"), std::string::npos) << plans;
-  EXPECT_EQ(plans.find("Index Scan using h_transaction"), std::string::npos) << plans;
+  EXPECT_EQ(plans.find("Scan using h_transaction"), std::string::npos) << plans;  // index (only) scans
   EXPECT_EQ(plans.find("Seq Scan on h_transaction"), std::string::npos) << plans;
   EXPECT_EQ(OrThrow(conn->Query(settings)).Text(0, 0), before) << "inside the transaction, after the call";
   ASSERT_TRUE(conn->Exec("ROLLBACK").ok());

@@ -410,6 +410,11 @@ TEST(Database, WithoutALullTheWalStartsOverAtItsBound) {
   options.writer.name = "no-lull";
   ScaleWal(options, 2 << 20);
   ASSERT_EQ(options.restart_wal_bytes, 512 << 10);
+  ASSERT_EQ(options.restart_lull_bytes, 8 << 10);
+  DatabaseOptions large;
+  ScaleWal(large, int64_t{64} << 30);
+  EXPECT_EQ(large.checkpoint_wal_bytes, DatabaseOptions().checkpoint_wal_bytes) << "never above the defaults";
+  EXPECT_EQ(large.restart_wal_bytes, DatabaseOptions().restart_wal_bytes);
   options.restart_lull_bytes = 0;  // no pass is a lull
   auto db = Database::Open(dir.File("n.db"), options);
   ASSERT_TRUE(db.ok()) << db.status().ToString();
