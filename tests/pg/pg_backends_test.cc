@@ -4,6 +4,7 @@
 #include <future>
 #include <latch>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -49,6 +50,33 @@ TEST(PgConnection, AnErrorAtTheImplicitCommitFailsThePipelineAndTheConnectionGoe
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   EXPECT_TRUE(conn->Check());
   EXPECT_EQ(conn->Query("SELECT COUNT(*) FROM t")->Int(0, 0), 1);
+}
+
+// A statement canceled from outside (pg_cancel_backend: an operator, or a
+// shutdown) is not a timeout: both are SQLSTATE 57014, and the answer used
+// to say "did not answer in time" for either. A grant, which runs without a
+// statement_timeout, can only be canceled so (a hostile review canceled
+// stagings and read "did not answer in time"). Seen failing before the fix.
+TEST(PgConnection, ACanceledStatementSaysCanceledAndATimeoutSaysTimeout) {
+  std::string url = FreshDatabase();
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto other = OrThrow(db::pg::Connection::Connect(url));
+  const int64_t pid = OrThrow(conn->Query("SELECT pg_backend_pid()")).Int(0, 0);
+  auto slept = std::async(std::launch::async, [&] { return conn->Exec("SELECT pg_sleep(30)"); });
+  for (int i = 0; i < 500; ++i) {
+    auto active = OrThrow(other->Query("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = " + std::to_string(pid) +
+                                       " AND query LIKE 'SELECT pg_sleep%' AND state = 'active'"));
+    if (active.Int(0, 0) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(other->Query("SELECT pg_cancel_backend(" + std::to_string(pid) + ")").ok());
+  Status canceled = slept.get();
+  EXPECT_EQ(canceled.sqlstate(), "57014") << canceled.ToString();
+  EXPECT_EQ(canceled.message(), "the database canceled the statement (an operator or a shutdown); nothing was written");
+  ASSERT_TRUE(conn->Exec("SET statement_timeout = '50ms'").ok());
+  Status timed_out = conn->Exec("SELECT pg_sleep(5)");
+  EXPECT_EQ(timed_out.sqlstate(), "57014") << timed_out.ToString();
+  EXPECT_EQ(timed_out.message(), "the database did not answer in time; nothing was written");
 }
 
 // A database v0.1.0 made (its datePlans had no version column) is migrated
