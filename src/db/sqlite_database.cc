@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 
 #include <fmt/format.h>
@@ -24,6 +25,13 @@ int64_t FileBytes(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
+
+// The outcomes counted in /metrics (Database::Metrics), in label order.
+enum CheckpointOutcome { kCheckpointOk, kCheckpointBusy, kCheckpointFailed, kCheckpointOutcomes };
+const char* const kCheckpointLabels[] = {"ok", "busy", "failed"};
+enum RestartOutcome { kRestarted, kRestartPutOff, kRestartFailed, kRestartNotRun, kRestartOutcomes };
+const char* const kRestartLabels[] = {"restarted", "put_off", "failed", "not_run"};
+static_assert(std::size(kCheckpointLabels) == kCheckpointOutcomes && std::size(kRestartLabels) == kRestartOutcomes);
 }  // namespace
 
 void ScaleWal(DatabaseOptions& options, int64_t wal_bytes_max) {
@@ -41,6 +49,7 @@ void ScaleWal(DatabaseOptions& options, int64_t wal_bytes_max) {
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path, DatabaseOptions options) {
   std::unique_ptr<Database> db(new Database());
   db->path_ = path;
+  db->wal_path_ = path + "-wal";
   db->options_ = options;
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
@@ -64,7 +73,7 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Databa
   // the first commit, a log left from before counts as the whole file (an
   // overcount costs one PASSIVE pass).
   sqlite3_wal_hook((*conn)->raw(), &Database::OnWalCommit, db.get());
-  db->wal_frames_ = std::max<int64_t>(0, FileBytes(path + "-wal") - 32) / db->frame_bytes_;
+  db->wal_frames_ = std::max<int64_t>(0, FileBytes(db->wal_path_) - 32) / db->frame_bytes_;
   db->writer_ = std::make_unique<GroupWriter>(std::move(conn).value(), options.writer);
   db->RegisterMetrics();
   if (options.checkpointer) db->checkpointer_ = std::thread([p = db.get()] { p->CheckpointLoop(); });
@@ -149,19 +158,17 @@ void Database::RegisterMetrics() {
     return lo;
   };
   constexpr const char* kCheckpoints =
-      "PASSIVE checkpoint passes by outcome (failed: the log could not be copied back, "
-      "e.g. the disk is full).";
-  metrics_.checkpoints_ok = &r.GetCounter("hotrow_sqlite_checkpoints_total", kCheckpoints, with("outcome", "ok"));
-  metrics_.checkpoints_failed =
-      &r.GetCounter("hotrow_sqlite_checkpoints_total", kCheckpoints, with("outcome", "failed"));
-  metrics_.checkpoints_busy = &r.GetCounter("hotrow_sqlite_checkpoints_total", kCheckpoints, with("outcome", "busy"));
+      "PASSIVE checkpoint passes by outcome (busy: another checkpoint held the file; failed: the log could not be "
+      "copied back, e.g. the disk is full).";
+  for (int o = 0; o < kCheckpointOutcomes; ++o)
+    metrics_.checkpoints[o] =
+        &r.GetCounter("hotrow_sqlite_checkpoints_total", kCheckpoints, with("outcome", kCheckpointLabels[o]));
   constexpr const char* kRestarts =
       "WAL restarts tried, by outcome: restarted, put_off (a reader stayed past the deadline), failed, not_run "
       "(the writer was backed up or stopping).";
-  metrics_.restarted = &r.GetCounter("hotrow_sqlite_wal_restarts_total", kRestarts, with("outcome", "restarted"));
-  metrics_.put_off = &r.GetCounter("hotrow_sqlite_wal_restarts_total", kRestarts, with("outcome", "put_off"));
-  metrics_.restart_failed = &r.GetCounter("hotrow_sqlite_wal_restarts_total", kRestarts, with("outcome", "failed"));
-  metrics_.not_run = &r.GetCounter("hotrow_sqlite_wal_restarts_total", kRestarts, with("outcome", "not_run"));
+  for (int o = 0; o < kRestartOutcomes; ++o)
+    metrics_.restarts[o] =
+        &r.GetCounter("hotrow_sqlite_wal_restarts_total", kRestarts, with("outcome", kRestartLabels[o]));
   metrics_.restart_writer_seconds = &r.GetHistogram(
       "hotrow_sqlite_wal_restart_writer_seconds",
       "Time a WAL restart held the writer (every write of the file waits for it).", l, metrics::LatencyBuckets(), 1e9);
@@ -169,13 +176,13 @@ void Database::RegisterMetrics() {
       "hotrow_sqlite_wal_bytes", "The log in use: bytes written since the WAL last started over.", "gauge", l,
       [this] { return static_cast<double>(wal_frames_.load(std::memory_order_relaxed) * frame_bytes_); });
   metrics_.wal_file_bytes = r.AddCallback("hotrow_sqlite_wal_file_bytes", "The size of the WAL file on disk.", "gauge",
-                                          l, [this] { return static_cast<double>(FileBytes(path_ + "-wal")); });
+                                          l, [this] { return static_cast<double>(FileBytes(wal_path_)); });
 }
 
 CheckpointStats Database::checkpoint_stats() const {
   std::lock_guard lock(checkpoint_mutex_);
   auto stats = checkpoint_stats_;
-  stats.wal_bytes_now = FileBytes(path_ + "-wal");
+  stats.wal_bytes_now = FileBytes(wal_path_);
   return stats;
 }
 
@@ -188,6 +195,14 @@ namespace {
 // A RESTART that did not run: the writer stopped, refused it (queue full) or
 // it waited past op_wait_max.
 constexpr int kNotRun = -1;
+
+const char* const kRestartWords[] = {"restarted", "restart put off (readers)", "restart failed", ""};
+RestartOutcome RestartOutcomeOf(int rc) {
+  return rc == SQLITE_OK     ? kRestarted
+         : rc == SQLITE_BUSY ? kRestartPutOff
+         : rc == kNotRun     ? kRestartNotRun
+                             : kRestartFailed;
+}
 
 // Few enough frames for a RESTART to copy with the writer held.
 constexpr int kRestartLeftoverFrames = 256;
@@ -259,7 +274,6 @@ void Database::CheckpointLoop() {
   // allocate a connection in the middle of the requests it serves.
   std::unique_ptr<sqlite::Connection> conn;
   if (auto c = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadWrite); c.ok()) conn = std::move(c).value();
-  std::string wal = path_ + "-wal";
   int64_t bytes_last_pass = 0;  // the log in use a pass ago
   // Warnings, at most one of each kind a minute (this thread's alone).
   using Clock = std::chrono::steady_clock;
@@ -275,7 +289,7 @@ void Database::CheckpointLoop() {
   while (!stopping_) {
     checkpoint_wake_.wait_for(lock, std::chrono::milliseconds(200));
     if (stopping_) break;
-    checkpoint_stats_.wal_bytes_largest = std::max(checkpoint_stats_.wal_bytes_largest, FileBytes(wal));
+    checkpoint_stats_.wal_bytes_largest = std::max(checkpoint_stats_.wal_bytes_largest, FileBytes(wal_path_));
     int64_t bytes = wal_frames_.load(std::memory_order_relaxed) * frame_bytes_;  // the log in use
     const bool lull = bytes - bytes_last_pass < options_.restart_lull_bytes;
     bytes_last_pass = bytes;
@@ -307,10 +321,9 @@ void Database::CheckpointLoop() {
     // meanwhile with the writer shut out -- 40 to 130 ms of stalled point
     // uses after every fold. It gives up after restart_wait if readers
     // stay, to try again on the next pass.
-    // Readers kept this pass from copying everything back (before the
-    // passes below overwrite the counts).
+    // Readers kept this pass from copying everything back. Such a pass
+    // takes no restart, so its counts stay for the warning below.
     const bool starved = rc == SQLITE_OK && done_frames < log_frames;
-    const int first_log_frames = log_frames, first_done_frames = done_frames;
     if (rc == SQLITE_OK && done_frames == log_frames && bytes >= options_.restart_wal_bytes &&
         (lull || bytes >= options_.restart_wal_bytes_max) && writer_->started()) {
       // What is left to copy is copied with the writer held: a few more
@@ -332,12 +345,9 @@ void Database::CheckpointLoop() {
       if (restart == SQLITE_OK) ++checkpoint_stats_.restarts;
       if (restart == SQLITE_BUSY) ++checkpoint_stats_.restarts_put_off;
       lock.unlock();
-      (restart == SQLITE_OK     ? metrics_.restarted
-       : restart == SQLITE_BUSY ? metrics_.put_off
-       : restart == kNotRun     ? metrics_.not_run
-                                : metrics_.restart_failed)
-          ->Add();
-      if (restart != kNotRun) {
+      const RestartOutcome outcome = RestartOutcomeOf(restart);
+      metrics_.restarts[outcome]->Add();
+      if (outcome != kRestartNotRun) {
         metrics_.restart_writer_seconds->ObserveDuration(std::chrono::duration<double>(writer_seconds));
         // Past the bound there was no lull: what the writer wrote since the
         // last pass is copied, and the database file synced, with every
@@ -348,16 +358,17 @@ void Database::CheckpointLoop() {
               "file waited for it",
               path_, writer_seconds * 1000, bytes >> 20, lull ? "" : ", no lull in the writes");
       }
-      restarted = restart == kNotRun ? std::string(", WAL restart not run (the writer is backed up or stopping)")
-                                     : fmt::format("{} ({} frame(s) left to copy, {:.3f} s on the writer)",
-                                                   restart == SQLITE_OK     ? ", WAL restarted"
-                                                   : restart == SQLITE_BUSY ? ", WAL restart put off (readers)"
-                                                                            : ", WAL restart failed",
-                                                   restart_log_frames - log_frames, writer_seconds);
+      restarted = outcome == kRestartNotRun
+                      ? std::string(", WAL restart not run (the writer is backed up or stopping)")
+                      : fmt::format(", WAL {} ({} frame(s) left to copy, {:.3f} s on the writer)",
+                                    kRestartWords[outcome], restart_log_frames - log_frames, writer_seconds);
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics_.checkpoints[rc == SQLITE_OK     ? kCheckpointOk
+                         : rc == SQLITE_BUSY ? kCheckpointBusy
+                                             : kCheckpointFailed]
+        ->Add();
     if (rc == SQLITE_OK) {
-      metrics_.checkpoints_ok->Add();
       // Starved passes in a row past the bound: a reader that merely
       // overlaps one pass is not worth a warning.
       starved_passes = starved && bytes >= options_.restart_wal_bytes_max ? starved_passes + 1 : 0;
@@ -366,19 +377,15 @@ void Database::CheckpointLoop() {
             "SQLite {}: {} MiB of WAL in use, past the {} MiB at which it is started over: read transactions "
             "on older snapshots have kept SQLite from copying it back for {} passes ({} of {} frame(s) copied "
             "in the last); the file grows until they end",
-            path_, bytes >> 20, options_.restart_wal_bytes_max >> 20, starved_passes, first_done_frames,
-            first_log_frames);
-    } else if (rc == SQLITE_BUSY) {
-      // Another checkpoint holds the file's checkpoint lock (a restart the
-      // writer still runs, or an outside sqlite3 shell): not a failure.
-      metrics_.checkpoints_busy->Add();
-    } else {
-      metrics_.checkpoints_failed->Add();
-      if (due(warned_failed))
-        log::Warn(
-            "SQLite {}: a checkpoint failed ({}); the WAL ({} MiB in use) cannot be copied back or started "
-            "over until it succeeds",
-            path_, conn ? sqlite3_errstr(rc) : "no connection", bytes >> 20);
+            path_, bytes >> 20, options_.restart_wal_bytes_max >> 20, starved_passes, done_frames, log_frames);
+    } else if (rc != SQLITE_BUSY && due(warned_failed)) {
+      // (BUSY: another checkpoint holds the file's checkpoint lock, a
+      // restart the writer still runs or an outside sqlite3 shell: not a
+      // failure.)
+      log::Warn(
+          "SQLite {}: a checkpoint failed ({}); the WAL ({} MiB in use) cannot be copied back or started "
+          "over until it succeeds",
+          path_, conn ? sqlite3_errstr(rc) : "no connection", bytes >> 20);
     }
     lock.lock();
     if (rc == SQLITE_OK) {

@@ -121,6 +121,7 @@ class Database {
   static int OnWalCommit(void* db, sqlite3* conn, const char* schema, int frames);
 
   std::string path_;
+  std::string wal_path_;  // path_ + "-wal"
   DatabaseOptions options_;
   int lock_fd_ = -1;
   std::unique_ptr<GroupWriter> writer_;
@@ -139,13 +140,8 @@ class Database {
   // hotrow_sqlite_wal_* and hotrow_sqlite_checkpoints_total, labelled with
   // the writer's name (DatabaseOptions::writer.name).
   struct Metrics {
-    metrics::Counter* checkpoints_ok;
-    metrics::Counter* checkpoints_failed;
-    metrics::Counter* checkpoints_busy;
-    metrics::Counter* restarted;
-    metrics::Counter* put_off;
-    metrics::Counter* restart_failed;
-    metrics::Counter* not_run;
+    metrics::Counter* checkpoints[3];  // ok, busy, failed
+    metrics::Counter* restarts[4];     // restarted, put_off, failed, not_run
     metrics::Histogram* restart_writer_seconds;
     metrics::Registration wal_bytes, wal_file_bytes;
   } metrics_;

@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/http_client.h"
+#include "harness/metrics_sample.h"
 #include "harness/redis_process.h"
 #include "harness/server_process.h"
 
@@ -30,15 +31,6 @@ namespace hotrow::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// The value of the one sample `name{labels}` in an exposition, or -1.
-double Sample(const std::string& exposition, const std::string& series) {
-  std::istringstream in(exposition);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
-}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);

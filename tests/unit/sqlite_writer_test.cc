@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "db/sqlite_database.h"
+#include "harness/metrics_sample.h"
 #include "harness/server_process.h"
 #include "ops/metrics.h"
 
@@ -345,12 +346,7 @@ TEST(Database, TheWalStartsOverUnderLoadAndKeepsItsFile) {
 }
 
 // The value of one series in the registry's text, or -1 when absent.
-double MetricValue(const std::string& series) {
-  std::string text = metrics::Registry::Default().Expose();
-  auto at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
-}
+double MetricValue(const std::string& series) { return testing::Sample(metrics::Registry::Default().Expose(), series); }
 
 // A reader on an old snapshot keeps the WAL from being copied back, so it
 // is not started over and grows past restart_wal_bytes_max (checkpoint
