@@ -72,11 +72,14 @@ Status ErrorOf(PGconn* conn, const PGresult* r, std::string_view context) {
   if (s == "25006") return typed(Status::Unavailable("the database is read-only (a replica); nothing was written"));
   if (s == "40001" || s == "40P01")
     return typed(Status::Unavailable("a conflict with concurrent requests; nothing was written, retry"));
-  // 57014 is also pg_cancel_backend's (an operator, a shutdown); only the
-  // server's text, when not translated, tells them apart.
-  if (s == "57014" && message.find("due to user request") != std::string::npos)
+  // 57014 is also a cancel request's (pg_cancel_backend, an admin tool, a
+  // pooler; never PostgreSQL's own shutdown, which is 57P01): only the
+  // server's primary text, when not translated, tells them apart.
+  const char* primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  if (s == "57014" && primary && std::string_view(primary) == "canceling statement due to user request")
     return typed(
-        Status::Unavailable("the database canceled the statement (an operator or a shutdown); nothing was written"));
+        Status::Unavailable("the database canceled the statement (a cancel from outside hotrow, such as "
+                            "pg_cancel_backend); nothing was written"));
   if (s == "57014" || s == "55P03")
     return typed(Status::Unavailable("the database did not answer in time; nothing was written"));
   if (cls == "22") return typed(Status::BadRequest("a value in the request is out of the range the store can hold"));

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iterator>
 #include <optional>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -150,6 +151,8 @@ Database::ReaderLease::~ReaderLease() {
 }
 
 void Database::RegisterMetrics() {
+  static_assert(std::extent_v<decltype(Metrics::checkpoints)> == kCheckpointOutcomes &&
+                std::extent_v<decltype(Metrics::restarts)> == kRestartOutcomes);
   auto& r = metrics::Registry::Default();
   const metrics::Labels l = {{"writer", options_.writer.name}};
   auto with = [&](const char* key, const char* value) {
