@@ -433,6 +433,9 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
     metrics_.busy->Add(1);
     job(conn.get());
     metrics_.busy->Add(-1);
+    // Closed now, not at this thread's next job: an idle pool thread would
+    // keep what it holds (a card's session lock) until then.
+    if (conn->broken()) conn.reset();
   }
 }
 

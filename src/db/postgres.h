@@ -154,8 +154,10 @@ class Connection {
   // Notices, without blocking, a connection the server has closed (a
   // restart, an idle timeout): false when it is no longer usable.
   bool Check();
-  // From now on Check() is false: the pool replaces the connection.
+  // From now on Check() is false: the pool closes the connection when the
+  // job that marked it ends (a session lock it still holds goes with it).
   void MarkBroken() { broken_ = true; }
+  bool broken() const { return broken_; }
   pg_conn* raw() { return conn_; }
 
  private:

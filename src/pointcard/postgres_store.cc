@@ -252,7 +252,14 @@ Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::N
   const std::span<const pg::Connection::Statement> segments[] = {take, work, end, release};
   auto results = c.PipelineSegments(segments);
   if (!results[0].ok()) log::Debug("card lock not taken: {}", results[0].status().ToString());
-  if (!results[3].ok()) log::Warn("card lock not released: {}", results[3].status().ToString());
+  if (!results[3].ok()) {
+    // The session still holds the card's lock (a cancel landed on the
+    // release, or on the COMMIT and left it inside the aborted block):
+    // replaced, the connection lets it go; handed back, it would hold every
+    // later payment on the card until the statement timeout.
+    log::Warn("card lock not released (the connection is replaced): {}", results[3].status().ToString());
+    c.MarkBroken();
+  }
   if (!results[1].ok()) return results[1].status();
   if (!results[2].ok()) return results[2].status();  // the commit failed (a serialization failure, say)
   return std::move((*results[1])[2]);

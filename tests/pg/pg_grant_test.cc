@@ -25,6 +25,32 @@
 namespace hotrow::testing {
 namespace {
 
+// A payment whose card-lock release fails (a pg_cancel_backend landing on
+// it, or on the COMMIT before it, which leaves the release to fail inside
+// the aborted block) must not hand its connection back still holding the
+// card's session lock: every later payment on that card waited for it
+// (7 s each, until the statement timeout) for as long as the connection
+// lived. The review's cancel storm left 15 cards so. Here the release
+// always fails: a pg_advisory_unlock of the database's own comes first on
+// the search path. Seen failing before the fix: the lock stayed held.
+TEST(PostgresPointCard, AFailedCardUnlockDoesNotKeepTheLockOnAPooledConnection) {
+  PgCardsFixture f(
+      "CREATE FUNCTION public.pg_advisory_unlock(int, int) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN "
+      "RAISE EXCEPTION 'release refused by the test'; END $$; "
+      "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, pg_catalog', current_database()); "
+      "END $$");
+  auto paid = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    f.service->Pay(pointcard::Payment{1, 1, 1, std::nullopt}, done);
+  });
+  ASSERT_TRUE(paid.ok()) << paid.status().ToString();  // written: only the release failed
+  const std::string held =
+      "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 72720004 AND objid = 1 "
+      "AND objsubid = 2";
+  int64_t locks = 1;
+  for (int i = 0; i < 100 && (locks = f.Int(held)) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(locks, 0) << "card 1's lock is still held by a pooled connection";
+}
+
 // A database v0.5.0 made (tests/fixtures/make-pg-fixture.sh: seeded, a
 // keyed payment, a keyed grant written whole under its table lock) takes
 // point-card migration 1: its rows get their KIND, its grant reads as
