@@ -276,10 +276,11 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   pointcard::PostgresPointCardOptions card_options;
   if (f.grant_fold_chunk > 0) card_options.fold_chunk = f.grant_fold_chunk;
   card_options.fold_workers = card_options.stage_workers = f.grant_workers;
+  card_options.lane = options;  // the grant's own connections
   if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool, card_options), &b.card_store, "point card")) return false;
   if (f.redis.empty() && !Take(leaderboard::PostgresLeaderboardStore::Open(*b.pool), &b.board_store, "leaderboard"))
     return false;
-  log::Info("PostgreSQL: pool of {} connection(s)", f.db_pool);
+  log::Info("PostgreSQL: pool of {} connection(s), and {} for grants", f.db_pool, 2 * f.grant_workers + 1);
   return true;
 }
 

@@ -335,18 +335,19 @@ Pool::Pool(PoolOptions options)
     : options_(std::move(options)),
       queue_(options_.queue_max, "all database connections are busy and the queue is full; retry later") {
   auto& r = metrics::Registry::Default();
-  metrics_.busy = &r.GetGauge("hotrow_pg_pool_busy", "PostgreSQL connections running a job.");
+  const metrics::Labels pool{{"pool", options_.name}};
+  metrics_.busy = &r.GetGauge("hotrow_pg_pool_busy", "PostgreSQL connections running a job.", pool);
   metrics_.wait_seconds =
-      &r.GetHistogram("hotrow_pg_pool_wait_seconds", "Time a job waited for a PostgreSQL connection.", {},
+      &r.GetHistogram("hotrow_pg_pool_wait_seconds", "Time a job waited for a PostgreSQL connection.", pool,
                       metrics::LatencyBuckets(), 1e9);
   metrics_.reconnects =
-      &r.GetCounter("hotrow_pg_pool_reconnects_total", "PostgreSQL connections replaced after one broke.");
+      &r.GetCounter("hotrow_pg_pool_reconnects_total", "PostgreSQL connections replaced after one broke.", pool);
   metrics_.connect_failures =
-      &r.GetCounter("hotrow_pg_pool_connect_failures_total", "Failed attempts to connect to PostgreSQL.");
-  metrics_.size = r.AddCallback("hotrow_pg_pool_connections", "PostgreSQL connections of the pool.", "gauge", {},
+      &r.GetCounter("hotrow_pg_pool_connect_failures_total", "Failed attempts to connect to PostgreSQL.", pool);
+  metrics_.size = r.AddCallback("hotrow_pg_pool_connections", "PostgreSQL connections of the pool.", "gauge", pool,
                                 [this] { return static_cast<double>(options_.size); });
-  metrics_.queued = r.AddCallback("hotrow_pg_pool_queue_jobs", "Jobs waiting for a PostgreSQL connection.", "gauge", {},
-                                  [this] { return static_cast<double>(queue_.size()); });
+  metrics_.queued = r.AddCallback("hotrow_pg_pool_queue_jobs", "Jobs waiting for a PostgreSQL connection.", "gauge",
+                                  pool, [this] { return static_cast<double>(queue_.size()); });
 }
 
 std::string Pool::last_error() const {

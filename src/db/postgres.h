@@ -182,6 +182,9 @@ void CountRetry(const Status& status);
 struct PoolOptions {
   std::string url;
   int size = 4;
+  // The `pool` label of its metrics: "requests" for the pool every store
+  // shares, "grants" for the point-card grant's lane.
+  std::string name = "requests";
   size_t queue_max = 11024;
   // A job that waited longer than this for a connection runs with
   // unavailable instead (nothing was sent to PostgreSQL): part of the

@@ -121,7 +121,7 @@ Status LeaseLost(int64_t grant_id) {
 
 PostgresPointCardStore::FoldStep PostgresPointCardStore::FoldChunk(int64_t grant_id, int64_t* after,
                                                                    std::optional<int64_t> before) {
-  auto rows = pool_.Run<pg::Rows>(
+  auto rows = grants().Run<pg::Rows>(
       [&](pg::Connection& c) {
         return InTransaction(
             c, "BEGIN",
@@ -181,9 +181,9 @@ PostgresPointCardStore::FoldStep PostgresPointCardStore::FoldRange(int64_t grant
 // beside it). Then passes from the start take what the workers skipped,
 // until one finds nothing left.
 bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping) {
-  auto top = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
-  // At most half the pool: requests keep the rest.
-  const int64_t workers = std::clamp<int64_t>(pool_.size() / 2, 1, std::max<int64_t>(1, options_.fold_workers));
+  auto top = grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
+  // At most half the pool (when it is the shared one, requests keep the rest).
+  const int64_t workers = std::clamp<int64_t>(grants().size() / 2, 1, std::max<int64_t>(1, options_.fold_workers));
   if (top.ok() && workers > 1) {
     const int64_t span = RangeSpan(top->Int(0, 0), workers);
     std::vector<std::thread> threads;
@@ -216,10 +216,11 @@ void PostgresPointCardStore::FoldLoop() {
     if (folder_stopped_) break;
     fold_kicked_ = false;
     lock.unlock();
-    auto expired = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kExpire); }, /*unbounded=*/true);
+    auto expired = grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kExpire); }, /*unbounded=*/true);
     if (expired.ok() && expired->Int(0, 0) > 0)
       log::Warn("dropped {} staged credit(s) of grants whose lease ran out (never applied)", expired->Int(0, 0));
-    auto applied = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kOldestApplied); }, /*unbounded=*/true);
+    auto applied =
+        grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kOldestApplied); }, /*unbounded=*/true);
     if (applied.ok() && !applied->empty()) {
       FoldToEnd(applied->Int(0, 0), [this] {
         std::lock_guard l(fold_mutex_);
@@ -249,15 +250,15 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
                                                                           bool clear_first) {
   const std::string id_text = std::to_string(id);
   if (clear_first) {  // ranges an earlier attempt committed
-    auto cleared = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kStageClear, {id_text}); },
-                                       /*unbounded=*/true);
+    auto cleared = grants().Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kStageClear, {id_text}); },
+                                          /*unbounded=*/true);
     if (!cleared.ok()) return cleared.status();
   }
-  auto top = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
+  auto top = grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
   if (!top.ok()) return top.status();
   const int64_t workers = StageWorkers();
   const int64_t span = RangeSpan(top->Int(0, 0), workers);
-  return pool_.Run<StageTotals>(
+  return grants().Run<StageTotals>(
       [&](pg::Connection& leader) -> Result<StageTotals> {
         // A bound on idling here: a leader left open would hold the
         // grant's row and its snapshot.
@@ -291,7 +292,7 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
           std::vector<std::thread> threads;
           for (int64_t w = 1; w < workers; ++w) {
             threads.emplace_back([&, w] {
-              ranges[w] = pool_.Run<pg::Rows>(
+              ranges[w] = grants().Run<pg::Rows>(
                   [&](pg::Connection& c) {
                     return InTransaction(c, "BEGIN ISOLATION LEVEL REPEATABLE READ",
                                          {{"SET TRANSACTION SNAPSHOT '" + snapshot + "'"},
@@ -326,7 +327,7 @@ Result<PostgresPointCardStore::StageTotals> PostgresPointCardStore::Stage(int64_
 int64_t PostgresPointCardStore::StageWorkers() const {
   // The leader stages one range itself. Never the whole pool: the leader
   // holds a connection while the other ranges wait for theirs.
-  return std::clamp<int64_t>(options_.stage_workers, 1, std::max<int64_t>(1, pool_.size() - 1));
+  return std::clamp<int64_t>(options_.stage_workers, 1, std::max<int64_t>(1, grants().size() - 1));
 }
 
 Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, const std::string& fp) {
@@ -339,7 +340,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
                                    fp,
                                    r.allow_overlap ? "true" : "false",
                                    lease_ms};
-  auto begun = pool_.Run<pg::Rows>(
+  auto begun = grants().Run<pg::Rows>(
       [&](pg::Connection& c) {
         return InTransaction(c, "BEGIN", {{kGrantLockXact, {std::to_string(kGrantLock)}}, {kBegin, params}});
       },
@@ -380,8 +381,8 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
     Result<pg::Rows> gone = Status::Internal("unset");
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (attempt > 0) RetryBackoff(attempt);
-      gone = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kAbandon, {id_text}); },
-                                 /*unbounded=*/true);
+      gone = grants().Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kAbandon, {id_text}); },
+                                    /*unbounded=*/true);
       if (gone.ok()) break;
     }
     if (!gone.ok()) {
@@ -401,8 +402,8 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
                                    "granted, retry");
       return why;
     }
-    auto row = pool_.Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kGrantRow, {id_text}); },
-                                   /*unbounded=*/true);
+    auto row = grants().Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kGrantRow, {id_text}); },
+                                      /*unbounded=*/true);
     if (!row.ok() || row->empty()) return why;
     log::Warn("grant {}: its apply committed though its answer was lost ({})", id, why.ToString());
     KickFolder();
@@ -424,7 +425,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   auto heartbeat =
       std::make_unique<PeriodicTask>(options_.lease / 5, options_.lease / 5, [this, id_text, lease_ms, paused] {
         if (paused->load()) return;
-        auto beat = pool_.Run<pg::Rows>(
+        auto beat = grants().Run<pg::Rows>(
             [&](pg::Connection& c) {
               return c.Query(kHeartbeat, {id_text, lease_ms});
             },
@@ -436,7 +437,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   const auto barrier_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);
   pg::Param inflight;  // NULL: the first call takes the set in flight
   for (;;) {
-    auto barrier = pool_.Run<pg::Rows>(
+    auto barrier = grants().Run<pg::Rows>(
         [&](pg::Connection& c) {
           return c.Query(kBarrier, {inflight, "1000"});
         },
@@ -482,7 +483,8 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
     if (stopping()) return abandon(Status::Unavailable("the server is shutting down; nothing was granted, retry"));
     // The previous fold first, without the lock: a SHARE request that
     // waited for fold chunks would hold every payment queued behind it.
-    auto folding = pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kOldestApplied); }, /*unbounded=*/true);
+    auto folding =
+        grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kOldestApplied); }, /*unbounded=*/true);
     if (folding.ok() && !folding->empty()) {
       if (stopping() || std::chrono::steady_clock::now() > wait_until)
         return abandon(Status::Unavailable("grant " + std::string(folding->Text(0, 0)) +
@@ -500,14 +502,14 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
     // than the lock_timeout below.
     if (std::chrono::steady_clock::now() < vacuum_wait_until) {
       auto vacuuming =
-          pool_.Run<pg::Rows>([](pg::Connection& c) { return c.Query(kAccountsVacuuming); }, /*unbounded=*/true);
+          grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kAccountsVacuuming); }, /*unbounded=*/true);
       if (vacuuming.ok() && vacuuming->Int(0, 0) > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         continue;
       }
     }
     auto start = std::chrono::steady_clock::now();
-    auto applied = pool_.Run<pg::Rows>(
+    auto applied = grants().Run<pg::Rows>(
         [&](pg::Connection& c) -> Result<pg::Rows> {
           const pg::Connection::Statement take[] = {{kGrantLockSession, {lock_key}}};
           // SHARE waits for the point uses in flight (milliseconds) and
@@ -564,7 +566,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
   heartbeat.reset();
   failpoint::MaybeCrash("grant.commit");
   KickFolder();
-  auto timed = pool_.Run<pg::Rows>([&](pg::Connection& c) {
+  auto timed = grants().Run<pg::Rows>([&](pg::Connection& c) {
     return c.Query(kRecordCommitTime, {std::to_string(outcome.commit_ms), id_text});
   });
   if (!timed.ok()) log::Warn("grant {}: cannot record its commit time: {}", id, timed.status().ToString());

@@ -14,6 +14,20 @@ Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg:
                                                                              PostgresPointCardOptions options) {
   if (Status s = CreatePostgresPointCardSchema(pool); !s.ok()) return s;
   std::unique_ptr<PostgresPointCardStore> store(new PostgresPointCardStore(pool, options));
+  if (options.lane) {
+    pg::PoolOptions lane = *options.lane;
+    lane.name = "grants";
+    // Room for every job a grant and a fold run at once: the staging
+    // ranges (or a heartbeat), the fold workers (or the folder's own
+    // queries), and the grant thread's waits while a fold runs.
+    lane.size =
+        static_cast<int>(std::max<int64_t>(1, options.stage_workers) + std::max<int64_t>(1, options.fold_workers) + 1);
+    lane.queue_wait_max = std::chrono::milliseconds(0);
+    lane.on_connect = [](pg::Connection& c) { return c.Exec("SET application_name = 'hotrow-grants'"); };
+    auto opened = pg::Pool::Open(std::move(lane));
+    if (!opened.ok()) return opened.status();
+    store->lane_ = std::move(*opened);
+  }
   // First: a fold an instance left unfinished resumes now.
   store->folder_ = std::thread([p = store.get()] { p->FoldLoop(); });
   store->KickFolder();

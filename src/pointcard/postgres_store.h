@@ -91,7 +91,7 @@ struct PostgresPointCardOptions {
   // use small ones to cross chunk boundaries on small data.
   int64_t fold_chunk = 4096;
   // Workers folding one grant at once on this instance, each over its own
-  // range of cards, at most half the pool
+  // range of cards (without a lane, at most half the pool)
   // (docs/pointcard.md#the-grant-on-postgresql). One: every other backend
   // the grant keeps busy takes CPU from the payments beside it.
   int64_t fold_workers = 1;
@@ -100,6 +100,13 @@ struct PostgresPointCardOptions {
   int64_t stage_workers = 1;
   // A staging grant's lease; its heartbeat renews it every lease/5.
   std::chrono::milliseconds lease{10000};
+  // The grant's lane: when set, the store opens connections of its own
+  // with these options (stage_workers + fold_workers + 1 of them, named
+  // "grants") for the grant's jobs: begin, barrier, staging, heartbeat,
+  // apply and fold. They then never queue behind requests on a saturated
+  // pool, where a heartbeat could miss its lease and a fold chunk waited
+  // for a connection. Unset: the grant shares the store's pool.
+  std::optional<db::pg::PoolOptions> lane = std::nullopt;
 };
 
 class PostgresPointCardStore final : public PointCardStore {
@@ -146,8 +153,12 @@ class PostgresPointCardStore final : public PointCardStore {
   void FoldLoop();
   void KickFolder();
 
+  // The pool the grant's jobs run on: the lane, or the shared pool.
+  db::pg::Pool& grants() const { return lane_ ? *lane_ : pool_; }
+
   db::pg::Pool& pool_;
   const PostgresPointCardOptions options_;
+  std::unique_ptr<db::pg::Pool> lane_;  // the grant's own connections, if options_.lane
   std::mutex grant_mutex_;
   bool grant_running_ = false;
   bool grants_stopped_ = false;             // Stop() was called: no new grant

@@ -335,6 +335,7 @@ Result<SimulationResult> SimulatePostgres(const SimulationOptions& o,
       if (!pool.ok()) return pool.status();
       PostgresPointCardOptions card_options;
       card_options.fold_workers = card_options.stage_workers = o.grant_workers;
+      card_options.lane = pool_options;  // as `hotrow serve` does
       if (o.grant_fold_chunk > 0) card_options.fold_chunk = o.grant_fold_chunk;
       auto store = PostgresPointCardStore::Open(**pool, card_options);
       if (!store.ok()) return store.status();

@@ -2,6 +2,7 @@
 // contract suite cannot see from outside -- snapshots taken during a grant,
 // a point use that meets unfolded credit, fold chunks, an apply that meets
 // a lock or a vacuum (the crashes: pg_grant_crash_test.cc).
+#include <atomic>
 #include <csignal>
 #include <fstream>
 #include <future>
@@ -18,6 +19,7 @@
 #include "harness/or_throw.h"
 #include "harness/postgres_process.h"
 #include "harness/server_process.h"
+#include "ops/metrics.h"
 #include "pg/pg_cards_fixture.h"
 #include "pointcard/postgres_store.h"
 #include "pointcard/service.h"
@@ -198,6 +200,61 @@ TEST(PostgresGrant, TheCardOfTheLargestIdGetsItsBonus) {
   ASSERT_TRUE(conn->Exec("UPDATE S_ACCOUNT SET BALANCE = 1 WHERE CARD_ID = 9223372036854775807").ok());
   auto report = OrThrow(pointcard::CheckPostgresInvariants(*conn));
   EXPECT_EQ(report.violations.count("balance"), 1u) << "the checker sees that card too";
+}
+
+// The grant's jobs run on a lane of their own (`hotrow serve` and the
+// simulator give it one): with every connection of the request pool held
+// by requests, a grant still stages, renews its lease, applies and folds.
+// Before the lane it queued behind them: seen failing with the lane left
+// unset (no answer within the bound below while the pool was held).
+TEST(PostgresGrant, AGrantRunsOnItsLaneWhileEveryPooledConnectionIsBusy) {
+  std::string url = FreshDatabase();
+  SeedContractCards(url);
+  auto pool = OpenPool(url);
+  db::pg::PoolOptions lane;
+  lane.url = url;
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(
+      *pool, {.fold_chunk = 3, .stage_workers = 2, .lease = std::chrono::seconds(1), .lane = lane}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  EXPECT_EQ(count("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'hotrow-grants' "
+                  "AND datname = current_database()"),
+            4)
+      << "two staging ranges, one fold worker and one more";
+  const std::string metrics = metrics::Registry::Default().Expose();
+  EXPECT_NE(metrics.find("hotrow_pg_pool_connections{pool=\"grants\"} 4"), std::string::npos) << metrics;
+
+  // Every pooled connection held, as by requests stuck on a lock, for the
+  // whole grant.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> holding{0};
+  for (int i = 0; i < pool->size(); ++i)
+    pool->Submit([&, released](Result<db::pg::Connection*>) {
+      ++holding;
+      released.wait();
+    });
+  for (int i = 0; i < 500 && holding < pool->size(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(holding, pool->size());
+
+  std::promise<Result<pointcard::GrantOutcome>> granted;
+  auto answer = granted.get_future();
+  service.Grant({0, pointcard::NowUs(), 10, std::nullopt, true},
+                [&](Result<pointcard::GrantOutcome> r) { granted.set_value(std::move(r)); });
+  bool answered = answer.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  int64_t state = -1;
+  for (int i = 0; answered && i < 1000 && (state = count("SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'folded'")) == 0;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  release.set_value();
+  ASSERT_TRUE(answered) << "the grant waited for the request pool";
+  auto grant = answer.get();
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  EXPECT_GT(grant->cards, 0);
+  EXPECT_EQ(state, 1) << "folded while the pool was held";
+  service.Stop();
 }
 
 // Atomicity as a reader sees it: REPEATABLE READ snapshots taken over and

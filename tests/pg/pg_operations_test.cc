@@ -64,7 +64,8 @@ TEST(PgReadiness, APostgresOutageIsNamedWith200AndTheListenerRecovers) {
       [&] { return client.Post("/datePlan", R"({"title":"t","content":"c","category":"x"})").status == 201; }, 10s));
   auto m = client.Get("/metrics");
   EXPECT_TRUE(Has(m.body, "hotrow_read_model_reloads_total{model=\"date plans\"} ")) << "the reload is counted";
-  EXPECT_TRUE(Has(m.body, "hotrow_pg_pool_connections 4")) << m.body.substr(0, 200);
+  EXPECT_TRUE(Has(m.body, "hotrow_pg_pool_connections{pool=\"requests\"} 4")) << m.body.substr(0, 200);
+  EXPECT_TRUE(Has(m.body, "hotrow_pg_pool_connections{pool=\"grants\"} 3")) << "the grant's lane";
 }
 
 // docs/deploy.md's PostgreSQL backup: pg_dump -Fc while serving, then
