@@ -16,10 +16,12 @@
 # Writes docs/benchmarks.md (section "grant-overlap") unless --no-docs.
 #
 #   bench/grant-overlap.sh [--duration 60s] [--parallel 64] [--like-rate 0] [--score-rate 0]
-#                          [--edit-rate 0] [--postgres] [--no-docs]
+#                          [--edit-rate 0] [--postgres] [--grant-workers 1] [--no-docs]
 #
 # --postgres serves a throwaway PostgreSQL 15 cluster instead of the embedded
 # store (`--db-pool 16`), and writes the section "grant-overlap-postgres".
+# --grant-workers N is passed to `hotrow serve` (PostgreSQL's staging ranges
+# and fold workers; see docs/pointcard.md).
 #
 # A rate of 0 (the default) measures that write's capacity first (closed
 # loop, 5 s) and takes its share of it; N fixes it at N/s. About 2 minutes
@@ -28,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-DURATION=60s PARALLEL=64 LIKE_RATE=0 SCORE_RATE=0 EDIT_RATE=0 WRITE_DOCS=1 CARDS=1000000 POSTGRES=0
+DURATION=60s PARALLEL=64 LIKE_RATE=0 SCORE_RATE=0 EDIT_RATE=0 WRITE_DOCS=1 CARDS=1000000 POSTGRES=0 GRANT_WORKERS=
 while (($#)); do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
@@ -38,6 +40,7 @@ while (($#)); do
     --edit-rate) EDIT_RATE=$2; shift 2 ;;
     --cards) CARDS=$2; shift 2 ;;
     --postgres) POSTGRES=1; shift ;;
+    --grant-workers) GRANT_WORKERS=$2; shift 2 ;;
     --no-docs) WRITE_DOCS=0; shift ;;
     -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -57,6 +60,7 @@ fi
 "$HOTROW" seed dateplans --count 10000 --db "$DB" >/dev/null 2>&1
 "$HOTROW" seed pointcard --cards "$CARDS" --stores 10000 --history "$CARDS" --db "$DB" >/dev/null 2>&1
 PORT=$(free_port)
+[[ -n $GRANT_WORKERS ]] && SERVE_ARGS+=(--grant-workers "$GRANT_WORKERS")
 start_hotrow "$PORT" --db "$DB" --admin-token bench --max-connections 4096 "${SERVE_ARGS[@]}"
 URL=http://127.0.0.1:$PORT
 

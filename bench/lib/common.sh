@@ -184,7 +184,8 @@ pg_start() {
   as_pg "$PGBIN/initdb" -D "$WORK/pg" -A trust -U hotrow -E UTF8 --no-instructions >/dev/null
   PGPORT=$(free_port)
   local opts="-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1" setting
-  for setting in "$@"; do opts+=" -c $setting"; done
+  # BENCH_PG_SETTINGS="name=value ..." adds settings to every throwaway cluster.
+  for setting in "$@" ${BENCH_PG_SETTINGS:-}; do opts+=" -c $setting"; done
   as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/postgres.log" -w start -o "$opts" >/dev/null
 }
 pg_stop() { as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m fast stop >/dev/null 2>&1 || true; }
