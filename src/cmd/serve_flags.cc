@@ -21,7 +21,8 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_DB")
       ->capture_default_str();
   c->add_option("--db-pool", f.db_pool,
-                "PostgreSQL connections of this instance (requests beyond wait in a bounded queue)")
+                "PostgreSQL connections of this instance for requests (requests beyond wait in a bounded queue; "
+                "point grants have 2 x --grant-workers + 1 of their own)")
       ->envname("HOTROW_DB_POOL")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

@@ -182,8 +182,10 @@ PostgresPointCardStore::FoldStep PostgresPointCardStore::FoldRange(int64_t grant
 // until one finds nothing left.
 bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping) {
   auto top = grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kTopCard); }, /*unbounded=*/true);
-  // At most half the pool (when it is the shared one, requests keep the rest).
-  const int64_t workers = std::clamp<int64_t>(grants().size() / 2, 1, std::max<int64_t>(1, options_.fold_workers));
+  // On the shared pool at most half of it: requests keep the rest. The
+  // lane is sized for them.
+  const int64_t workers = lane_ ? std::max<int64_t>(1, options_.fold_workers)
+                                : std::clamp<int64_t>(pool_.size() / 2, 1, std::max<int64_t>(1, options_.fold_workers));
   if (top.ok() && workers > 1) {
     const int64_t span = RangeSpan(top->Int(0, 0), workers);
     std::vector<std::thread> threads;

@@ -18,12 +18,21 @@ Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg:
     pg::PoolOptions lane = *options.lane;
     lane.name = "grants";
     // Room for every job a grant and a fold run at once: the staging
-    // ranges (or a heartbeat), the fold workers (or the folder's own
-    // queries), and the grant thread's waits while a fold runs.
+    // ranges (the leader's included) or the grant thread, the fold workers
+    // (or the folder's own queries), and a heartbeat (one sent just before
+    // the staging paused it waits on the leader's row lock).
     lane.size =
         static_cast<int>(std::max<int64_t>(1, options.stage_workers) + std::max<int64_t>(1, options.fold_workers) + 1);
+    // No bound on the wait or the statements: grant jobs are not requests
+    // (each lifts or sets its own).
     lane.queue_wait_max = std::chrono::milliseconds(0);
-    lane.on_connect = [](pg::Connection& c) { return c.Exec("SET application_name = 'hotrow-grants'"); };
+    lane.statement_timeout = std::chrono::milliseconds(0);
+    lane.on_connect = [then = std::move(lane.on_connect)](pg::Connection& c) {
+      if (then) {
+        if (Status s = then(c); !s.ok()) return s;
+      }
+      return c.Exec("SET application_name = 'hotrow-grants'");
+    };
     auto opened = pg::Pool::Open(std::move(lane));
     if (!opened.ok()) return opened.status();
     store->lane_ = std::move(*opened);
@@ -60,6 +69,7 @@ void PostgresPointCardStore::Stop() {
   }
   fold_wake_.notify_all();
   if (folder_.joinable()) folder_.join();
+  if (lane_) lane_->Stop();  // nothing runs on it any more
 }
 
 namespace {
