@@ -2,6 +2,9 @@
 // after every reconnect, and a heartbeat that notices a silent server.
 #include <sys/select.h>
 
+#include <chrono>
+#include <optional>
+
 #include <libpq-fe.h>
 
 #include "db/postgres.h"
@@ -41,6 +44,7 @@ Listener::~Listener() {
 
 void Listener::Loop() {
   auto backoff = std::chrono::milliseconds(50);
+  std::optional<std::chrono::steady_clock::time_point> warned;  // the last "cannot connect"
   auto stopping = [this] {
     std::lock_guard lock(mutex_);
     return stopping_;
@@ -52,6 +56,14 @@ void Listener::Loop() {
     // instance waits alike (a shared outage, not this instance's).
     auto conn = Connection::Connect(url_);
     state_.store(conn.ok() ? State::kReloading : State::kUnreachable, std::memory_order_relaxed);
+    // Said at once and then every 30 s: a listener that never connects
+    // (max_connections taken by the pools) showed only in GET /readyz.
+    if (!conn.ok() && (!warned || std::chrono::steady_clock::now() - *warned > std::chrono::seconds(30))) {
+      warned = std::chrono::steady_clock::now();
+      log::Warn("PostgreSQL listener: cannot connect, so other instances' changes are not followed until it does: {}",
+                conn.status().ToString());
+    }
+    if (conn.ok()) warned.reset();
     bool listening = conn.ok() && (*conn)->Exec("SET application_name = 'hotrow-listener'").ok();
     for (const auto& ch : channels_) listening = listening && (*conn)->Exec("LISTEN \"" + ch + "\"").ok();
     // LISTEN first, then reload: a change committed during the reload is

@@ -429,7 +429,7 @@ void Pool::Loop(std::unique_ptr<Connection> conn) {
       }
       conn = std::move(c).value();
       metrics_.reconnects->Add();
-      log::Info("reconnected to PostgreSQL");
+      log::Info("reconnected to PostgreSQL ({} pool)", options_.name);
     }
     metrics_.busy->Add(1);
     job(conn.get());

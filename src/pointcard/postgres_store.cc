@@ -33,8 +33,16 @@ Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg:
       }
       return c.Exec("SET application_name = 'hotrow-grants'");
     };
+    const int size = lane.size;
     auto opened = pg::Pool::Open(std::move(lane));
-    if (!opened.ok()) return opened.status();
+    if (!opened.ok()) {
+      const Status& why = opened.status();
+      return Status(why.code(), "the grant's " + std::to_string(size) +
+                                    " connection(s) of their own (2 x --grant-workers + 1, counted in PostgreSQL's "
+                                    "max_connections): " +
+                                    why.message())
+          .WithDetail(why.detail());
+    }
     store->lane_ = std::move(*opened);
   }
   // First: a fold an instance left unfinished resumes now.
