@@ -280,7 +280,7 @@ bool OpenPostgres(const ServeFlags& f, const std::string& url, Backends& b) {
   if (!Take(pointcard::PostgresPointCardStore::Open(*b.pool, card_options), &b.card_store, "point card")) return false;
   if (f.redis.empty() && !Take(leaderboard::PostgresLeaderboardStore::Open(*b.pool), &b.board_store, "leaderboard"))
     return false;
-  log::Info("PostgreSQL: pool of {} connection(s), and {} for grants", f.db_pool, 2 * f.grant_workers + 1);
+  log::Info("PostgreSQL: pool of {} connection(s), and {} for grants", f.db_pool, pointcard::LaneSize(card_options));
   return true;
 }
 

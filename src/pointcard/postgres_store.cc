@@ -10,6 +10,10 @@ namespace hotrow::pointcard {
 
 namespace pg = db::pg;
 
+int LaneSize(const PostgresPointCardOptions& options) {
+  return static_cast<int>(std::max<int64_t>(1, options.stage_workers) + std::max<int64_t>(1, options.fold_workers) + 1);
+}
+
 Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg::Pool& pool,
                                                                              PostgresPointCardOptions options) {
   if (Status s = CreatePostgresPointCardSchema(pool); !s.ok()) return s;
@@ -17,12 +21,7 @@ Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg:
   if (options.lane) {
     pg::PoolOptions lane = *options.lane;
     lane.name = "grants";
-    // Room for every job a grant and a fold run at once: the staging
-    // ranges (the leader's included) or the grant thread, the fold workers
-    // (or the folder's own queries), and a heartbeat (one sent just before
-    // the staging paused it waits on the leader's row lock).
-    lane.size =
-        static_cast<int>(std::max<int64_t>(1, options.stage_workers) + std::max<int64_t>(1, options.fold_workers) + 1);
+    lane.size = LaneSize(options);
     // No bound on the wait or the statements: grant jobs are not requests
     // (each lifts or sets its own).
     lane.queue_wait_max = std::chrono::milliseconds(0);
@@ -33,11 +32,10 @@ Result<std::unique_ptr<PostgresPointCardStore>> PostgresPointCardStore::Open(pg:
       }
       return c.Exec("SET application_name = 'hotrow-grants'");
     };
-    const int size = lane.size;
     auto opened = pg::Pool::Open(std::move(lane));
     if (!opened.ok()) {
       const Status& why = opened.status();
-      return Status(why.code(), "the grant's " + std::to_string(size) +
+      return Status(why.code(), "the grant's " + std::to_string(LaneSize(options)) +
                                     " connection(s) of their own (2 x --grant-workers + 1, counted in PostgreSQL's "
                                     "max_connections): " +
                                     why.message())

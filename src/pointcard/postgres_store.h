@@ -109,6 +109,12 @@ struct PostgresPointCardOptions {
   std::optional<db::pg::PoolOptions> lane = std::nullopt;
 };
 
+// The lane's size: room for every job a grant and a fold run at once (the
+// staging ranges, the leader's included, or the grant thread; the fold
+// workers, or the folder's own queries; and a heartbeat, which one sent
+// just before the staging paused it waits on the leader's row lock).
+int LaneSize(const PostgresPointCardOptions& options);
+
 class PostgresPointCardStore final : public PointCardStore {
  public:
   // Creates the schema and functions if needed, and starts the folder.
