@@ -77,7 +77,16 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path, Databa
   db->wal_frames_ = std::max<int64_t>(0, FileBytes(db->wal_path_) - 32) / db->frame_bytes_;
   db->writer_ = std::make_unique<GroupWriter>(std::move(conn).value(), options.writer);
   db->RegisterMetrics();
-  if (options.checkpointer) db->checkpointer_ = std::thread([p = db.get()] { p->CheckpointLoop(); });
+  if (options.checkpointer) {
+    // Its connection opened here, so that the first checkpoint (under load)
+    // does not open one in the middle of the requests it serves, and so that
+    // the thread allocates nothing of its own once Open has returned.
+    std::unique_ptr<sqlite::Connection> checkpoint_conn;
+    if (auto c = sqlite::Connection::Open(path, sqlite::OpenMode::kReadWrite); c.ok())
+      checkpoint_conn = std::move(c).value();
+    db->checkpointer_ =
+        std::thread([p = db.get(), c = std::move(checkpoint_conn)]() mutable { p->CheckpointLoop(std::move(c)); });
+  }
   return db;
 }
 
@@ -272,11 +281,7 @@ RestartResult RunRestart(GroupWriter& writer, std::chrono::milliseconds reader_w
 }
 }  // namespace
 
-void Database::CheckpointLoop() {
-  // Opened up front, so that the first checkpoint (under load) does not
-  // allocate a connection in the middle of the requests it serves.
-  std::unique_ptr<sqlite::Connection> conn;
-  if (auto c = sqlite::Connection::Open(path_, sqlite::OpenMode::kReadWrite); c.ok()) conn = std::move(c).value();
+void Database::CheckpointLoop(std::unique_ptr<sqlite::Connection> conn) {
   int64_t bytes_last_pass = 0;  // the log in use a pass ago
   // Warnings, at most one of each kind a minute (this thread's alone).
   using Clock = std::chrono::steady_clock;

@@ -117,7 +117,9 @@ class Database {
  private:
   Database() = default;
   Status Lock();  // flock(2) on PATH.lock, or unavailable naming the holder
-  void CheckpointLoop();
+  // `conn` is opened by Open, before the thread starts (null if it could
+  // not be: the loop tries again when it first needs it).
+  void CheckpointLoop(std::unique_ptr<sqlite::Connection> conn);
   static int OnWalCommit(void* db, sqlite3* conn, const char* schema, int frames);
 
   std::string path_;

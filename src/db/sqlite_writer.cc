@@ -44,7 +44,9 @@ GroupWriter::~GroupWriter() { Stop(); }
 void GroupWriter::Start() {
   std::lock_guard lock(lifecycle_mutex_);
   if (started_ || queue_.stopped()) return;
-  thread_ = std::thread([this] { Loop(); });
+  std::vector<OpPtr> batch;
+  batch.reserve(options_.batch_ops_max);
+  thread_ = std::thread([this, batch = std::move(batch)]() mutable { Loop(std::move(batch)); });
   started_ = true;
 }
 
@@ -110,9 +112,7 @@ GroupWriterStats GroupWriter::stats() const {
   return stats_;
 }
 
-void GroupWriter::Loop() {
-  std::vector<OpPtr> batch;
-  batch.reserve(options_.batch_ops_max);
+void GroupWriter::Loop(std::vector<OpPtr> batch) {
   while (queue_.PopBatch(batch, options_.batch_ops_max)) {
     FailExpired(batch);
     // Upkeep ops (rare, so the common batch allocates nothing) go after the

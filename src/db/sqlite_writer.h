@@ -173,7 +173,9 @@ class GroupWriter {
   static constexpr std::chrono::seconds kFailureShown{10};
 
  private:
-  void Loop();
+  // `batch` comes reserved from Start, so that the thread allocates nothing
+  // of its own after Start returns.
+  void Loop(std::vector<OpPtr> batch);
   // Finishes (unavailable, unrun) the ops that waited past op_wait_max.
   void FailExpired(std::vector<OpPtr>& batch);
   void RunBatch(std::vector<OpPtr>& batch);
