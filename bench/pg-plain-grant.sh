@@ -39,13 +39,19 @@ done
 WORK=$(mktemp -d /tmp/hotrow-bench-XXXXXX)
 chmod 755 "$WORK"
 BENCH_CLEAN_DIRS+=("$WORK")
-pg_start max_connections=300 shared_buffers=1GB
+# Every statement over 20 ms is logged, so that a slow payment can be told
+# apart: a COMMIT waits for the log's flush, a SELECT ... FOR UPDATE for a
+# fold chunk that holds its card.
+pg_start max_connections=300 shared_buffers=1GB log_min_duration_statement=20
 trap 'pg_stop; bench_cleanup' EXIT
 DB="postgresql://hotrow@127.0.0.1:$PGPORT/postgres"
 psql_() { "$PGBIN/psql" "$DB" -XAtq -v ON_ERROR_STOP=1 "$@"; }
 
-echo "seeding $CARDS cards and $CARDS history rows"
-psql_ <<SQL
+seed() {
+  echo "seeding $CARDS cards and $CARDS history rows"
+  psql_ <<SQL
+SET client_min_messages = warning;
+DROP TABLE IF EXISTS acct, hist, credit;
 CREATE TABLE acct (id bigint PRIMARY KEY, balance bigint NOT NULL, last bigint NOT NULL);
 CREATE TABLE hist (t bigint NOT NULL, card bigint NOT NULL, store int NOT NULL, amount bigint NOT NULL,
                    balance bigint NOT NULL, PRIMARY KEY (t, card, store));
@@ -56,6 +62,7 @@ INSERT INTO hist SELECT g, g, 1, 100000, 100000 FROM generate_series(1, $CARDS) 
 VACUUM ANALYZE;
 CHECKPOINT;
 SQL
+}
 
 cat >"$WORK/pay.sql" <<SQL
 \set c random(1, $CARDS)
@@ -79,34 +86,42 @@ INSERT INTO hist SELECT :t, card, 0, points, 0 FROM d;"
 } >"$WORK/grant.sql"
 
 now() { date +%s.%N; }
-# Grants every 10 s (or right after the last one's fold, if longer), until
-# the deadline; each window's start, staged and end times go to $1.
+# A grant every 10 s, until 10 s before the deadline. One that runs longer
+# is followed by 5 quiet seconds before the next, so that some payments
+# always meet no grant. Each window's start, end of staging and end go to
+# $1 (the staging's end is its start if the grant failed).
 grant_loop() {
   local out=$1 deadline=$2 start staged t next
   next=$(($(date +%s) + 5))
-  while (($(date +%s) < deadline - 10)); do
+  while true; do
     while (($(date +%s) < next)); do sleep 0.1; done
+    (($(date +%s) < deadline - 10)) || break
     start=$(now)
     t=$(date +%s%6N)
-    staged=$(psql_ -v t="$t" -f "$WORK/grant.sql" | while read -r line; do [[ $line == staged ]] && now; done)
-    echo "$start $staged $(now)" >>"$out"
+    staged=$(psql_ -v t="$t" -f "$WORK/grant.sql" 2>>"$WORK/grant.err" |
+      while read -r line; do [[ $line == staged ]] && now; done) || true
+    echo "$start ${staged:-$start} $(now)" >>"$out"
     next=$((next + 10))
+    ((next > $(date +%s))) || next=$(($(date +%s) + 5))
   done
 }
 
-summary() {  # pgbench log, windows file
-  python3 - "$1" "$2" <<'PY'
-import sys
+summary() {  # pgbench log, windows file, the postgres.log lines of the run
+  python3 - "$1" "$2" "$3" <<'PY'
+import math, re, sys
 windows = [tuple(map(float, l.split())) for l in open(sys.argv[2]) if l.strip()]
 during, outside = [], []
 for line in open(sys.argv[1]):
     f = line.split()
-    lat_us, end = int(f[2]), int(f[4]) + int(f[5]) / 1e6
+    # time (f[2]) counts from the scheduled start under -R; the schedule
+    # lag (f[6]) is taken off, for the time the payment itself took.
+    lat_us = int(f[2]) - (int(f[6]) if len(f) > 6 else 0)
+    end = int(f[4]) + int(f[5]) / 1e6
     start = end - lat_us / 1e6
     (during if any(s <= end and start <= e for s, _, e in windows) else outside).append(lat_us / 1000)
-def q(v, p):
+def q(v, p):  # as the simulator: the ceil(p n)-th smallest
     v = sorted(v)
-    return v[min(len(v) - 1, int(p * len(v)))] if v else float("nan")
+    return v[max(0, min(len(v) - 1, math.ceil(p * len(v)) - 1))] if v else float("nan")
 print("                         count    p50 ms    p99 ms  p99.9 ms    max ms")
 for name, v in (("payments during a grant", during), ("payments outside grants", outside)):
     print(f"  {name:22s} {len(v):6d} {q(v, .5):9.2f} {q(v, .99):9.2f} {q(v, .999):9.2f} {max(v, default=float('nan')):9.2f}")
@@ -114,14 +129,23 @@ if during and outside:
     print(f"  p99.9 ratio during / outside: {q(during, .999) / q(outside, .999):.2f}x")
 for i, (s, st, e) in enumerate(windows, 1):
     print(f"  grant {i}: staging {st - s:.2f} s, fold {e - st:.2f} s, window {e - s:.2f} s")
+slow = {}
+for line in open(sys.argv[3], errors="replace"):
+    m = re.search(r"duration: ([0-9.]+) ms\s+statement: (\S+)", line)
+    if m and m.group(2).upper() in ("COMMIT;", "SELECT", "INSERT", "UPDATE", "BEGIN;") and "credit" not in line:
+        slow.setdefault(m.group(2).rstrip(";").upper(), []).append(float(m.group(1)))
+print("  payment statements over 20 ms: " + (", ".join(
+    f"{k} {len(v)} (longest {max(v):.0f} ms)" for k, v in sorted(slow.items())) or "none"))
 PY
 }
 
 IFS=, read -ra counts <<<"$CLIENTS"
 echo "$(machine_line), PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}'), $(date -u +%H:%M) UTC"
 for c in "${counts[@]}"; do
+  seed
   rm -f "$WORK"/pgbench_log.* "$WORK/windows"
   touch "$WORK/windows"
+  log_from=$(($(wc -l <"$WORK/postgres.log") + 1))
   deadline=$(($(date +%s) + DURATION))
   grant_loop "$WORK/windows" "$deadline" &
   loop_pid=$!
@@ -130,5 +154,7 @@ for c in "${counts[@]}"; do
   wait "$loop_pid" || true
   echo "clients $c${RATE:+ at $RATE/s}, $DURATION s, $(awk '/^tps/ { printf "%.0f payments/s", $3 }' "$WORK/pgbench.out"):"
   cat "$WORK"/pgbench_log.* >"$WORK/all.log"
-  summary "$WORK/all.log" "$WORK/windows"
+  tail -n "+$log_from" "$WORK/postgres.log" >"$WORK/run.log"
+  summary "$WORK/all.log" "$WORK/windows" "$WORK/run.log"
+  [[ -s $WORK/grant.err ]] && { echo "  grant errors:"; sed 's/^/    /' "$WORK/grant.err"; : >"$WORK/grant.err"; }
 done
