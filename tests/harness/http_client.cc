@@ -56,6 +56,35 @@ std::string RawConnection::ReadUntilClose(std::chrono::milliseconds timeout) {
   return out;
 }
 
+std::string RawConnection::ReadResponse(std::chrono::milliseconds timeout) {
+  std::string out;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[8192];
+  auto complete = [&out] {
+    size_t end = out.find("\r\n\r\n");
+    if (end == std::string::npos) return false;
+    size_t length = 0;
+    std::smatch m;
+    std::string head = out.substr(0, end + 2);
+    if (std::regex_search(head, m, std::regex("\r\n[Cc]ontent-[Ll]ength: *([0-9]+)\r\n")))
+      length = std::stoul(m[1].str());
+    return out.size() >= end + 4 + length;
+  };
+  while (!closed_ && !complete()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) {
+      closed_ = true;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
 bool RawConnection::ClosedWithin(std::chrono::milliseconds timeout) {
   ReadUntilClose(timeout);
   return closed_;

@@ -27,6 +27,10 @@ class RawConnection {
   bool Send(std::string_view bytes);
   // Reads until the peer closes or `timeout` passes; returns what arrived.
   std::string ReadUntilClose(std::chrono::milliseconds timeout);
+  // Reads until one whole response (its head, and a body of its
+  // Content-Length) is in, the peer closes or `timeout` passes; returns what
+  // arrived (with anything past the response that came in the same read).
+  std::string ReadResponse(std::chrono::milliseconds timeout);
   // True when the peer closed the connection within `timeout`.
   bool ClosedWithin(std::chrono::milliseconds timeout);
 

@@ -134,10 +134,12 @@ TEST_F(Limits, ExpectContinueIsAnswered) {
       "POST /datePlan HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n");
-  std::string interim = conn.ReadUntilClose(milliseconds(500));
+  // Each read ends with its response (the 201's commit is an fsync, which a
+  // loaded machine can stretch past any short window).
+  std::string interim = conn.ReadResponse(milliseconds(10000));
   EXPECT_EQ(StatusOf(interim), 100) << interim;
   conn.Send(body);
-  std::string raw = conn.ReadUntilClose(milliseconds(500));
+  std::string raw = conn.ReadResponse(milliseconds(10000));
   EXPECT_EQ(StatusOf(raw), 201) << raw;
 }
 
