@@ -234,14 +234,16 @@ TEST_F(WriterTest, AFullQueueAnswersOverloadedAtOnce) {
 // (issue 9, item 8).
 TEST_F(WriterTest, OpsThatWaitedTooLongFailUnrun) {
   GroupWriterOptions options;
-  options.op_wait_max = std::chrono::milliseconds(100);
+  // A second, so that the fresh op below is not also past it on a loaded
+  // machine that runs the writer late.
+  options.op_wait_max = std::chrono::milliseconds(1000);
   Open(options);
   std::latch entered(1), release(1);
   database->writer().Submit(MakeOp<GateOp>(&entered, &release));
   entered.wait();
   std::promise<Status> waited;
   database->writer().Submit(MakeOp<InsertOp>(1, &waited));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   release.count_down();
   Status s = waited.get_future().get();
   EXPECT_EQ(s.code(), ErrorCode::kUnavailable) << s.ToString();
