@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <regex>
 #include <stdexcept>
 #include <thread>
@@ -37,11 +38,12 @@ bool RawConnection::Send(std::string_view bytes) {
   return true;
 }
 
-std::string RawConnection::ReadUntilClose(std::chrono::milliseconds timeout) {
+std::string RawConnection::ReadUntil(std::chrono::milliseconds timeout,
+                                     const std::function<bool(const std::string&)>& done) {
   std::string out;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[8192];
-  while (!closed_) {
+  while (!closed_ && !done(out)) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{fd_, POLLIN, 0};
@@ -56,11 +58,12 @@ std::string RawConnection::ReadUntilClose(std::chrono::milliseconds timeout) {
   return out;
 }
 
+std::string RawConnection::ReadUntilClose(std::chrono::milliseconds timeout) {
+  return ReadUntil(timeout, [](const std::string&) { return false; });
+}
+
 std::string RawConnection::ReadResponse(std::chrono::milliseconds timeout) {
-  std::string out;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  char buf[8192];
-  auto complete = [&out] {
+  return ReadUntil(timeout, [](const std::string& out) {
     size_t end = out.find("\r\n\r\n");
     if (end == std::string::npos) return false;
     size_t length = 0;
@@ -69,20 +72,7 @@ std::string RawConnection::ReadResponse(std::chrono::milliseconds timeout) {
     if (std::regex_search(head, m, std::regex("\r\n[Cc]ontent-[Ll]ength: *([0-9]+)\r\n")))
       length = std::stoul(m[1].str());
     return out.size() >= end + 4 + length;
-  };
-  while (!closed_ && !complete()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-    ssize_t n = recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) {
-      closed_ = true;
-      break;
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
+  });
 }
 
 bool RawConnection::ClosedWithin(std::chrono::milliseconds timeout) {

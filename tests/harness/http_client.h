@@ -35,6 +35,9 @@ class RawConnection {
   bool ClosedWithin(std::chrono::milliseconds timeout);
 
  private:
+  // Reads until `done` holds for what arrived, the peer closes or `timeout`
+  // passes.
+  std::string ReadUntil(std::chrono::milliseconds timeout, const std::function<bool(const std::string&)>& done);
   int fd_ = -1;
   bool closed_ = false;
 };
