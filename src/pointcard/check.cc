@@ -91,6 +91,36 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
   return Status::Ok();
 }
 
+// 9. every row's own fields (point-card schema 2): TRANSACTION_ID, ACTOR,
+//    REFERENCE and REASON (the WHERE clause is the rule, kept in step with
+//    the PostgreSQL checker's).
+constexpr const char* kRowFieldsWhere =
+    "(TRANSACTION_ID IS NULL OR TRANSACTION_ID <= 0 OR ACTOR IS NULL "
+    "OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR LIKE 'key:_%') "
+    "OR (KIND = 'grant' AND ACTOR <> 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
+    "OR length(REASON) NOT BETWEEN 1 AND 200 OR REFUND_OF IS NOT NULL)";
+
+Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
+  auto q = conn.Prepare(ForScope(
+      "SELECT CARD_ID, PAYMENT_TIME, COALESCE(TRANSACTION_ID, 'NULL'), COALESCE(ACTOR, 'NULL'), "
+      "COALESCE(length(REFERENCE) || ' character(s)', 'none'), COALESCE(length(REASON) || ' character(s)', 'none'), "
+      "COALESCE(REFUND_OF, 'none') "
+      "FROM H_TRANSACTION WHERE CARD_ID >= ?1 AND CARD_ID <= ?2 AND " +
+          std::string(kRowFieldsWhere),
+      scope));
+  if (!q.ok()) return q.status();
+  q->Bind(1, scope.card_first).Bind(2, scope.card_last);
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    problem("row fields", "card " + std::to_string(q->Int(0)) + " row at " + FormatTime(q->Int(1)) +
+                              " has TRANSACTION_ID " + std::string(q->Text(2)) + ", ACTOR " + std::string(q->Text(3)) +
+                              ", REFERENCE " + std::string(q->Text(4)) + ", REASON " + std::string(q->Text(5)) +
+                              ", REFUND_OF " + std::string(q->Text(6)));
+  }
+}
+
 // Invariant 8 (check.h) for one window: each card's bonus, recomputed from
 // the period's charges, and what the grant gave it (its rows in the window
 // plus its credit not yet folded), both in card order for a merge.
@@ -307,6 +337,13 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn, const CheckScope& 
   if (*staged_tables > 0) {
     if (Status s = CheckCredits(conn, scope, report, problem); !s.ok()) return s;
     if (Status s = CheckGrants(conn, scope, report); !s.ok()) return s;
+  }
+  // Rows' own fields (a file migrated to point-card schema 2).
+  auto numbered =
+      sqlite::QueryInt(conn, "SELECT COUNT(*) FROM pragma_table_info('H_TRANSACTION') WHERE name = 'TRANSACTION_ID'");
+  if (!numbered.ok()) return numbered.status();
+  if (*numbered > 0) {
+    if (Status s = CheckRowFields(conn, scope, problem); !s.ok()) return s;
   }
   log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   return report;

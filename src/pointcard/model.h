@@ -48,15 +48,37 @@ struct Card {
   int64_t pending_points = 0;
 };
 
-// One H_TRANSACTION row. AMOUNT > 0 is a charge, < 0 a payment; STORE_ID 0
-// marks a grant; BALANCE is the card's balance after the row.
+// The bounds of a history row's optional texts (docs/api.md).
+inline constexpr size_t kReferenceLengthMax = 64;  // visible code points, no space
+inline constexpr size_t kReasonLengthMax = 200;
+
+// Who wrote a history row (H_TRANSACTION.ACTOR): the admin token, hotrow
+// itself (a grant's rows), or a client that gave no credential.
+// "key:<keyId>" for a store key comes with the store keys.
+inline constexpr std::string_view kActorAdmin = "admin";
+inline constexpr std::string_view kActorSystem = "system";
+inline constexpr std::string_view kActorAnonymous = "anonymous";
+
+// One H_TRANSACTION row. KIND says what it is: a charge (AMOUNT > 0) or a
+// payment (< 0) at a store, or a grant's credit (STORE_ID 0); BALANCE is the
+// card's balance after the row. TRANSACTION_ID is unique per database and
+// positive (not in time order on PostgreSQL, where a sequence gives it).
 struct HistoryRow {
   int64_t payment_time_us = 0;
   int64_t card_id = 0;
   int64_t store_id = 0;
   int64_t amount = 0;
   int64_t balance = 0;
+  int64_t transaction_id = 0;
+  std::string kind{};                      // "payment", "charge", "grant"
+  std::string actor{};                     // kActorAdmin, kActorSystem, kActorAnonymous
+  std::optional<std::string> reference{};  // the client's, such as an order id
+  std::optional<std::string> reason{};
+  std::optional<int64_t> refund_of{};  // the transactionId a refund returns (none yet)
 };
+
+// "charge" or "payment", by the amount's sign.
+inline std::string_view KindOfAmount(int64_t amount) { return amount > 0 ? "charge" : "payment"; }
 
 struct HistoryPage {
   std::vector<HistoryRow> rows;           // newest first
@@ -83,7 +105,10 @@ struct Payment {
   int64_t card_id = 0;
   int64_t store_id = 0;
   int64_t amount = 0;
-  std::optional<std::string> idempotency_key;
+  std::optional<std::string> idempotency_key{};
+  std::optional<std::string> reference{};  // 1-64 visible code points
+  std::optional<std::string> reason{};     // 1-200 code points, one line
+  std::string actor{kActorAnonymous};      // who asked: kept in the row
 };
 
 // What a point use came to. Both outcomes are answers (201 or 409), and

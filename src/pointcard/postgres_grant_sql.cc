@@ -350,8 +350,8 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
         -- credit when P_GRANT_CREDIT's statistics said it was empty.
         FROM d WHERE a.CARD_ID = d.CARD_ID
         RETURNING a.CARD_ID, d.POINTS, a.BALANCE, a.LAST_UPDATE)
-      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
-        SELECT u.LAST_UPDATE, u.CARD_ID, 0, u.POINTS, u.BALANCE, 'grant' FROM u;
+      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR)
+        SELECT u.LAST_UPDATE, u.CARD_ID, 0, u.POINTS, u.BALANCE, 'grant', 'system' FROM u;
       GET DIAGNOSTICS n = ROW_COUNT;
       RETURN QUERY SELECT 0::smallint, n, picked[cardinality(picked)], NULL::double precision;
     END $$;

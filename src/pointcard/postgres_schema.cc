@@ -42,6 +42,43 @@ constexpr std::string_view kStagedGrants = R"sql(
   );
 )sql";
 
+// Point-card migration 2 (v0.8.0): what each history row is and who wrote
+// it.
+//   - TRANSACTION_ID: unique and positive; existing rows numbered in
+//     primary-key order, new ones from a sequence (its default, so rows an
+//     older instance inserts during a rolling upgrade get one too).
+//   - ACTOR: admin, system (a grant's rows) or anonymous; the KIND trigger
+//     fills it for an older instance's rows.
+//   - REFERENCE, REASON: the client's texts; REFUND_OF: a refunded row's id.
+// The backfill rewrites every row once: ALTER TABLE holds H_TRANSACTION
+// for its length (docs/operations.md, upgrading to 0.8.0).
+constexpr std::string_view kRowFields = R"sql(
+  CREATE SEQUENCE H_TRANSACTION_ID_SEQ AS bigint;
+  ALTER TABLE H_TRANSACTION ADD COLUMN TRANSACTION_ID bigint, ADD COLUMN ACTOR text, ADD COLUMN REFERENCE text,
+    ADD COLUMN REASON text, ADD COLUMN REFUND_OF bigint;
+  UPDATE H_TRANSACTION h SET TRANSACTION_ID = n.ID,
+    ACTOR = CASE WHEN h.KIND = 'grant' THEN 'system' ELSE 'anonymous' END
+  FROM (SELECT PAYMENT_TIME, CARD_ID, STORE_ID,
+               row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, STORE_ID) AS ID FROM H_TRANSACTION) n
+  WHERE h.PAYMENT_TIME = n.PAYMENT_TIME AND h.CARD_ID = n.CARD_ID AND h.STORE_ID = n.STORE_ID;
+  SELECT setval('H_TRANSACTION_ID_SEQ', COALESCE((SELECT MAX(TRANSACTION_ID) FROM H_TRANSACTION), 1),
+                EXISTS (SELECT 1 FROM H_TRANSACTION));
+  ALTER SEQUENCE H_TRANSACTION_ID_SEQ OWNED BY H_TRANSACTION.TRANSACTION_ID;
+  ALTER TABLE H_TRANSACTION ALTER COLUMN TRANSACTION_ID SET DEFAULT nextval('H_TRANSACTION_ID_SEQ'),
+    ALTER COLUMN TRANSACTION_ID SET NOT NULL, ALTER COLUMN ACTOR SET NOT NULL;
+  CREATE UNIQUE INDEX H_TRANSACTION_ID ON H_TRANSACTION (TRANSACTION_ID);
+  CREATE OR REPLACE FUNCTION hotrow_history_kind() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    NEW.KIND := COALESCE(NEW.KIND,
+                         CASE WHEN NEW.STORE_ID = 0 THEN 'grant' WHEN NEW.AMOUNT > 0 THEN 'charge' ELSE 'payment' END);
+    NEW.ACTOR := COALESCE(NEW.ACTOR, CASE WHEN NEW.STORE_ID = 0 THEN 'system' ELSE 'anonymous' END);
+    RETURN NEW;
+  END $$;
+  DROP TRIGGER H_TRANSACTION_KIND ON H_TRANSACTION;
+  CREATE TRIGGER H_TRANSACTION_KIND BEFORE INSERT ON H_TRANSACTION FOR EACH ROW
+    WHEN (NEW.KIND IS NULL OR NEW.ACTOR IS NULL) EXECUTE FUNCTION hotrow_history_kind();
+)sql";
+
 Status CreateFunctions(pg::Connection& conn);
 
 // Created as v0.1.0 made them, then migrated (pg::Migrate); the functions
@@ -119,7 +156,7 @@ Status CreateSchema(pg::Connection& conn) {
   )sql");
       !s.ok())
     return s;
-  if (Status s = pg::Migrate(conn, "pointcard", {{.sql = kStagedGrants}}); !s.ok()) return s;
+  if (Status s = pg::Migrate(conn, "pointcard", {{.sql = kStagedGrants}, {.sql = kRowFields}}); !s.ok()) return s;
   return CreateFunctions(conn);
 }
 
@@ -250,6 +287,80 @@ Status CreateFunctions(pg::Connection& conn) {
                                           p_store, p_amount, b + p_amount);
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
+    END $$;
+    -- v0.8.0's point use: v0.6.0's, with the row's actor, reference and
+    -- reason, and its TRANSACTION_ID in the answer (a replay's from the row
+    -- the key's first request wrote, found by its primary key). Outcomes as
+    -- hotrow_pay_v2's.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v4(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
+                                             p_actor text, p_reference text, p_reason text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
+                   reference text, reason text) LANGUAGE plpgsql
+    SET enable_seqscan = off SET jit = off AS $$
+    DECLARE
+      k P_IDEMPOTENCY%ROWTYPE;
+      h H_TRANSACTION%ROWTYPE;
+      b bigint;
+      v_last timestamp;
+      t timestamp;
+      credit bigint;
+      credit_grant bigint;
+      id bigint;
+    BEGIN
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
+        IF FOUND THEN
+          IF k.FINGERPRINT <> p_fp THEN
+            RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text,
+                                NULL::text;
+          ELSIF k.REFUSED THEN
+            RETURN QUERY SELECT 5::smallint, NULL::bigint, k.BALANCE, NULL::bigint, NULL::text, NULL::text,
+                                NULL::text;
+          ELSE
+            SELECT * INTO h FROM H_TRANSACTION x
+              WHERE x.PAYMENT_TIME = k.PAYMENT_TIME AND x.CARD_ID = p_card AND x.STORE_ID = k.STORE_ID;
+            RETURN QUERY SELECT 4::smallint, hotrow_us(k.PAYMENT_TIME), k.BALANCE, h.TRANSACTION_ID, h.ACTOR,
+                                h.REFERENCE, h.REASON;
+          END IF;
+          RETURN;
+        END IF;
+      END IF;
+      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
+      IF NOT FOUND THEN
+        RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
+        RETURN;
+      END IF;
+      SELECT c.GRANT_ID, c.POINTS INTO credit_grant, credit FROM P_GRANT_CREDIT c
+        JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = p_card AND g.STATE = 'applied'
+        ORDER BY c.GRANT_ID LIMIT 1;
+      credit := COALESCE(credit, 0);
+      IF b + credit + p_amount < 0 THEN
+        IF p_key IS NOT NULL THEN
+          INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
+                                            p_store, p_amount, b + credit);
+        END IF;
+        RETURN QUERY SELECT 1::smallint, NULL::bigint, b + credit, NULL::bigint, NULL::text, NULL::text, NULL::text;
+        RETURN;
+      END IF;
+      -- Strictly increasing per card, whatever the clock does.
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
+      IF credit > 0 THEN
+        DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = p_card AND GRANT_ID = credit_grant;
+        b := b + credit;
+        INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR)
+          VALUES (t, p_card, 0, credit, b, 'grant', 'system');
+        t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', t + interval '1 microsecond');
+      END IF;
+      UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
+      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR, REFERENCE, REASON)
+        VALUES (t, p_card, p_store, p_amount, b + p_amount, CASE WHEN p_amount > 0 THEN 'charge' ELSE 'payment' END,
+                p_actor, p_reference, p_reason)
+        RETURNING H_TRANSACTION.TRANSACTION_ID INTO id;
+      IF p_key IS NOT NULL THEN
+        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
+                                          p_store, p_amount, b + p_amount);
+      END IF;
+      RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount, id, p_actor, p_reference, p_reason;
     END $$;
     -- v0.1.0's function, its outcome as text, kept for instances of that
     -- release still running beside this one during an upgrade.

@@ -51,7 +51,7 @@ class CopySink final : public PointCardSink {
     }
     history_ += Timestamp(r.payment_time_us) + "\t" + std::to_string(r.card_id) + "\t" + std::to_string(r.store_id) +
                 "\t" + std::to_string(r.amount) + "\t" + std::to_string(r.balance) +
-                (r.amount > 0 ? "\tcharge\n" : "\tpayment\n");
+                (r.amount > 0 ? "\tcharge\tanonymous\n" : "\tpayment\tanonymous\n");
     return history_.size() > kChunk ? Flush(history_, kHistory) : Status::Ok();
   }
   Status Finish() override {
@@ -69,7 +69,7 @@ class CopySink final : public PointCardSink {
   static constexpr size_t kChunk = 8 << 20;
   static constexpr const char* kCards = "COPY S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE) FROM STDIN";
   static constexpr const char* kHistory =
-      "COPY H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) FROM STDIN";
+      "COPY H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR) FROM STDIN";
   static std::string Timestamp(int64_t us) {
     std::string t = FormatTime(us);  // 2026-11-30T06:00:00.123456Z
     t[10] = ' ';
@@ -217,6 +217,14 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "|| KIND FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND (KIND <> CASE WHEN STORE_ID = 0 THEN "
        "'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END OR (KIND = 'grant' AND AMOUNT <= 0)) "
        "ORDER BY CARD_ID"},
+      {"row fields",
+       "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' has TRANSACTION_ID ' || TRANSACTION_ID || ', ACTOR ' || "
+       "COALESCE(ACTOR, 'NULL') || ', REFERENCE ' || COALESCE(length(REFERENCE) || ' character(s)', 'none') || "
+       "', REASON ' || COALESCE(length(REASON) || ' character(s)', 'none') || ', REFUND_OF ' || "
+       "COALESCE(REFUND_OF::text, 'none') FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND "
+       "(TRANSACTION_ID <= 0 OR ACTOR IS NULL OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR LIKE "
+       "'key:_%') OR (KIND = 'grant' AND ACTOR <> 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
+       "OR length(REASON) NOT BETWEEN 1 AND 200 OR REFUND_OF IS NOT NULL) ORDER BY CARD_ID"},
       {"orphan credit",
        "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || ' to a card that does not exist' FROM P_GRANT_CREDIT c "
        "WHERE c.CARD_ID >= $1 AND c.CARD_ID <= $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "

@@ -84,7 +84,8 @@ namespace {
 constexpr pg::NamedSql kLockCard{"pointcard_lock_card", "SELECT pg_advisory_lock($1::int, $2::int)"};
 constexpr pg::NamedSql kUnlockCard{"pointcard_unlock_card", "SELECT pg_advisory_unlock($1::int, $2::int)"};
 constexpr pg::NamedSql kPay{"pointcard_pay",
-                            "SELECT outcome, time_us, new_balance FROM hotrow_pay_v3($1, $2, $3, $4, $5)"};
+                            "SELECT outcome, time_us, new_balance, transaction_id, actor, reference, reason "
+                            "FROM hotrow_pay_v4($1, $2, $3, $4, $5, $6, $7, $8)"};
 // One statement, one snapshot: the balance and an applied grant's credit
 // not folded yet (the fold moves one into the other in one transaction).
 constexpr pg::NamedSql kSelectCard{"pointcard_card", R"(
@@ -94,7 +95,8 @@ constexpr pg::NamedSql kSelectCard{"pointcard_card", R"(
   FROM S_ACCOUNT a WHERE a.CARD_ID = $1)"};
 // One statement, one snapshot: the card's existence and its page.
 constexpr pg::NamedSql kSelectHistory{"pointcard_history", R"(
-  SELECT hotrow_us(h.PAYMENT_TIME), h.STORE_ID, h.AMOUNT, h.BALANCE
+  SELECT hotrow_us(h.PAYMENT_TIME), h.STORE_ID, h.AMOUNT, h.BALANCE, h.TRANSACTION_ID, h.KIND, h.ACTOR, h.REFERENCE,
+         h.REASON, h.REFUND_OF
   FROM S_ACCOUNT a LEFT JOIN LATERAL (
     SELECT * FROM H_TRANSACTION t WHERE t.CARD_ID = a.CARD_ID AND t.PAYMENT_TIME < hotrow_ts($2)
     ORDER BY t.PAYMENT_TIME DESC LIMIT $3) h ON true
@@ -204,11 +206,17 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
     HistoryPage page;
     for (int i = 0; i < rows->size(); ++i) {
       if (rows->IsNull(i, 0)) continue;  // a card without (more) history
-      page.rows.push_back(HistoryRow{.payment_time_us = rows->Int(i, 0),
-                                     .card_id = card_id,
-                                     .store_id = rows->Int(i, 1),
-                                     .amount = rows->Int(i, 2),
-                                     .balance = rows->Int(i, 3)});
+      HistoryRow& row = page.rows.emplace_back(HistoryRow{.payment_time_us = rows->Int(i, 0),
+                                                          .card_id = card_id,
+                                                          .store_id = rows->Int(i, 1),
+                                                          .amount = rows->Int(i, 2),
+                                                          .balance = rows->Int(i, 3),
+                                                          .transaction_id = rows->Int(i, 4),
+                                                          .kind = std::string(rows->Text(i, 5)),
+                                                          .actor = std::string(rows->Text(i, 6))});
+      if (!rows->IsNull(i, 7)) row.reference = std::string(rows->Text(i, 7));
+      if (!rows->IsNull(i, 8)) row.reason = std::string(rows->Text(i, 8));
+      if (!rows->IsNull(i, 9)) row.refund_of = rows->Int(i, 9);
     }
     if (static_cast<int64_t>(page.rows.size()) > limit) {
       page.rows.pop_back();
@@ -220,7 +228,7 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
 
 namespace {
 
-// The outcome column of hotrow_pay_v3 (the numbers are the SQL function's
+// The outcome column of hotrow_pay_v4 (the numbers are the SQL function's
 // contract, written beside it in postgres_schema.cc).
 //
 // Why the payment rule exists twice, here in PL/pgSQL and in C++ in
@@ -300,8 +308,15 @@ Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::N
 void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) {
   pool_.Submit([p = std::move(p), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    std::vector<pg::Param> params = {std::to_string(p.card_id), std::to_string(p.store_id), std::to_string(p.amount),
-                                     p.idempotency_key ? pg::Param(*p.idempotency_key) : pg::Param(), fp};
+    auto optional = [](const std::optional<std::string>& v) { return v ? pg::Param(*v) : pg::Param(); };
+    std::vector<pg::Param> params = {std::to_string(p.card_id),
+                                     std::to_string(p.store_id),
+                                     std::to_string(p.amount),
+                                     optional(p.idempotency_key),
+                                     fp,
+                                     p.actor,
+                                     optional(p.reference),
+                                     optional(p.reason)};
     Result<pg::Rows> rows = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
       if (attempt > 0) RetryBackoff(attempt);
@@ -320,7 +335,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
                          "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",
                          "Idempotency-Key"));
     if (outcome < PayResult::kOk || outcome > PayResult::kReplayedRefused)
-      return done(Status::Internal("hotrow_pay_v3 answered outcome " + std::to_string(rows->Int(0, 0))));
+      return done(Status::Internal("hotrow_pay_v4 answered outcome " + std::to_string(rows->Int(0, 0))));
     PaymentOutcome out;
     out.replayed = outcome == PayResult::kReplayed || outcome == PayResult::kReplayedRefused;
     out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;
@@ -333,7 +348,12 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
                  .card_id = p.card_id,
                  .store_id = p.store_id,
                  .amount = p.amount,
-                 .balance = balance};
+                 .balance = balance,
+                 .transaction_id = rows->Int(0, 3),
+                 .kind = std::string(KindOfAmount(p.amount)),
+                 .actor = std::string(rows->Text(0, 4))};
+      if (!rows->IsNull(0, 5)) out.row.reference = std::string(rows->Text(0, 5));
+      if (!rows->IsNull(0, 6)) out.row.reason = std::string(rows->Text(0, 6));
     }
     done(out);
   });

@@ -60,7 +60,7 @@
 //     into balances in one commit, so a reader sees all of the grant or
 //     none of it.
 //   - Every writer of a card locks its S_ACCOUNT row first: a point use
-//     (SELECT ... FOR UPDATE, hotrow_pay_v3) and the fold. A point use
+//     (SELECT ... FOR UPDATE, hotrow_pay_v4) and the fold. A point use
 //     folds its card's applied credit itself -- the grant's row, then its
 //     own, each at its own time -- so no balance is written with credit
 //     still staged, and the row lock makes the credit consumed once.

@@ -29,7 +29,33 @@ void WriteRow(JsonWriter& w, const HistoryRow& r) {
   w.Field("storeId", r.store_id);
   w.Field("amount", r.amount);
   w.Field("balance", r.balance);
+  w.Field("transactionId", r.transaction_id);
+  w.Field("kind", r.kind);
+  w.Field("actor", r.actor);
+  if (r.reference) w.Field("reference", *r.reference);
+  if (r.reason) w.Field("reason", *r.reason);
+  if (r.refund_of) w.Field("refundOf", *r.refund_of);
   w.EndObject();
+}
+
+// An optional string field: absent is nullopt; present, it must be a string.
+Result<std::optional<std::string>> OptionalText(const http::JsonObject& body, std::string_view name) {
+  if (!body.Has(name)) return std::optional<std::string>();
+  auto text = body.String(name);
+  if (!text.ok()) return text.status();
+  return std::optional<std::string>(std::move(text).value());
+}
+
+// Who asks, for the row's ACTOR: the admin token, or nobody. A credential
+// that is given must be valid (401 or 403 otherwise): a wrong token is not
+// recorded as an anonymous request.
+Result<std::string_view> Actor(const AdminAuth& admin, const Request& req) {
+  if (!req.HasHeader("Authorization")) return kActorAnonymous;
+  auto bearer = http::BearerToken(req);
+  if (!bearer)
+    return Status::Unauthorized("Authorization must be 'Bearer <admin token>'; leave it out for an anonymous payment");
+  if (Status s = admin.Check(bearer); !s.ok()) return s;
+  return kActorAdmin;
 }
 
 Result<int64_t> PathId(const Request& req, const char* field) {
@@ -85,17 +111,30 @@ CardMetrics& Metrics() {
   return m;
 }
 
-void Pay(PointCardService& service, Request& req, Responder responder) {
+void Pay(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
+  auto actor = Actor(admin, req);
+  if (!actor.ok()) return responder.Send(Error(actor.status()));
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
-  if (Status s = body->OnlyFields({"storeId", "amount"}); !s.ok()) return responder.Send(Error(s));
+  if (Status s = body->OnlyFields({"storeId", "amount", "reference", "reason"}); !s.ok())
+    return responder.Send(Error(s));
   auto store = body->Integer("storeId", 1, INT64_MAX);
   if (!store.ok()) return responder.Send(Error(store.status()));
   auto amount = body->SaturatedInteger("amount");
   if (!amount.ok()) return responder.Send(Error(amount.status()));
-  Payment p{*card, *store, *amount, IdempotencyKey(req)};
+  auto reference = OptionalText(*body, "reference");
+  if (!reference.ok()) return responder.Send(Error(reference.status()));
+  auto reason = OptionalText(*body, "reason");
+  if (!reason.ok()) return responder.Send(Error(reason.status()));
+  Payment p{*card,
+            *store,
+            *amount,
+            IdempotencyKey(req),
+            std::move(reference).value(),
+            std::move(reason).value(),
+            std::string(*actor)};
   service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
     CardMetrics& m = Metrics();
     if (!r.ok()) {
@@ -109,7 +148,7 @@ void Pay(PointCardService& service, Request& req, Responder responder) {
       return responder.Send(std::move(refused));
     }
     Response res = http::ResponseWithBody(std::move(body), 201);
-    res.body.reserve(128);
+    res.body.reserve(256);
     JsonWriter w(res.body);
     WriteRow(w, r->row);
     if (r->replayed) res.AddHeader("Idempotent-Replayed", "true");
@@ -326,7 +365,9 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
   auto bind = [&service](auto fn) {
     return [&service, fn](Request& req, Responder res) { fn(service, req, std::move(res)); };
   };
-  router.Add(Method::kPost, "/api/v1/cards/{cardId}/transactions", bind(Pay), BodyPolicy::kJson);
+  router.Add(
+      Method::kPost, "/api/v1/cards/{cardId}/transactions",
+      [&service, &admin](Request& req, Responder res) { Pay(service, admin, req, std::move(res)); }, BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/transactions", bind(History));
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
   router.Add(Method::kGet, "/api/v1/regions", bind(Regions));

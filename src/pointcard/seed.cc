@@ -83,16 +83,22 @@ class SqliteSink final : public PointCardSink {
     return q->Bind(1, c.card_id).Bind(2, c.balance).Bind(3, c.region_id).Bind(4, c.last_update_us).Run();
   }
   Status AddHistory(const HistoryRow& r) override {
+    if (last_transaction_id_ == 0) {
+      auto last = LastTransactionId(conn_);
+      if (!last.ok()) return last.status();
+      last_transaction_id_ = *last;
+    }
     auto q = conn_.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, TRANSACTION_ID, ACTOR) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'anonymous')");
     if (!q.ok()) return q.status();
     return q->Bind(1, r.payment_time_us)
         .Bind(2, r.card_id)
         .Bind(3, r.store_id)
         .Bind(4, r.amount)
         .Bind(5, r.balance)
-        .Bind(6, std::string_view(r.amount > 0 ? "charge" : "payment"))
+        .Bind(6, KindOfAmount(r.amount))
+        .Bind(7, ++last_transaction_id_)
         .Run();
   }
   Status Finish() override {
@@ -103,6 +109,7 @@ class SqliteSink final : public PointCardSink {
 
  private:
   sqlite::Connection& conn_;
+  int64_t last_transaction_id_ = 0;  // read at the first row
 };
 
 }  // namespace

@@ -41,11 +41,44 @@ void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int
   store_.History(card_id, limit, before_us, std::move(done));
 }
 
+namespace {
+
+// A reference is an identifier (an order id, a receipt number): visible
+// code points only, no space anywhere.
+Status CheckReference(std::string_view v) {
+  const TextRule rule{.field = "reference", .code_points_max = kReferenceLengthMax, .trimmed = true};
+  if (Status s = CheckUserText(v, rule); !s.ok()) return s;
+  for (size_t i = 0; i < v.size();) {
+    auto cp = NextCodePoint(v, &i);
+    if (!cp || !IsVisible(*cp))
+      return Status::InvalidField("reference", "reference must be 1 to " + std::to_string(kReferenceLengthMax) +
+                                                   " visible characters, with no space");
+  }
+  return Status::Ok();
+}
+
+// " name=<bytes>:<text>": length-prefixed, so no text can pass for another
+// field (a reason may contain " reference=").
+void AppendText(std::string& fingerprint, std::string_view name, const std::optional<std::string>& text) {
+  if (!text) return;
+  fingerprint.append(" ").append(name).append("=").append(std::to_string(text->size())).append(":").append(*text);
+}
+
+}  // namespace
+
 void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
   if (p.amount == 0 || p.amount < -kAmountAbsMax || p.amount > kAmountAbsMax)
     return done(Status::InvalidField("amount", "amount must be a non-zero integer from " +
                                                    std::to_string(-kAmountAbsMax) + " to " +
                                                    std::to_string(kAmountAbsMax)));
+  if (p.reference) {
+    if (Status s = CheckReference(*p.reference); !s.ok()) return done(s);
+  }
+  if (p.reason) {
+    if (Status s = CheckUserText(*p.reason, {.field = "reason", .code_points_max = kReasonLengthMax, .trimmed = true});
+        !s.ok())
+      return done(s);
+  }
   if (p.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
   }
@@ -54,8 +87,13 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
   // The same key with the same fingerprint is the same request (only keyed
   // requests need one).
   std::string fingerprint;
-  if (p.idempotency_key)
+  // Keys that releases before 0.8.0 stored (no reference, no reason) keep
+  // their fingerprints.
+  if (p.idempotency_key) {
     fingerprint = "pay store=" + std::to_string(p.store_id) + " amount=" + std::to_string(p.amount);
+    AppendText(fingerprint, "reference", p.reference);
+    AppendText(fingerprint, "reason", p.reason);
+  }
   store_.Pay(std::move(p), std::move(fingerprint), std::move(done));
 }
 

@@ -76,16 +76,16 @@ class GrantRowWriter {
     auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
     if (!update.ok()) return update.status();
     auto insert = c.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
-        "VALUES (?1, ?2, 0, ?3, ?4, 'grant')");
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, TRANSACTION_ID, ACTOR) "
+        "VALUES (?1, ?2, 0, ?3, ?4, 'grant', ?5, 'system')");
     if (!insert.ok()) return insert.status();
     return GrantRowWriter(std::move(update).value(), std::move(insert).value());
   }
-  Status Write(int64_t card_id, int64_t points, int64_t balance_after, int64_t now) {
+  Status Write(int64_t card_id, int64_t points, int64_t balance_after, int64_t now, int64_t transaction_id) {
     update_.Reset();
     insert_.Reset();
     if (Status s = update_.Bind(1, balance_after).Bind(2, now).Bind(3, card_id).Run(); !s.ok()) return s;
-    return insert_.Bind(1, now).Bind(2, card_id).Bind(3, points).Bind(4, balance_after).Run();
+    return insert_.Bind(1, now).Bind(2, card_id).Bind(3, points).Bind(4, balance_after).Bind(5, transaction_id).Run();
   }
 
  private:
@@ -338,7 +338,9 @@ Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t ca
   if (!consume.ok()) return consume.status();
   for (const Credit& credit : credits) {
     balance += credit.points;
-    if (Status s = writer->Write(card_id, credit.points, balance, NextTime()); !s.ok()) return s;
+    auto id = LastTransactionId(c);
+    if (!id.ok()) return id.status();
+    if (Status s = writer->Write(card_id, credit.points, balance, NextTime(), *id + 1); !s.ok()) return s;
     consume->Reset();
     if (Status s = consume->Bind(1, card_id).Bind(2, credit.grant_id).Run(); !s.ok()) return s;
   }
@@ -389,18 +391,24 @@ Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sql
     // fold of 632k cards took 1.9 s idle one card at a time. Each card's
     // row at the chunk's time, its balance after the credit (cards are never
     // deleted; a credit whose card is missing gets nothing).
-    // ?1 the chunk's time, ?2/?3 its card range (after_card, last], ?4 the grant.
+    // ?1 the chunk's time, ?2/?3 its card range (after_card, last], ?4 the grant,
+    // ?5 the largest TRANSACTION_ID (the rows are numbered after it, in card order).
+    auto last_id = LastTransactionId(c);
+    if (!last_id.ok()) return last_id.status();
     static constexpr const char* kWrite[] = {
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
-        "SELECT ?1, c.CARD_ID, 0, c.POINTS, a.BALANCE + c.POINTS, 'grant' FROM P_GRANT_CREDIT c "
-        "JOIN S_ACCOUNT a ON a.CARD_ID = c.CARD_ID WHERE c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, TRANSACTION_ID, ACTOR) "
+        "SELECT ?1, c.CARD_ID, 0, c.POINTS, a.BALANCE + c.POINTS, 'grant', ?5 + row_number() OVER (ORDER BY "
+        "c.CARD_ID), 'system' FROM P_GRANT_CREDIT c JOIN S_ACCOUNT a ON a.CARD_ID = c.CARD_ID "
+        "WHERE c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
         "UPDATE S_ACCOUNT SET BALANCE = BALANCE + c.POINTS, LAST_UPDATE = ?1 FROM P_GRANT_CREDIT c "
         "WHERE c.CARD_ID = S_ACCOUNT.CARD_ID AND c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4",
     };
     for (const char* sql : kWrite) {
       auto step = c.Prepare(sql);
       if (!step.ok()) return step.status();
-      if (Status s = step->Bind(1, now).Bind(2, after_card).Bind(3, last).Bind(4, grant_id).Run(); !s.ok()) return s;
+      step->Bind(1, now).Bind(2, after_card).Bind(3, last).Bind(4, grant_id);
+      if (sql == kWrite[0]) step->Bind(5, *last_id);
+      if (Status s = step->Run(); !s.ok()) return s;
       // Inside the transaction, after the rows are written and before the
       // balances: the crash test's count is in folded cards.
       for (int64_t n = folded_cards + 1; sql == kWrite[0] && n <= folded_cards + cards; ++n)

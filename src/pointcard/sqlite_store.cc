@@ -15,6 +15,31 @@ namespace hotrow::pointcard {
 
 namespace sqlite = db::sqlite;
 
+namespace {
+
+// A card's history page, newest first: ?1 the card, ?2 the cursor, ?3 the
+// rows; the columns as ReadHistoryRow reads them.
+constexpr const char* kSelectHistory =
+    "SELECT PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, TRANSACTION_ID, KIND, ACTOR, REFERENCE, REASON, "
+    "REFUND_OF FROM H_TRANSACTION WHERE CARD_ID = ?1 AND PAYMENT_TIME < ?2 ORDER BY PAYMENT_TIME DESC LIMIT ?3";
+
+HistoryRow ReadHistoryRow(const sqlite::Query& q) {
+  HistoryRow r{.payment_time_us = q.Int(0),
+               .card_id = q.Int(1),
+               .store_id = q.Int(2),
+               .amount = q.Int(3),
+               .balance = q.Int(4),
+               .transaction_id = q.Int(5),
+               .kind = std::string(q.Text(6)),
+               .actor = std::string(q.Text(7))};
+  if (!q.IsNull(8)) r.reference = std::string(q.Text(8));
+  if (!q.IsNull(9)) r.reason = std::string(q.Text(9));
+  if (!q.IsNull(10)) r.refund_of = q.Int(10);
+  return r;
+}
+
+}  // namespace
+
 Status CreatePointCardTables(sqlite::Connection& conn) {
   return conn.Exec(R"sql(
     CREATE TABLE IF NOT EXISTS M_REGION (
@@ -113,14 +138,82 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                  PRIMARY KEY (CARD_ID, GRANT_ID)
                                ) WITHOUT ROWID;
                              )sql"},
+                             // 2 (v0.8.0): what each history row is and who wrote it.
+                             //  - TRANSACTION_ID, unique and positive: existing rows numbered in
+                             //    primary-key order, new ones one past the largest.
+                             //  - ACTOR: admin, system (a grant's rows) or anonymous.
+                             //  - REFERENCE, REASON: the client's texts; REFUND_OF: the refunded
+                             //    row's TRANSACTION_ID.
+                             // Columns without defaults (an expand step): a release before this
+                             // one leaves them NULL in the rows it writes, and the next Open
+                             // numbers those (NumberNewRows).
+                             {.sql = R"sql(
+                               ALTER TABLE H_TRANSACTION ADD COLUMN TRANSACTION_ID INTEGER;
+                               ALTER TABLE H_TRANSACTION ADD COLUMN ACTOR TEXT;
+                               ALTER TABLE H_TRANSACTION ADD COLUMN REFERENCE TEXT;
+                               ALTER TABLE H_TRANSACTION ADD COLUMN REASON TEXT;
+                               ALTER TABLE H_TRANSACTION ADD COLUMN REFUND_OF INTEGER;
+                               UPDATE H_TRANSACTION SET TRANSACTION_ID = n.ID,
+                                 ACTOR = CASE WHEN H_TRANSACTION.KIND = 'grant' THEN 'system' ELSE 'anonymous' END
+                               FROM (SELECT PAYMENT_TIME AS T, CARD_ID AS C, STORE_ID AS S,
+                                       row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, STORE_ID) AS ID
+                                     FROM H_TRANSACTION) n
+                               WHERE H_TRANSACTION.PAYMENT_TIME = n.T AND H_TRANSACTION.CARD_ID = n.C
+                                 AND H_TRANSACTION.STORE_ID = n.S;
+                               CREATE UNIQUE INDEX H_TRANSACTION_ID ON H_TRANSACTION (TRANSACTION_ID);
+                             )sql"},
                          },
                          "point card");
 }
+
+Result<int64_t> LastTransactionId(sqlite::Connection& conn) {
+  auto q = conn.Prepare("SELECT COALESCE(MAX(TRANSACTION_ID), 0) FROM H_TRANSACTION");
+  if (!q.ok()) return q.status();
+  auto row = q->Step();
+  if (!row.ok()) return row.status();
+  int64_t last = q->Int(0);
+  if (Status s = q->Run(); !s.ok()) return s;
+  return last;
+}
+
+namespace {
+
+// Rows a release before 0.8.0 wrote into a file this one had migrated (a
+// downgrade, then this release again) have no TRANSACTION_ID or ACTOR: they
+// get them now, numbered after every other row.
+Status NumberNewRows(sqlite::Connection& conn) {
+  auto unnumbered = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM H_TRANSACTION WHERE TRANSACTION_ID IS NULL");
+  if (!unnumbered.ok()) return unnumbered.status();
+  if (*unnumbered == 0) return Status::Ok();
+  if (Status s = conn.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  auto last = LastTransactionId(conn);
+  Status s = last.status();
+  if (s.ok()) {
+    auto q = conn.Prepare(
+        "UPDATE H_TRANSACTION SET TRANSACTION_ID = ?1 + n.RN, "
+        "ACTOR = COALESCE(ACTOR, CASE WHEN KIND = 'grant' THEN 'system' ELSE 'anonymous' END) "
+        "FROM (SELECT PAYMENT_TIME AS T, CARD_ID AS C, STORE_ID AS S, "
+        "row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, STORE_ID) AS RN FROM H_TRANSACTION "
+        "WHERE TRANSACTION_ID IS NULL) n "
+        "WHERE H_TRANSACTION.PAYMENT_TIME = n.T AND H_TRANSACTION.CARD_ID = n.C AND H_TRANSACTION.STORE_ID = n.S");
+    s = q.ok() ? q->Bind(1, *last).Run() : q.status();
+  }
+  if (s.ok()) s = conn.Exec("COMMIT");
+  if (!s.ok()) {
+    log::WarnIfFailed(conn.Exec("ROLLBACK"), "SQLite: ROLLBACK");
+    return s;
+  }
+  log::Info("point card: numbered {} history row(s) an earlier release wrote", *unnumbered);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sqlite::Database& db,
                                                                          SqlitePointCardOptions options) {
   auto& conn = db.writer().connection();
   if (Status s = CreatePointCardSchema(conn); !s.ok()) return s;
+  if (Status s = NumberNewRows(conn); !s.ok()) return s;
   std::unique_ptr<SqlitePointCardStore> store(new SqlitePointCardStore(db, options));
   // Grants that never applied (a crash, a failed write) leave staged
   // credits nobody reads; they go now, in one transaction.
@@ -253,9 +346,7 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
   auto found = exists->Bind(1, card_id).Step();
   if (!found.ok()) return done(found.status());
   if (!*found) return done(NoSuchCard(card_id));
-  auto q = (*conn)->Prepare(
-      "SELECT PAYMENT_TIME, STORE_ID, AMOUNT, BALANCE FROM H_TRANSACTION "
-      "WHERE CARD_ID = ?1 AND PAYMENT_TIME < ?2 ORDER BY PAYMENT_TIME DESC LIMIT ?3");
+  auto q = (*conn)->Prepare(kSelectHistory);
   if (!q.ok()) return done(q.status());
   q->Bind(1, card_id).Bind(2, before_us.value_or(INT64_MAX)).Bind(3, limit + 1);
   HistoryPage page;
@@ -263,11 +354,7 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
     auto row = q->Step();
     if (!row.ok()) return done(row.status());
     if (!*row) break;
-    page.rows.push_back(HistoryRow{.payment_time_us = q->Int(0),
-                                   .card_id = card_id,
-                                   .store_id = q->Int(1),
-                                   .amount = q->Int(2),
-                                   .balance = q->Int(3)});
+    page.rows.push_back(ReadHistoryRow(*q));
   }
   if (static_cast<int64_t>(page.rows.size()) > limit) {
     page.rows.pop_back();
@@ -278,11 +365,15 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
 
 namespace {
 
-// The stored outcome of an earlier request with the same key, if any.
+// The stored outcome of an earlier request with the same key, if any: a
+// payment's row as the history holds it (a key of a release before 0.8.0
+// too: the row is found by its primary key).
 Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payment& p, const std::string& fp) {
   auto q = c.Prepare(
-      "SELECT FINGERPRINT, REFUSED, PAYMENT_TIME, STORE_ID, AMOUNT, BALANCE FROM P_IDEMPOTENCY "
-      "WHERE CARD_ID = ?1 AND KEY = ?2");
+      "SELECT k.FINGERPRINT, k.REFUSED, k.PAYMENT_TIME, k.STORE_ID, k.AMOUNT, k.BALANCE, h.TRANSACTION_ID, h.KIND, "
+      "h.ACTOR, h.REFERENCE, h.REASON, h.REFUND_OF FROM P_IDEMPOTENCY k LEFT JOIN H_TRANSACTION h "
+      "ON NOT k.REFUSED AND h.PAYMENT_TIME = k.PAYMENT_TIME AND h.CARD_ID = k.CARD_ID AND h.STORE_ID = k.STORE_ID "
+      "WHERE k.CARD_ID = ?1 AND k.KEY = ?2");
   if (!q.ok()) return q.status();
   q->Bind(1, p.card_id).Bind(2, *p.idempotency_key);
   auto row = q->Step();
@@ -299,7 +390,16 @@ Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payme
              .store_id = q->Int(3),
              .amount = q->Int(4),
              .balance = q->Int(5)};
+  if (!out.refused) {
+    out.row.transaction_id = q->Int(6);
+    out.row.kind = q->Text(7);
+    out.row.actor = q->Text(8);
+    if (!q->IsNull(9)) out.row.reference = std::string(q->Text(9));
+    if (!q->IsNull(10)) out.row.reason = std::string(q->Text(10));
+    if (!q->IsNull(11)) out.row.refund_of = q->Int(11);
+  }
   out.replayed = true;
+  if (Status s = q->Run(); !s.ok()) return s;
   return std::optional<PaymentOutcome>(out);
 }
 
@@ -408,19 +508,22 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
     auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
     if (!update.ok()) return update.status();
     if (Status s = update->Bind(1, out.row.balance).Bind(2, now).Bind(3, p.card_id).Run(); !s.ok()) return s;
+    auto id = LastTransactionId(c);
+    if (!id.ok()) return id.status();
+    out.row.transaction_id = *id + 1;
+    out.row.kind = KindOfAmount(p.amount);
+    out.row.actor = p.actor;
+    out.row.reference = p.reference;
+    out.row.reason = p.reason;
     auto insert = c.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, TRANSACTION_ID, ACTOR, "
+        "REFERENCE, REASON) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     if (!insert.ok()) return insert.status();
-    if (Status s = insert->Bind(1, now)
-                       .Bind(2, p.card_id)
-                       .Bind(3, p.store_id)
-                       .Bind(4, p.amount)
-                       .Bind(5, out.row.balance)
-                       .Bind(6, std::string_view(p.amount > 0 ? "charge" : "payment"))
-                       .Run();
-        !s.ok())
-      return s;
+    insert->Bind(1, now).Bind(2, p.card_id).Bind(3, p.store_id).Bind(4, p.amount).Bind(5, out.row.balance);
+    insert->Bind(6, out.row.kind).Bind(7, out.row.transaction_id).Bind(8, p.actor);
+    if (p.reference) insert->Bind(9, *p.reference);
+    if (p.reason) insert->Bind(10, *p.reason);
+    if (Status s = insert->Run(); !s.ok()) return s;
   }
   if (p.idempotency_key) {
     if (Status s = RememberKey(c, p, fp, out, now); !s.ok()) return s;

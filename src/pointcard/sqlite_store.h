@@ -169,5 +169,9 @@ Status CreatePointCardSchema(db::sqlite::Connection& conn);
 // The tables alone, as v0.1.0 made them (the shape releases up to 0.4.0
 // kept in the main file: pointcard/sqlite_file.h copies into it).
 Status CreatePointCardTables(db::sqlite::Connection& conn);
+// The largest H_TRANSACTION.TRANSACTION_ID (0 for none): a write numbers
+// its rows after it, inside its transaction (an index seek; the one writer
+// serialises every write, so no one takes the same number).
+Result<int64_t> LastTransactionId(db::sqlite::Connection& conn);
 
 }  // namespace hotrow::pointcard

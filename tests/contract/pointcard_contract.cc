@@ -458,6 +458,10 @@ TEST_P(PointCardContract, APaymentAfterAGrantWritesTheGrantsRowFirst) {
   EXPECT_EQ(rows->rows[0].amount, -1);
   EXPECT_EQ(rows->rows[1].store_id, 0) << "the grant's row, before the payment's";
   EXPECT_EQ(rows->rows[1].amount, bonus);
+  EXPECT_EQ(rows->rows[1].kind, "grant");
+  EXPECT_EQ(rows->rows[1].actor, "system");
+  EXPECT_GT(rows->rows[1].transaction_id, 0);
+  EXPECT_NE(rows->rows[1].transaction_id, rows->rows[0].transaction_id);
   EXPECT_LT(rows->rows[1].payment_time_us, rows->rows[0].payment_time_us);
   EXPECT_EQ(GetCard(*service, paid_card)->balance, before[paid_card] + bonus - 1);
   int64_t total_before = 0, total_after = 0;
@@ -466,6 +470,102 @@ TEST_P(PointCardContract, APaymentAfterAGrantWritesTheGrantsRowFirst) {
     total_after += GetCard(*service, card)->balance;
   }
   EXPECT_EQ(total_after, total_before + grant->points - 1);
+  ExpectInvariants();
+}
+
+// Every row says what it is and who wrote it, under an id of its own; the
+// client's reference and reason are kept, replayed with the key, and part
+// of the key's fingerprint.
+TEST_P(PointCardContract, RowsCarryTheirIdKindActorReferenceAndReason) {
+  Payment charge{30, 2, 900};
+  charge.reference = "ORDER-0001";
+  auto charged = Wait<Result<PaymentOutcome>>([&](auto done) { service->Pay(charge, done); });
+  ASSERT_TRUE(charged.ok()) << charged.status().ToString();
+  EXPECT_EQ(charged->row.kind, "charge");
+  EXPECT_EQ(charged->row.actor, "anonymous");
+  EXPECT_EQ(charged->row.reference, "ORDER-0001");
+  EXPECT_FALSE(charged->row.reason);
+  EXPECT_FALSE(charged->row.refund_of);
+  Payment pay{30, 3, -250, std::string("pay-30")};
+  pay.reference = "ORDER-0002";
+  pay.reason = "lunch, café 2F";
+  pay.actor = "admin";
+  auto paid = Wait<Result<PaymentOutcome>>([&](auto done) { service->Pay(pay, done); });
+  ASSERT_TRUE(paid.ok()) << paid.status().ToString();
+  EXPECT_EQ(paid->row.kind, "payment");
+  EXPECT_EQ(paid->row.actor, "admin");
+  EXPECT_EQ(paid->row.reason, "lunch, café 2F");
+  EXPECT_GT(charged->row.transaction_id, 0);
+  EXPECT_GT(paid->row.transaction_id, charged->row.transaction_id) << "one writer at a time: ids in order";
+
+  // Every row of every card has its own id; these two as written.
+  std::set<int64_t> ids;
+  size_t rows = 0;
+  for (int64_t card = 1; card <= kContractCards; ++card) {
+    for (const auto& r : AllRows(*service, card)) {
+      ++rows;
+      EXPECT_GT(r.transaction_id, 0);
+      ids.insert(r.transaction_id);
+      EXPECT_EQ(r.kind, pointcard::KindOfAmount(r.amount));
+      if (r.transaction_id == paid->row.transaction_id) {
+        EXPECT_EQ(r.actor, "admin");
+        EXPECT_EQ(r.reference, "ORDER-0002");
+        EXPECT_EQ(r.reason, "lunch, café 2F");
+        EXPECT_EQ(r.balance, paid->row.balance);
+      } else if (r.transaction_id == charged->row.transaction_id) {
+        EXPECT_EQ(r.reference, "ORDER-0001");
+        EXPECT_FALSE(r.reason);
+      } else {
+        EXPECT_EQ(r.actor, "anonymous") << "seeded rows";
+        EXPECT_FALSE(r.reference);
+      }
+    }
+  }
+  EXPECT_EQ(ids.size(), rows) << "no id twice";
+
+  // The replay is the row as written, whoever retries it.
+  Payment retry = pay;
+  retry.actor = "anonymous";
+  auto again = Wait<Result<PaymentOutcome>>([&](auto done) { service->Pay(retry, done); });
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->row.transaction_id, paid->row.transaction_id);
+  EXPECT_EQ(again->row.actor, "admin");
+  EXPECT_EQ(again->row.reference, "ORDER-0002");
+  EXPECT_EQ(again->row.reason, "lunch, café 2F");
+  EXPECT_EQ(again->row.kind, "payment");
+  // Another reference, another reason, or none: another request.
+  for (auto change : {std::function<void(Payment&)>([](Payment& p) { p.reference = "ORDER-0003"; }),
+                      std::function<void(Payment&)>([](Payment& p) { p.reason.reset(); }),
+                      std::function<void(Payment&)>([](Payment& p) { p.reference.reset(); })}) {
+    Payment other = pay;
+    change(other);
+    auto r = Wait<Result<PaymentOutcome>>([&](auto done) { service->Pay(other, done); });
+    EXPECT_EQ(r.status().code(), ErrorCode::kIdempotencyMismatch);
+  }
+  ExpectInvariants();
+}
+
+TEST_P(PointCardContract, BadReferencesAndReasonsAreRejectedAndWriteNothing) {
+  auto before = AllRows(*service, 31).size();
+  auto pay = [&](std::optional<std::string> reference, std::optional<std::string> reason) {
+    Payment p{31, 1, 10};
+    p.reference = std::move(reference);
+    p.reason = std::move(reason);
+    return Wait<Result<PaymentOutcome>>([&](auto done) { service->Pay(p, done); });
+  };
+  for (std::string bad : {"", "two words", " lead", "tab\there", "nul\x01", "\u200b-zero-width"})
+    EXPECT_EQ(pay(bad, std::nullopt).status().field(), "reference") << "'" << bad << "'";
+  EXPECT_EQ(pay(std::string(65, 'r'), std::nullopt).status().field(), "reference");
+  EXPECT_TRUE(pay(std::string(64, 'r'), std::nullopt).ok());
+  EXPECT_TRUE(pay("注文-42", std::nullopt).ok()) << "visible beyond ASCII";
+  EXPECT_EQ(pay(std::nullopt, "").status().field(), "reason");
+  EXPECT_EQ(pay(std::nullopt, std::string(201, 'x')).status().field(), "reason");
+  EXPECT_EQ(pay(std::nullopt, "two\nlines").status().field(), "reason");
+  EXPECT_EQ(pay(std::nullopt, " padded").status().field(), "reason");
+  EXPECT_TRUE(pay(std::nullopt, std::string(200, 'x')).ok());
+  EXPECT_TRUE(pay(std::nullopt, "a reason with spaces").ok());
+  EXPECT_EQ(AllRows(*service, 31).size(), before + 4) << "only the four valid payments wrote";
   ExpectInvariants();
 }
 

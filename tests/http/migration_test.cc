@@ -179,6 +179,70 @@ TEST(FromV065, ItsLeaderboardBecomesTheBoardDefaultAndEverythingIsServed) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// v0.7.2, the last release before history rows had their own fields
+// (point-card schema 2): its rows are numbered in primary-key order and get
+// their actors; a key it stored replays with the row's id; new rows are
+// numbered after them; rows a release before 0.8.0 writes into the
+// migrated file (a downgrade) are numbered at the next start.
+TEST(FromV072, HistoryRowsGetTheirIdsAndActorsAndAreServed) {
+  TempDir dir;
+  const std::string path = dir.File("hotrow.db"),
+                    fixture = std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.7.2.db";
+  const std::string cards = pointcard::PointCardPath(path);
+  fs::copy_file(fixture, path);
+  fs::copy_file(fixture + ".pointcard.db", cards);
+  ASSERT_EQ(QueryOne(cards, "PRAGMA user_version"), 1) << "the fixture is v0.7.2's";
+  const int64_t rows = QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION");
+  ASSERT_GT(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), 0);
+  {
+    auto p = ServerProcess::Start({"--db", "sqlite:" + path, "--admin-token", kTestAdminToken}, dir.File("log"));
+    ASSERT_TRUE(p);
+    HttpClient c(p->port());
+    auto replay =
+        c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})", {{"Idempotency-Key", "fixture-1"}});
+    ASSERT_EQ(replay.status, 201) << replay.body;
+    EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true") << "v0.7.2's key is still known";
+    EXPECT_GT(JsonInt(replay.body, "transactionId"), 0);
+    EXPECT_EQ(JsonString(replay.body, "actor"), "anonymous");
+    EXPECT_EQ(JsonString(replay.body, "kind"), "charge");
+    auto fresh = c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":5,"reference":"R-1"})");
+    ASSERT_EQ(fresh.status, 201) << fresh.body;
+    EXPECT_EQ(JsonInt(fresh.body, "transactionId"), rows + 1) << "after every numbered row";
+    ASSERT_EQ(p->Stop(), 0);
+  }
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 2);
+  // Numbered 1..rows in primary-key order, each once.
+  EXPECT_EQ(QueryOne(cards,
+                     "SELECT COUNT(*) FROM (SELECT TRANSACTION_ID, row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, "
+                     "STORE_ID) AS n FROM H_TRANSACTION WHERE TRANSACTION_ID <= " +
+                         std::to_string(rows) + ") WHERE TRANSACTION_ID = n"),
+            rows);
+  EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant' AND ACTOR <> 'system'"), 0);
+  EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND <> 'grant' AND ACTOR <> 'anonymous'"), 0);
+  // A row as v0.7.2 writes it, into the migrated file.
+  {
+    auto conn = db::sqlite::Connection::Open(cards, db::sqlite::OpenMode::kReadWrite);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE((*conn)
+                    ->Exec("INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND) "
+                           "SELECT LAST_UPDATE + 1, 2, 1, 10, BALANCE + 10, 'charge' FROM S_ACCOUNT WHERE CARD_ID = 2; "
+                           "UPDATE S_ACCOUNT SET BALANCE = BALANCE + 10, LAST_UPDATE = LAST_UPDATE + 1 "
+                           "WHERE CARD_ID = 2")
+                    .ok());
+  }
+  auto unnumbered = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(unnumbered.exit_code, 1) << unnumbered.output;
+  EXPECT_NE(unnumbered.output.find("row fields"), std::string::npos) << unnumbered.output;
+  auto again = ServerProcess::Start({"--db", "sqlite:" + path}, dir.File("log2"));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->Stop(), 0);
+  EXPECT_EQ(QueryOne(cards, "SELECT TRANSACTION_ID FROM H_TRANSACTION WHERE CARD_ID = 2 ORDER BY PAYMENT_TIME DESC"),
+            rows + 2);
+  EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION WHERE ACTOR IS NULL OR TRANSACTION_ID IS NULL"), 0);
+  auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
 // v0.4.0 kept the point card in the main file; this release moves it into
 // PATH.pointcard.db (pointcard/sqlite_file.h) and closes the main file to
 // releases before it.

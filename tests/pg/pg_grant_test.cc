@@ -137,6 +137,80 @@ TEST(PostgresGrant, ADatabaseOfV050MigratesAndGrantsInSteps) {
   service.Stop();
 }
 
+// A database v0.7.2 made (the last release before point-card migration 2):
+// its rows are numbered in primary-key order with their actors, the
+// sequence continues after them, a key it stored replays with the row's
+// id, and a row an instance of v0.7.2 still writes during a rolling
+// upgrade (hotrow_pay_v3, and a positional insert as v0.2.0's function
+// makes) gets an id and an actor from the default and the trigger.
+TEST(PostgresPointCard, ADatabaseOfV072NumbersItsRowsAndKeepsServingOlderInstances) {
+  std::ifstream in(std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.7.2-postgres.sql");
+  std::stringstream dump;
+  dump << in.rdbuf();
+  ASSERT_GT(dump.str().size(), 1000u);
+  std::string url = FreshDatabase();
+  std::string database = url.substr(url.rfind('/') + 1), out;
+  ASSERT_EQ(PostgresProcess::Shared()->Psql(database, dump.str(), &out), 0) << out;
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'h_transaction' "
+                  "AND column_name = 'transaction_id'"),
+            0)
+      << "the fixture is from before the migration";
+  const int64_t rows = count("SELECT COUNT(*) FROM H_TRANSACTION");
+  ASSERT_GT(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), 0);
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM (SELECT TRANSACTION_ID, row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, "
+                  "STORE_ID) AS n FROM H_TRANSACTION) r WHERE TRANSACTION_ID = n"),
+            rows);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE ACTOR <> CASE KIND WHEN 'grant' THEN 'system' ELSE "
+                  "'anonymous' END"),
+            0);
+  auto replay = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    service.Pay(pointcard::Payment{1, 1, 700, "fixture-1"}, done);
+  });
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->row.transaction_id,
+            count("SELECT TRANSACTION_ID FROM H_TRANSACTION h JOIN P_IDEMPOTENCY k ON k.PAYMENT_TIME = h.PAYMENT_TIME "
+                  "AND k.CARD_ID = h.CARD_ID AND k.KEY = 'fixture-1'"));
+  EXPECT_EQ(replay->row.actor, "anonymous");
+  pointcard::Payment p{2, 1, 5};
+  p.reference = "R-72";
+  p.actor = "admin";
+  auto fresh = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) { service.Pay(p, done); });
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ(fresh->row.transaction_id, rows + 1) << "the sequence continues after the numbered rows";
+  EXPECT_EQ(fresh->row.reference, "R-72");
+  // An instance of v0.7.2 still running beside this one.
+  ASSERT_TRUE(conn->Exec("SELECT * FROM hotrow_pay_v3(3, 1, 7, NULL, NULL)").ok());
+  ASSERT_TRUE(conn->Exec("SELECT * FROM hotrow_pay_v2(4, 1, 8, NULL, NULL)").ok());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE TRANSACTION_ID > " + std::to_string(rows + 1) +
+                  " AND ACTOR = 'anonymous' AND KIND = 'charge' AND CARD_ID IN (3, 4)"),
+            2);
+  auto grant = Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+    service.Grant({0, pointcard::NowUs(), 10, std::nullopt, true}, done);
+  });
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  EXPECT_TRUE(Eventually([&] { return count("SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'folded'") == 0; },
+                         std::chrono::seconds(20)));
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant' AND ACTOR <> 'system'"), 0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION"), count("SELECT COUNT(DISTINCT TRANSACTION_ID) FROM "
+                                                               "H_TRANSACTION"));
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  // A row whose actor is not one: invariant 9.
+  ASSERT_TRUE(conn->Exec("UPDATE H_TRANSACTION SET ACTOR = 'root' WHERE CARD_ID = 2 AND REFERENCE = 'R-72'").ok());
+  auto bad = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->violations.count("row fields"), 1u);
+  service.Stop();
+}
+
 // Invariant 8 on PostgreSQL: a grant whose fold is held off passes with its
 // credit pending and when folded; a credit lost, or a grant row outside its
 // window, is found, and a scope sees only its own cards.

@@ -20,6 +20,12 @@
 namespace hotrow::testing {
 namespace {
 
+// A history row written by hand: its values follow, then ")".
+constexpr const char* kInsertRow =
+    "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, TRANSACTION_ID, ACTOR) "
+    "VALUES (";
+constexpr const char* kNextId = "(SELECT COALESCE(MAX(TRANSACTION_ID), 0) + 1 FROM H_TRANSACTION)";
+
 Status SeedSmall(db::sqlite::Connection& conn) {
   pointcard::SeedOptions o;
   o.cards = kContractCards;
@@ -125,9 +131,10 @@ TEST_F(Checker, FindsABrokenRunningBalance) {
 TEST_F(Checker, FindsANegativeBalance) {
   auto [card, time] = CardWithHistory();
   std::string c = std::to_string(card);
-  ExpectFound("INSERT INTO H_TRANSACTION VALUES (" + std::to_string(time + 1) + ", " + c +
+  ExpectFound(std::string(kInsertRow) + std::to_string(time + 1) + ", " + c +
                   ", 1, -100000000, (SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c +
-                  ") - 100000000, 'payment'); UPDATE S_ACCOUNT SET BALANCE = BALANCE - 100000000, LAST_UPDATE = " +
+                  ") - 100000000, 'payment', " + kNextId +
+                  ", 'anonymous'); UPDATE S_ACCOUNT SET BALANCE = BALANCE - 100000000, LAST_UPDATE = " +
                   std::to_string(time + 1) + " WHERE CARD_ID = " + c,
               "negative balance");
 }
@@ -138,8 +145,32 @@ TEST_F(Checker, FindsAStaleLastUpdate) {
               "last update");
 }
 
+// Invariant 9: each row's own fields.
+TEST_F(Checker, FindsARowWithoutItsTransactionIdOrWithABadActor) {
+  auto [card, time] = CardWithHistory();
+  std::string row = " WHERE CARD_ID = " + std::to_string(card) + " AND PAYMENT_TIME = " + std::to_string(time);
+  ExpectFound("UPDATE H_TRANSACTION SET TRANSACTION_ID = NULL" + row, "row fields");
+  ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET TRANSACTION_ID = 1000000" + row).ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  ExpectFound("UPDATE H_TRANSACTION SET ACTOR = 'root'" + row, "row fields");
+}
+
+TEST_F(Checker, FindsAGrantRowNotWrittenBySystemAndAnOverlongReference) {
+  auto [card, time] = CardWithHistory();
+  std::string row = " WHERE CARD_ID = " + std::to_string(card) + " AND PAYMENT_TIME = " + std::to_string(time);
+  ExpectFound("UPDATE H_TRANSACTION SET REFERENCE = '" + std::string(65, 'r') + "'" + row, "row fields");
+  ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET REFERENCE = '" + std::string(64, 'r') + "'" + row).ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  // The card's opening row is a charge: made a grant's, by the admin.
+  ExpectFound("UPDATE H_TRANSACTION SET STORE_ID = 0, KIND = 'grant', ACTOR = 'admin' WHERE CARD_ID = " +
+                  std::to_string(card) + " AND PAYMENT_TIME = (SELECT MIN(PAYMENT_TIME) FROM H_TRANSACTION " +
+                  "WHERE CARD_ID = " + std::to_string(card) + ")",
+              "row fields");
+}
+
 TEST_F(Checker, FindsHistoryOfACardThatDoesNotExist) {
-  ExpectFound("INSERT INTO H_TRANSACTION VALUES (1, 999999, 1, 100, 100, 'charge')", "orphan history");
+  ExpectFound(std::string(kInsertRow) + "1, 999999, 1, 100, 100, 'charge', " + kNextId + ", 'anonymous')",
+              "orphan history");
 }
 
 TEST_F(Checker, FindsALostHistoryRow) {
@@ -184,7 +215,7 @@ class CheckerCredits : public Checker {
 };
 
 TEST_F(CheckerCredits, ARowWhoseKindContradictsItIsFound) {
-  EXPECT_EQ(Found("UPDATE H_TRANSACTION SET KIND = 'grant' WHERE PAYMENT_TIME = "
+  EXPECT_EQ(Found("UPDATE H_TRANSACTION SET KIND = 'grant', ACTOR = 'system' WHERE PAYMENT_TIME = "
                   "(SELECT MIN(PAYMENT_TIME) FROM H_TRANSACTION WHERE KIND = 'charge')"),
             std::set<std::string>{"kind"});
 }
@@ -231,9 +262,9 @@ class CheckerGrant : public CheckerCredits {
   std::string Fold(int64_t card, int64_t time, bool keep_credit = false) {
     std::string c = std::to_string(card), at = std::to_string(time),
                 pts = "(SELECT POINTS FROM P_GRANT_CREDIT WHERE CARD_ID = " + c + ")";
-    return "INSERT INTO H_TRANSACTION VALUES (" + at + ", " + c + ", 0, " + pts +
-           ", (SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c + ") + " + pts +
-           ", 'grant'); UPDATE S_ACCOUNT SET BALANCE = BALANCE + " + pts + ", LAST_UPDATE = " + at +
+    return std::string(kInsertRow) + at + ", " + c + ", 0, " + pts +
+           ", (SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c + ") + " + pts + ", 'grant', " + kNextId +
+           ", 'system'); UPDATE S_ACCOUNT SET BALANCE = BALANCE + " + pts + ", LAST_UPDATE = " + at +
            " WHERE CARD_ID = " + c + ";" + (keep_credit ? "" : "DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = " + c);
   }
   pointcard::CheckReport Report(pointcard::CheckScope scope = {}) {
@@ -459,8 +490,8 @@ class GrantQuery : public ::testing::Test {
   void Charge(int64_t card, int64_t amount) {
     ASSERT_TRUE(db_->writer()
                     .connection()
-                    .Exec("INSERT INTO H_TRANSACTION VALUES (1, " + std::to_string(card) + ", 1, " +
-                          std::to_string(amount) + ", " + std::to_string(amount) + ", 'charge')")
+                    .Exec(std::string(kInsertRow) + "1, " + std::to_string(card) + ", 1, " + std::to_string(amount) +
+                          ", " + std::to_string(amount) + ", 'charge', " + kNextId + ", 'anonymous')")
                     .ok());
   }
   void AddCard(int64_t card) {
