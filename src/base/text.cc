@@ -75,16 +75,29 @@ bool IsVisible(uint32_t cp) {
   }
 }
 
+bool IsCombiningMark(uint32_t cp) {
+  auto type = u_charType(static_cast<UChar32>(cp));
+  return type == U_NON_SPACING_MARK || type == U_ENCLOSING_MARK || type == U_COMBINING_SPACING_MARK;
+}
+
+bool IsDefaultIgnorable(uint32_t cp) {
+  return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_DEFAULT_IGNORABLE_CODE_POINT);
+}
+
 Status CheckUserText(std::string_view value, const TextRule& rule) {
   const std::string name(rule.field);
   if (!IsValidUtf8(value)) return Status::InvalidField(name, name + " must be valid UTF-8");
   size_t count = 0;
   bool visible = false;
+  // The last code point that is not a combining mark: "e" + U+0301, or a
+  // heart + U+FE0F, end with a visible character.
   uint32_t first = 0, last = 0;
   for (size_t i = 0; i < value.size();) {
     uint32_t cp = *NextCodePoint(value, &i);
     if (count++ == 0) first = cp;
-    last = cp;
+    if (count == 1 || !IsCombiningMark(cp)) last = cp;
+    if (!rule.multiline && (cp == 0x2028 || cp == 0x2029))
+      return Status::InvalidField(name, name + " must be one line (no U+2028 or U+2029)");
     bool line_break = cp == '\n' || cp == '\t';
     if ((cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) && !(rule.multiline && line_break))
       return Status::InvalidField(name, name + " must not contain control characters (U+0000-001F, U+007F-009F" +

@@ -25,6 +25,12 @@ std::string ToValidUtf8(std::string_view s);
 // point outside the Unicode categories Cc, Cf, Z* (separators), Mn and Me
 // (combining marks) and unassigned code points. Categories come from ICU.
 bool IsVisible(uint32_t cp);
+// Mn, Mc and Me: marks that combine with the character before them
+// (accents, Indic vowel signs, variation selectors).
+bool IsCombiningMark(uint32_t cp);
+// Unicode's Default_Ignorable_Code_Point: drawn as nothing (zero-width
+// joiners, variation selectors, Hangul fillers, soft hyphens...).
+bool IsDefaultIgnorable(uint32_t cp);
 
 // The rules of one user-supplied text field.
 struct TextRule {
@@ -39,8 +45,10 @@ struct TextRule {
 // [min, max] code points with no C0/C1 control (but newline and tab when
 // multiline), no bidirectional override or isolate (U+202A-202E,
 // U+2066-2069; LRM/RLM stay, right-to-left text needs them), at least one
-// visible code point when non-empty, and (trimmed) nothing invisible at
-// either end.
+// visible code point when non-empty, not one line or paragraph separator
+// (U+2028, U+2029) unless multiline, and (trimmed) nothing invisible at
+// either end (combining marks after the last visible character are part
+// of it).
 Status CheckUserText(std::string_view value, const TextRule& rule);
 
 // Unicode code points in `s`, which must be valid UTF-8.

@@ -91,14 +91,17 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
   return Status::Ok();
 }
 
-// 9. every row's own fields (point-card schema 2): TRANSACTION_ID, ACTOR,
-//    REFERENCE and REASON (the WHERE clause is the rule, kept in step with
-//    the PostgreSQL checker's).
+// 9. every row's own fields (point-card schema 2): TRANSACTION_ID, ACTOR
+//    (system for a grant's rows and only for them), REFERENCE (its length,
+//    no space) and REASON (its length, one line): the WHERE clause is the
+//    rule, kept in step with the PostgreSQL checker's. The full text rules
+//    are the service's; this catches a path that wrote around them.
 constexpr const char* kRowFieldsWhere =
     "(TRANSACTION_ID IS NULL OR TRANSACTION_ID <= 0 OR ACTOR IS NULL "
-    "OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR LIKE 'key:_%') "
-    "OR (KIND = 'grant' AND ACTOR <> 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
-    "OR length(REASON) NOT BETWEEN 1 AND 200 OR REFUND_OF IS NOT NULL)";
+    "OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR GLOB 'key:?*') "
+    "OR (KIND = 'grant') <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
+    "OR instr(REFERENCE, ' ') > 0 OR length(REASON) NOT BETWEEN 1 AND 200 OR instr(REASON, char(10)) > 0 "
+    "OR instr(REASON, char(13)) > 0 OR REFUND_OF IS NOT NULL)";
 
 Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
   auto q = conn.Prepare(ForScope(

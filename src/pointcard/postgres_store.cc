@@ -340,6 +340,9 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     out.replayed = outcome == PayResult::kReplayed || outcome == PayResult::kReplayedRefused;
     out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;
     int64_t balance = rows->Int(0, 2);
+    if (!out.refused && rows->IsNull(0, 3))  // history is append-only: only a hand edit gets here
+      return done(Status::Internal("the history row of Idempotency-Key '" + p.idempotency_key.value_or("") +
+                                   "' on card " + std::to_string(p.card_id) + " is missing"));
     if (out.refused) {
       out.row = {
           .payment_time_us = 0, .card_id = p.card_id, .store_id = p.store_id, .amount = p.amount, .balance = balance};

@@ -53,8 +53,10 @@ Result<std::string_view> Actor(const AdminAuth& admin, const Request& req) {
   if (!req.HasHeader("Authorization")) return kActorAnonymous;
   auto bearer = http::BearerToken(req);
   if (!bearer)
-    return Status::Unauthorized("Authorization must be 'Bearer <admin token>'; leave it out for an anonymous payment");
-  if (Status s = admin.Check(bearer); !s.ok()) return s;
+    return Status(ErrorCode::kUnauthorized,
+                  "Authorization must be 'Bearer <admin token>'; leave it out for an anonymous payment",
+                  "Authorization");
+  if (Status s = admin.Check(bearer); !s.ok()) return Status(s.code(), s.message(), "Authorization");
   return kActorAdmin;
 }
 

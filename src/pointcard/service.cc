@@ -44,13 +44,19 @@ void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int
 namespace {
 
 // A reference is an identifier (an order id, a receipt number): visible
-// code points only, no space anywhere.
+// characters only, no space anywhere. A combining mark or a zero-width
+// joiner after the first code point is part of a visible character
+// (Hindi's vowel signs, a decomposed ガ, an emoji sequence); anything else
+// drawn as nothing is refused (Hangul fillers, zero-width spaces).
 Status CheckReference(std::string_view v) {
   const TextRule rule{.field = "reference", .code_points_max = kReferenceLengthMax, .trimmed = true};
   if (Status s = CheckUserText(v, rule); !s.ok()) return s;
   for (size_t i = 0; i < v.size();) {
+    const bool first = i == 0;
     auto cp = NextCodePoint(v, &i);
-    if (!cp || !IsVisible(*cp))
+    if (!cp) return Status::InvalidField("reference", "reference must be valid UTF-8");
+    const bool joined = !first && (IsCombiningMark(*cp) || *cp == 0x200D);
+    if (!joined && (!IsVisible(*cp) || IsDefaultIgnorable(*cp)))
       return Status::InvalidField("reference", "reference must be 1 to " + std::to_string(kReferenceLengthMax) +
                                                    " visible characters, with no space");
   }

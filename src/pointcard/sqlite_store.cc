@@ -391,6 +391,9 @@ Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payme
              .amount = q->Int(4),
              .balance = q->Int(5)};
   if (!out.refused) {
+    if (q->IsNull(6))  // history is append-only: only a hand edit gets here
+      return Status::Internal("the history row of Idempotency-Key '" + *p.idempotency_key + "' on card " +
+                              std::to_string(p.card_id) + " is missing");
     out.row.transaction_id = q->Int(6);
     out.row.kind = q->Text(7);
     out.row.actor = q->Text(8);

@@ -554,8 +554,12 @@ TEST_P(PointCardContract, BadReferencesAndReasonsAreRejectedAndWriteNothing) {
     p.reason = std::move(reason);
     return Wait<Result<PaymentOutcome>>([&](auto done) { service->Pay(p, done); });
   };
-  for (std::string bad : {"", "two words", " lead", "tab\there", "nul\x01", "\u200b-zero-width"})
+  for (std::string bad :
+       {"", "two words", " lead", "tab\there", "nul\x01", "\u200b-zero-width", "a\u200bb", "\u3164", "\u0301e"})
     EXPECT_EQ(pay(bad, std::nullopt).status().field(), "reference") << "'" << bad << "'";
+  // Marks and joiners after a character are part of it.
+  for (std::string good : {"हिंदी-42", "\u30AB\u3099", "\u2764\uFE0F"})
+    EXPECT_TRUE(pay(good, std::nullopt).ok()) << "'" << good << "'";
   EXPECT_EQ(pay(std::string(65, 'r'), std::nullopt).status().field(), "reference");
   EXPECT_TRUE(pay(std::string(64, 'r'), std::nullopt).ok());
   EXPECT_TRUE(pay("注文-42", std::nullopt).ok()) << "visible beyond ASCII";
@@ -563,9 +567,11 @@ TEST_P(PointCardContract, BadReferencesAndReasonsAreRejectedAndWriteNothing) {
   EXPECT_EQ(pay(std::nullopt, std::string(201, 'x')).status().field(), "reason");
   EXPECT_EQ(pay(std::nullopt, "two\nlines").status().field(), "reason");
   EXPECT_EQ(pay(std::nullopt, " padded").status().field(), "reason");
+  EXPECT_EQ(pay(std::nullopt, "line\u2028separator").status().field(), "reason");
   EXPECT_TRUE(pay(std::nullopt, std::string(200, 'x')).ok());
   EXPECT_TRUE(pay(std::nullopt, "a reason with spaces").ok());
-  EXPECT_EQ(AllRows(*service, 31).size(), before + 4) << "only the four valid payments wrote";
+  EXPECT_TRUE(pay(std::nullopt, "cafe\u0301").ok()) << "a mark at the end belongs to the e";
+  EXPECT_EQ(AllRows(*service, 31).size(), before + 8) << "only the eight valid payments wrote";
   ExpectInvariants();
 }
 

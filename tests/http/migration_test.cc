@@ -194,6 +194,8 @@ TEST(FromV072, HistoryRowsGetTheirIdsAndActorsAndAreServed) {
   ASSERT_EQ(QueryOne(cards, "PRAGMA user_version"), 1) << "the fixture is v0.7.2's";
   const int64_t rows = QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION");
   ASSERT_GT(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), 0);
+  auto unmigrated = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(unmigrated.exit_code, 0) << "checked as it is, before any 0.8.0 server migrated it: " << unmigrated.output;
   {
     auto p = ServerProcess::Start({"--db", "sqlite:" + path, "--admin-token", kTestAdminToken}, dir.File("log"));
     ASSERT_TRUE(p);

@@ -159,6 +159,9 @@ TEST(PostgresPointCard, ADatabaseOfV072NumbersItsRowsAndKeepsServingOlderInstanc
       << "the fixture is from before the migration";
   const int64_t rows = count("SELECT COUNT(*) FROM H_TRANSACTION");
   ASSERT_GT(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), 0);
+  auto unmigrated = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(unmigrated.ok()) << "a database no 0.8.0 server has migrated yet: " << unmigrated.status().ToString();
+  EXPECT_TRUE(unmigrated->ok()) << unmigrated->examples.front();
   auto pool = OpenPool(url);
   auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
   pointcard::PointCardService service(*store);

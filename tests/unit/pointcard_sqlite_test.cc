@@ -155,6 +155,18 @@ TEST_F(Checker, FindsARowWithoutItsTransactionIdOrWithABadActor) {
   ExpectFound("UPDATE H_TRANSACTION SET ACTOR = 'root'" + row, "row fields");
 }
 
+TEST_F(Checker, FindsAChargeWrittenBySystemAndAReferenceWithASpace) {
+  auto [card, time] = CardWithHistory();
+  std::string row = " WHERE CARD_ID = " + std::to_string(card) + " AND PAYMENT_TIME = " + std::to_string(time);
+  ExpectFound("UPDATE H_TRANSACTION SET ACTOR = 'system'" + row, "row fields");
+  ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET ACTOR = 'admin'" + row).ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  ExpectFound("UPDATE H_TRANSACTION SET REFERENCE = 'A 1'" + row, "row fields");
+  ASSERT_TRUE(
+      conn_->Exec("UPDATE H_TRANSACTION SET REFERENCE = NULL, REASON = 'two' || char(10) || 'lines'" + row).ok());
+  EXPECT_FALSE(pointcard::CheckInvariants(*conn_)->ok());
+}
+
 TEST_F(Checker, FindsAGrantRowNotWrittenBySystemAndAnOverlongReference) {
   auto [card, time] = CardWithHistory();
   std::string row = " WHERE CARD_ID = " + std::to_string(card) + " AND PAYMENT_TIME = " + std::to_string(time);

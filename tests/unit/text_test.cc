@@ -48,8 +48,15 @@ TEST(Text, UserTextRules) {
   EXPECT_FALSE(CheckUserText("   ", content).ok()) << "non-empty content must show something";
   EXPECT_TRUE(CheckUserText("Indoor", category).ok());
   EXPECT_TRUE(CheckUserText("Day trip", category).ok());
-  for (std::string bad : {"Indoor ", " Indoor", "Indoor\u3000", "\u200bIndoor"})
+  for (std::string bad : {"Indoor ", " Indoor", "Indoor\u3000", "\u200bIndoor", "Indoor\u200b"})
     EXPECT_FALSE(CheckUserText(bad, category).ok()) << bad;
+  // A mark at the end belongs to the character before it.
+  for (std::string good : {"Cafe\u0301", "\u2764\uFE0F", "\u30AB\u3099"})
+    EXPECT_TRUE(CheckUserText(good, category).ok()) << good;
+  // One-line fields refuse Unicode's line and paragraph separators too.
+  EXPECT_FALSE(CheckUserText("a\u2028b", title).ok());
+  EXPECT_FALSE(CheckUserText("a\u2029b", category).ok());
+  EXPECT_TRUE(CheckUserText("a\u2028b", content).ok()) << "multiline";
   EXPECT_NE(CheckUserText(std::string(101, 'a'), title).message().find("1-100"), std::string::npos);
 }
 
