@@ -33,18 +33,19 @@ comment_names = []  # (file, line, name)
 camel = re.compile(r"\b([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)\b")
 for path in code_files:
     text = path.read_text(errors="replace")
-    in_raw = False
+    raw_end = None  # inside a raw string: the ")delim\"" that ends it
     for n, line in enumerate(text.splitlines(), 1):
         code = line
-        if 'R"' in line or in_raw:
+        if raw_end is not None:
             # raw SQL/Lua strings: their text is neither code nor comment
-            if line.count('R"') and not line.rstrip().endswith(')"') and ')"' not in line.split('R"', 1)[1]:
-                in_raw = True
-            elif in_raw and ')"' in line:
-                in_raw = False
+            if raw_end not in line:
                 continue
-            if in_raw:
-                continue
+            line = code = line.split(raw_end, 1)[1]
+            raw_end = None
+        opened = re.search(r'R"([^(\s]*)\(', line)
+        if opened and f'){opened.group(1)}"' not in line[opened.end():]:
+            raw_end = f'){opened.group(1)}"'
+            line = code = line[: opened.start()]
         m = comment_re.search(string_re.sub('""', line))
         if m:
             code = line[: m.start()]
