@@ -450,6 +450,12 @@ int RunServe(const ServeFlags& f) {
   options.shutdown_timeout_max = std::chrono::milliseconds(f.shutdown_grace_ms);
   options.drain_delay = std::chrono::milliseconds(f.drain_delay_ms);
   options.on_drain = [] { Notify("STOPPING=1\nSTATUS=draining"); };
+  // The stores are loaded, the port is open and SIGTERM drains: systemd may
+  // send traffic. (Sent before Run installed its signal handling, a SIGTERM
+  // right after READY=1 killed the process undrained: the systemd test saw
+  // it once under make test's load.)
+  std::string ready_status;  // the port, once Listen has bound it
+  options.on_ready = [&ready_status] { Notify("READY=1\nSTATUS=serving on port " + ready_status); };
   options.handler_timeout = std::chrono::milliseconds(f.handler_timeout_ms);
   options.body_bytes_in_flight_max = static_cast<size_t>(f.body_memory_mb) * 1024 * 1024;
   http::Server server(options,
@@ -464,10 +470,9 @@ int RunServe(const ServeFlags& f) {
   // listener, before the services it calls are destroyed.
   if (postgres) FollowPostgres(url->postgres_url, b);
   http::AccessLog::SetActive(access_log.get());
+  ready_status = std::to_string(server.port());
   log::Info("hotrow listening on http://{}:{} (threads={}, db={}, admin={}, access log={})", f.host, server.port(),
             server.threads(), postgres ? "postgresql" : f.db, admin.enabled() ? "on" : "off", f.access_log);
-  // The stores are loaded and the port is open: systemd may send traffic.
-  Notify("READY=1\nSTATUS=serving on port " + std::to_string(server.port()));
   if (!server.Run([&b] { b.StopWorkSources(); })) {
     // Some handler still holds a connection whose worker would be freed
     // under it. Everything acknowledged is committed (the writer and the

@@ -245,6 +245,7 @@ bool Server::Run(const std::function<void()>& before_stop) {
 
   impl.signals = signals ? &*signals : nullptr;
   impl.control_guard.emplace(impl.control.get_executor());
+  if (impl.options.on_ready) impl.options.on_ready();
   impl.control.run();
   impl.signals = nullptr;
 

@@ -83,6 +83,10 @@ struct ServerOptions {
   // Called once when the drain delay begins (sd_notify STOPPING=1), on the
   // control thread.
   std::function<void()> on_drain;
+  // Called once by Run when the server is ready for traffic: after its
+  // signal handling is installed, so a SIGTERM sent on readiness (systemd's
+  // READY=1) drains instead of killing the process.
+  std::function<void()> on_ready;
   bool handle_signals = true;
   // Origins whose browser requests get CORS headers ("*": any origin);
   // empty: no CORS headers at all.
