@@ -80,6 +80,15 @@ struct HistoryRow {
 // "charge" or "payment", by the amount's sign.
 inline std::string_view KindOfAmount(int64_t amount) { return amount > 0 ? "charge" : "payment"; }
 
+// GET /api/v1/cards/{id}?asOf=: the card's balance at a time, from its
+// history as written (the BALANCE of its newest row at or before it; 0
+// before its first).
+struct BalanceAsOf {
+  int64_t card_id = 0;
+  int64_t as_of_us = 0;
+  int64_t balance = 0;
+};
+
 struct HistoryPage {
   std::vector<HistoryRow> rows;           // newest first
   std::optional<int64_t> next_before_us;  // pass as before= for the next page

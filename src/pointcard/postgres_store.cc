@@ -93,6 +93,12 @@ constexpr pg::NamedSql kSelectCard{"pointcard_card", R"(
          COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID
                    WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0)
   FROM S_ACCOUNT a WHERE a.CARD_ID = $1)"};
+// One statement, one snapshot: the card's existence and its balance at a
+// time (its newest row at or before it, by the card index).
+constexpr pg::NamedSql kSelectBalanceAt{"pointcard_balance_at", R"(
+  SELECT COALESCE((SELECT h.BALANCE FROM H_TRANSACTION h WHERE h.CARD_ID = a.CARD_ID
+                   AND h.PAYMENT_TIME <= hotrow_ts($2) ORDER BY h.PAYMENT_TIME DESC LIMIT 1), 0)
+  FROM S_ACCOUNT a WHERE a.CARD_ID = $1)"};
 // One statement, one snapshot: the card's existence and its page.
 constexpr pg::NamedSql kSelectHistory{"pointcard_history", R"(
   SELECT hotrow_us(h.PAYMENT_TIME), h.STORE_ID, h.AMOUNT, h.BALANCE, h.TRANSACTION_ID, h.KIND, h.ACTOR, h.REFERENCE,
@@ -192,6 +198,17 @@ void PostgresPointCardStore::GetGrant(int64_t grant_id, std::function<void(Resul
       g.fold_ms = rows->Double(0, 11);
     }
     done(std::move(g));
+  });
+}
+
+void PostgresPointCardStore::BalanceAt(int64_t card_id, int64_t as_of_us,
+                                       std::function<void(Result<BalanceAsOf>)> done) {
+  pool_.Submit([card_id, as_of_us, done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(kSelectBalanceAt, {std::to_string(card_id), std::to_string(as_of_us)});
+    if (!rows.ok()) return done(rows.status());
+    if (rows->empty()) return done(NoSuchCard(card_id));
+    done(BalanceAsOf{.card_id = card_id, .as_of_us = as_of_us, .balance = rows->Int(0, 0)});
   });
 }
 

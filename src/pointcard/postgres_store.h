@@ -127,6 +127,7 @@ class PostgresPointCardStore final : public PointCardStore {
   Status LoadStores(std::vector<StoreInfo>* out) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
   void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) override;
+  void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) override;
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;

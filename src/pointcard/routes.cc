@@ -158,9 +158,33 @@ void Pay(PointCardService& service, const AdminAuth& admin, Request& req, Respon
   });
 }
 
+// GET /api/v1/cards/{id}?asOf=<RFC 3339>: the balance at a time.
+void BalanceAt(PointCardService& service, int64_t card_id, std::string_view as_of, Responder responder) {
+  auto t = ParseTime(as_of);
+  if (!t)
+    return responder.Send(
+        Error(Status::InvalidField("asOf", "asOf must be an RFC 3339 time such as 2026-01-01T00:00:00Z")));
+  service.BalanceAt(card_id, *t, [responder](Result<BalanceAsOf> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    JsonWriter w(res.body);
+    w.StartObject();
+    w.Field("cardId", r->card_id);
+    w.Field("asOf", FormatTime(r->as_of_us));
+    w.Field("balance", r->balance);
+    w.EndObject();
+    responder.Send(std::move(res));
+  });
+}
+
 void GetCard(PointCardService& service, Request& req, Responder responder) {
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
+  if (!req.query.empty()) {
+    auto query = http::Query::Parse(req.query);
+    if (!query.ok()) return responder.Send(Error(query.status()));
+    if (auto as_of = query->Get("asOf")) return BalanceAt(service, *card, *as_of, std::move(responder));
+  }
   service.GetCard(*card, [responder, body = http::TakeSpareBody(req)](Result<Card> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res = http::ResponseWithBody(std::move(body), 200);

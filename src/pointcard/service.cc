@@ -34,6 +34,13 @@ void PointCardService::GetCard(int64_t card_id, Callback<Result<Card>> done) {
   store_.GetCard(card_id, std::move(done));
 }
 
+void PointCardService::BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) {
+  // The future's balance is not known yet (a payment may still come before
+  // it); the present's is, from every row written so far.
+  if (as_of_us > NowUs()) return done(Status::InvalidField("asOf", "asOf must not be in the future"));
+  store_.BalanceAt(card_id, as_of_us, std::move(done));
+}
+
 void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                                std::function<void(Result<HistoryPage>)> done) {
   if (limit < 1 || limit > kHistoryLimitMax) return done(Status::OutOfRange("limit", 1, kHistoryLimitMax));

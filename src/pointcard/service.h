@@ -41,6 +41,8 @@ class PointCardService final : public DomainService {
   size_t store_count() const { return store_region_.size(); }
 
   void GetCard(int64_t card_id, Callback<Result<Card>> done);
+  // as_of_us no later than now (invalid_field "asOf" otherwise).
+  void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done);
   // limit 1-100.
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done);

@@ -335,6 +335,21 @@ void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> 
   done(card);
 }
 
+void SqlitePointCardStore::BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) {
+  auto conn = db_.Reader();
+  if (!conn.ok()) return done(conn.status());
+  // One statement, one snapshot: the card's existence and its newest row at
+  // or before the time (the card index, newest first).
+  auto q = (*conn)->Prepare(
+      "SELECT (SELECT COALESCE((SELECT h.BALANCE FROM H_TRANSACTION h WHERE h.CARD_ID = a.CARD_ID "
+      "AND h.PAYMENT_TIME <= ?2 ORDER BY h.PAYMENT_TIME DESC LIMIT 1), 0)) FROM S_ACCOUNT a WHERE a.CARD_ID = ?1");
+  if (!q.ok()) return done(q.status());
+  auto row = q->Bind(1, card_id).Bind(2, as_of_us).Step();
+  if (!row.ok()) return done(row.status());
+  if (!*row) return done(NoSuchCard(card_id));
+  done(BalanceAsOf{.card_id = card_id, .as_of_us = as_of_us, .balance = q->Int(0)});
+}
+
 void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                                    std::function<void(Result<HistoryPage>)> done) {
   auto conn = db_.Reader();

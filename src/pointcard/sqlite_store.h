@@ -95,6 +95,7 @@ class SqlitePointCardStore final : public PointCardStore {
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
+  void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) override;
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;

@@ -31,6 +31,10 @@ class PointCardStore {
 
   // not_found for an unknown card.
   virtual void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) = 0;
+  // The card's balance at `as_of_us` from its history: the BALANCE of its
+  // newest row with PAYMENT_TIME <= as_of_us, 0 when none; one snapshot
+  // with the card's existence (not_found).
+  virtual void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) = 0;
   // Rows newest first, at most `limit`, older than `before_us` when given.
   virtual void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                        std::function<void(Result<HistoryPage>)> done) = 0;

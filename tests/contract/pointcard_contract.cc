@@ -575,4 +575,29 @@ TEST_P(PointCardContract, BadReferencesAndReasonsAreRejectedAndWriteNothing) {
   ExpectInvariants();
 }
 
+// A card's balance at a time, from its history: the balance after its
+// newest row at or before the time (that row's own time included), 0
+// before its first row; the future and unknown cards are refused.
+TEST_P(PointCardContract, TheBalanceAtATimeComesFromTheHistory) {
+  auto at = [&](int64_t card, int64_t t) {
+    return Wait<Result<pointcard::BalanceAsOf>>([&](auto done) { service->BalanceAt(card, t, done); });
+  };
+  auto rows = AllRows(*service, 40);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(at(40, rows.front().payment_time_us - 1)->balance, 0) << "before the first row";
+  for (const auto& r : rows) {
+    auto b = at(40, r.payment_time_us);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_EQ(b->balance, r.balance) << "at the row's own time";
+    EXPECT_EQ(b->as_of_us, r.payment_time_us);
+  }
+  auto charge = Pay(*service, 40, 1, 321);
+  ASSERT_TRUE(charge.ok());
+  EXPECT_EQ(at(40, charge->row.payment_time_us - 1)->balance, rows.back().balance) << "just before the charge";
+  EXPECT_EQ(at(40, pointcard::NowUs())->balance, GetCard(*service, 40)->balance) << "now, with no grant pending";
+  EXPECT_EQ(at(40, 0)->balance, 0) << "the epoch";
+  EXPECT_EQ(at(40, pointcard::NowUs() + 60000000).status().field(), "asOf");
+  EXPECT_EQ(at(kContractCards + 1, pointcard::NowUs()).status().code(), ErrorCode::kNotFound);
+}
+
 }  // namespace hotrow::testing
