@@ -251,6 +251,20 @@ void Regions(PointCardService& service, const Request&, Responder responder) {
   responder.Send(std::move(res));
 }
 
+void WriteStore(JsonWriter& w, const StoreInfo& s) {
+  w.StartObject();
+  w.Field("storeId", s.store_id);
+  w.Field("zipcode", s.zipcode);
+  w.Field("address", s.address);
+  w.Field("name", s.name);
+  w.Field("regionId", s.region_id);
+  w.Key("latitude");
+  w.Double(s.latitude);
+  w.Key("longitude");
+  w.Double(s.longitude);
+  w.EndObject();
+}
+
 void Stores(PointCardService& service, const Request& req, Responder responder) {
   auto region = PathId(req, "regionId");
   if (!region.ok()) return responder.Send(Error(region.status()));
@@ -261,21 +275,20 @@ void Stores(PointCardService& service, const Request& req, Responder responder) 
   w.StartObject();
   w.Key("stores");
   w.StartArray();
-  for (const auto& s : **stores) {
-    w.StartObject();
-    w.Field("storeId", s.store_id);
-    w.Field("zipcode", s.zipcode);
-    w.Field("address", s.address);
-    w.Field("name", s.name);
-    w.Field("regionId", s.region_id);
-    w.Key("latitude");
-    w.Double(s.latitude);
-    w.Key("longitude");
-    w.Double(s.longitude);
-    w.EndObject();
-  }
+  for (const auto& s : **stores) WriteStore(w, s);
   w.EndArray();
   w.EndObject();
+  responder.Send(std::move(res));
+}
+
+void GetStore(PointCardService& service, const Request& req, Responder responder) {
+  auto id = PathId(req, "storeId");
+  if (!id.ok()) return responder.Send(Error(id.status()));
+  auto store = service.Store(*id);
+  if (!store.ok()) return responder.Send(Error(store.status()));
+  Response res;
+  JsonWriter w(res.body);
+  WriteStore(w, **store);
   responder.Send(std::move(res));
 }
 
@@ -398,6 +411,7 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
   router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
   router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
+  router.Add(Method::kGet, "/api/v1/stores/{storeId}", bind(GetStore));
   router.Add(
       Method::kPost, "/api/v1/grants",
       [&service, &admin](Request& req, Responder res) { Grant(service, admin, req, std::move(res)); },

@@ -30,6 +30,15 @@ Result<const std::vector<StoreInfo>*> PointCardService::StoresOf(int64_t region_
   return it == stores_by_region_.end() ? &kNone : &it->second;
 }
 
+Result<const StoreInfo*> PointCardService::Store(int64_t store_id) const {
+  auto region = store_region_.find(store_id);
+  if (region != store_region_.end()) {
+    for (const auto& s : stores_by_region_.at(region->second))
+      if (s.store_id == store_id) return &s;
+  }
+  return Status::NotFound("no store with id " + std::to_string(store_id));
+}
+
 void PointCardService::GetCard(int64_t card_id, Callback<Result<Card>> done) {
   store_.GetCard(card_id, std::move(done));
 }
@@ -96,7 +105,7 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
     if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
   }
   // Existence after every identifier is read (docs/api.md, the error order).
-  if (!store_region_.count(p.store_id)) return done(Status::NotFound("no store with id " + std::to_string(p.store_id)));
+  if (!store_region_.count(p.store_id)) return done(Store(p.store_id).status());
   // The same key with the same fingerprint is the same request (only keyed
   // requests need one).
   std::string fingerprint;

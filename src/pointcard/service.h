@@ -39,6 +39,8 @@ class PointCardService final : public DomainService {
   // The stores of a region; not_found for an unknown region.
   Result<const std::vector<StoreInfo>*> StoresOf(int64_t region_id) const;
   size_t store_count() const { return store_region_.size(); }
+  // One store; not_found for an unknown id.
+  Result<const StoreInfo*> Store(int64_t store_id) const;
 
   void GetCard(int64_t card_id, Callback<Result<Card>> done);
   // as_of_us no later than now (invalid_field "asOf" otherwise).

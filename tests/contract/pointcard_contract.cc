@@ -101,6 +101,11 @@ TEST_P(PointCardContract, MasterDataAndCards) {
   for (const auto& r : service->regions()) stores += (*service->StoresOf(r.region_id))->size();
   EXPECT_EQ(stores, static_cast<size_t>(kContractStores));
   EXPECT_EQ(service->StoresOf(48).status().code(), ErrorCode::kNotFound);
+  auto store = service->Store(3);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->store_id, 3);
+  EXPECT_FALSE((*store)->name.empty());
+  EXPECT_EQ(service->Store(kContractStores + 1).status().code(), ErrorCode::kNotFound);
   auto card = GetCard(*service, 1);
   ASSERT_TRUE(card.ok());
   EXPECT_GE(card->balance, 0);
