@@ -106,13 +106,14 @@ Status CheckUserText(std::string_view value, const TextRule& rule) {
       return Status::InvalidField(name, name +
                                             " must not contain bidirectional overrides or isolates "
                                             "(U+202A-202E, U+2066-2069)");
-    visible = visible || IsVisible(cp);
+    visible = visible || (IsVisible(cp) && !IsDefaultIgnorable(cp));  // Hangul fillers show nothing
   }
   if (count < rule.code_points_min || count > rule.code_points_max)
     return Status::InvalidField(name, name + " must be " + std::to_string(rule.code_points_min) + "-" +
                                           std::to_string(rule.code_points_max) + " characters");
   if (count > 0 && !visible) return Status::InvalidField(name, name + " must contain at least one visible character");
-  if (rule.trimmed && count > 0 && (!IsVisible(first) || !IsVisible(last)))
+  auto shows = [](uint32_t cp) { return IsVisible(cp) && !IsDefaultIgnorable(cp); };
+  if (rule.trimmed && count > 0 && (!shows(first) || !shows(last)))
     return Status::InvalidField(name, name + " must not begin or end with whitespace or an invisible character");
   return Status::Ok();
 }

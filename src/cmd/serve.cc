@@ -420,6 +420,7 @@ int RunServe(const ServeFlags& f) {
                                                       .score_rate = leaderboard::ParseScoreRate(f.score_rate).value(),
                                                       .secrets_key = std::move(secrets_key)});
   b.cards = std::make_unique<pointcard::PointCardService>(*b.card_store);
+  b.cards->set_as_of_settle_us(int64_t{f.handler_timeout_ms} * 1000);
   for (DomainService* s : b.services()) {
     if (Status st = s->Load(); !st.ok()) {
       log::Error("{}: cannot load: {}", s->name(), st.ToString());

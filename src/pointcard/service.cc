@@ -44,9 +44,13 @@ void PointCardService::GetCard(int64_t card_id, Callback<Result<Card>> done) {
 }
 
 void PointCardService::BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) {
-  // The future's balance is not known yet (a payment may still come before
-  // it); the present's is, from every row written so far.
-  if (as_of_us > NowUs()) return done(Status::InvalidField("asOf", "asOf must not be in the future"));
+  // The future's balance is not known yet, and the last moments' may still
+  // change: a write stamped in them may not have committed.
+  if (as_of_us > NowUs() - as_of_settle_us_)
+    return done(Status::InvalidField(
+        "asOf", "asOf must be at least " + std::to_string(as_of_settle_us_ / 1000) +
+                    " ms in the past: writes stamped later may still be committing (the card's balance now is "
+                    "GET /api/v1/cards/{cardId})"));
   store_.BalanceAt(card_id, as_of_us, std::move(done));
 }
 

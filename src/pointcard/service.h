@@ -43,8 +43,14 @@ class PointCardService final : public DomainService {
   Result<const StoreInfo*> Store(int64_t store_id) const;
 
   void GetCard(int64_t card_id, Callback<Result<Card>> done);
-  // as_of_us no later than now (invalid_field "asOf" otherwise).
+  // as_of_us at least the settle time in the past (invalid_field "asOf"
+  // otherwise): a write stamped before a later time may still be committing
+  // (a PostgreSQL payment takes its time before its COMMIT), so an answer
+  // for it could change. serve sets the settle time to its handler timeout,
+  // the longest a write's request lives.
   void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done);
+  static constexpr int64_t kAsOfSettleDefaultUs = 10'000'000;
+  void set_as_of_settle_us(int64_t us) { as_of_settle_us_ = us; }
   // limit 1-100.
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done);
@@ -60,6 +66,7 @@ class PointCardService final : public DomainService {
   std::vector<Region> regions_;
   std::unordered_map<int64_t, std::vector<StoreInfo>> stores_by_region_;
   std::unordered_map<int64_t, int64_t> store_region_;
+  int64_t as_of_settle_us_ = kAsOfSettleDefaultUs;
 
   std::mutex grant_mutex_;
   std::condition_variable grant_finished_;

@@ -57,6 +57,11 @@ TEST(Text, UserTextRules) {
   EXPECT_FALSE(CheckUserText("a\u2028b", title).ok());
   EXPECT_FALSE(CheckUserText("a\u2029b", category).ok());
   EXPECT_TRUE(CheckUserText("a\u2028b", content).ok()) << "multiline";
+  // Hangul fillers are letters that show nothing: no text of them alone.
+  EXPECT_FALSE(CheckUserText("\u3164", title).ok());
+  EXPECT_FALSE(CheckUserText("\u115F\u1160", title).ok());
+  EXPECT_TRUE(CheckUserText("\uD55C\uAE00", title).ok()) << "Hangul itself";
+  EXPECT_FALSE(CheckUserText("abc\u3164", category).ok()) << "nor at the end of a trimmed field";
   EXPECT_NE(CheckUserText(std::string(101, 'a'), title).message().find("1-100"), std::string::npos);
 }
 
