@@ -81,7 +81,7 @@ TEST(Shutdown, SigtermUnderLoadExitsCleanly) {
 }
 
 // Every request is answered within --handler-timeout-ms, whatever a store
-// does: a Redis that stalls (DEBUG SLEEP) longer than the bound used to
+// does: a Redis that stalls (stopped) longer than the bound used to
 // hold the score post until the Redis client's own 5 s timeout. Now the
 // connection answers 503 at the bound (plus the sweep's 500 ms) and closes:
 // whether the score was stored is unknown, and the answer says so (issue 9,
@@ -93,14 +93,17 @@ TEST(HandlerTimeout, AStalledStoreIsAnsweredWithinTheBound) {
   ASSERT_TRUE(server.ok());
   HttpClient c(server.port());
   ASSERT_EQ(c.Post("/api/v1/score", R"({"score":1})", {{"ClientId", "before"}}).status, 200);
-  auto admin = db::redis::Client::Connect(redis->url(), {});
-  ASSERT_TRUE(admin.ok()) << admin.status().ToString();
-  std::thread sleeper([&] { (void)(*admin)->CommandSync({"DEBUG", "SLEEP", "4"}); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Stalled for certain before the post (SIGSTOP; a DEBUG SLEEP sent from a
+  // thread 200 ms earlier might not have begun on a loaded machine).
+  redis->Pause();
+  struct Resume {
+    RedisProcess& r;
+    ~Resume() { r.Resume(); }
+  } resume{*redis};
   auto start = std::chrono::steady_clock::now();
   auto r = c.Post("/api/v1/score", R"({"score":2})", {{"ClientId", "during"}});
   auto took = std::chrono::steady_clock::now() - start;
-  sleeper.join();
+  redis->Resume();
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_NE(r.body.find("whether it took effect is unknown"), std::string::npos) << r.body;
   EXPECT_EQ(r.Header("Connection"), "close");
