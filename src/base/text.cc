@@ -84,18 +84,30 @@ bool IsDefaultIgnorable(uint32_t cp) {
   return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_DEFAULT_IGNORABLE_CODE_POINT);
 }
 
+bool IsVariationSelector(uint32_t cp) { return (cp >= 0xFE00 && cp <= 0xFE0F) || (cp >= 0xE0100 && cp <= 0xE01EF); }
+
+bool IsPictographic(uint32_t cp) { return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_EXTENDED_PICTOGRAPHIC); }
+
+bool IsPartOfPrevious(uint32_t cp, uint32_t previous) {
+  if (IsVariationSelector(cp)) return IsPictographic(previous);
+  return IsCombiningMark(cp) && !IsDefaultIgnorable(cp);
+}
+
 Status CheckUserText(std::string_view value, const TextRule& rule) {
   const std::string name(rule.field);
   if (!IsValidUtf8(value)) return Status::InvalidField(name, name + " must be valid UTF-8");
   size_t count = 0;
   bool visible = false;
-  // The last code point that is not a combining mark: "e" + U+0301, or a
-  // heart + U+FE0F, end with a visible character.
-  uint32_t first = 0, last = 0;
+  // The last character, its marks included: "e" + U+0301, or a heart +
+  // U+FE0F, end with a visible character; a mark that draws nothing (a
+  // variation selector after a letter, U+034F) is itself the end, and
+  // invisible.
+  uint32_t first = 0, last = 0, previous = 0;
   for (size_t i = 0; i < value.size();) {
     uint32_t cp = *NextCodePoint(value, &i);
     if (count++ == 0) first = cp;
-    if (count == 1 || !IsCombiningMark(cp)) last = cp;
+    if (count == 1 || !IsPartOfPrevious(cp, previous)) last = cp;
+    previous = cp;
     if (!rule.multiline && (cp == 0x2028 || cp == 0x2029))
       return Status::InvalidField(name, name + " must be one line (no U+2028 or U+2029)");
     bool line_break = cp == '\n' || cp == '\t';

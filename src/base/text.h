@@ -31,6 +31,14 @@ bool IsCombiningMark(uint32_t cp);
 // Unicode's Default_Ignorable_Code_Point: drawn as nothing (zero-width
 // joiners, variation selectors, Hangul fillers, soft hyphens...).
 bool IsDefaultIgnorable(uint32_t cp);
+// The variation selectors: U+FE00 to U+FE0F, and the supplement from U+E0100.
+bool IsVariationSelector(uint32_t cp);
+// Unicode's Extended_Pictographic: emoji and the symbols they grew from.
+bool IsPictographic(uint32_t cp);
+// Whether `cp` draws as part of the character `previous` began: a
+// combining mark that is not default-ignorable, or a variation selector
+// after an emoji (U+2764 U+FE0F).
+bool IsPartOfPrevious(uint32_t cp, uint32_t previous);
 
 // The rules of one user-supplied text field.
 struct TextRule {

@@ -223,14 +223,9 @@ void ServerState::PollDrain() {
 
 bool Server::Run(const std::function<void()>& before_stop) {
   auto& impl = *impl_;
-  for (auto& w : impl.workers) {
-    w->guard.emplace(w->io.get_executor());
-    w->sweep.emplace(w->io);
-    asio::post(w->io, [w = w.get()] { SweepHandlers(*w); });
-    w->thread = std::thread([w = w.get()] { RunEventLoop(w->io); });
-  }
-  asio::post(impl.workers[0]->io, [&impl] { impl.Accept(); });
-
+  // SIGTERM drains from before the first connection is accepted: a signal
+  // sent once /healthz answers (or on READY=1) must not find the default
+  // action, which kills the process undrained.
   std::optional<asio::signal_set> signals;
   if (impl.options.handle_signals) {
     signals.emplace(impl.control, SIGINT, SIGTERM);
@@ -242,6 +237,13 @@ bool Server::Run(const std::function<void()>& before_stop) {
       }
     });
   }
+  for (auto& w : impl.workers) {
+    w->guard.emplace(w->io.get_executor());
+    w->sweep.emplace(w->io);
+    asio::post(w->io, [w = w.get()] { SweepHandlers(*w); });
+    w->thread = std::thread([w = w.get()] { RunEventLoop(w->io); });
+  }
+  asio::post(impl.workers[0]->io, [&impl] { impl.Accept(); });
 
   impl.signals = signals ? &*signals : nullptr;
   impl.control_guard.emplace(impl.control.get_executor());

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include <unicode/uchar.h>
+
 #include "ops/log.h"
 
 namespace hotrow::pointcard {
@@ -64,21 +66,36 @@ void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int
 namespace {
 
 // A reference is an identifier (an order id, a receipt number): visible
-// characters only, no space anywhere. A combining mark or a zero-width
-// joiner after the first code point is part of a visible character
-// (Hindi's vowel signs, a decomposed ガ, an emoji sequence); anything else
-// drawn as nothing is refused (Hangul fillers, zero-width spaces).
+// characters only, no space anywhere, nothing drawn as nothing. After the
+// first code point, a mark that draws is part of the character before it
+// (Hindi's vowel signs, a decomposed ガ); a variation selector may follow
+// an emoji (U+2764 U+FE0F), and a zero-width joiner only an emoji (a ZWJ
+// sequence). Every other default-ignorable code point is refused (Hangul
+// fillers, zero-width spaces, U+034F, a selector after a letter), so two
+// references that look the same are the same bytes.
 Status CheckReference(std::string_view v) {
   const TextRule rule{.field = "reference", .code_points_max = kReferenceLengthMax, .trimmed = true};
   if (Status s = CheckUserText(v, rule); !s.ok()) return s;
+  uint32_t previous = 0;
+  bool after_emoji = false;  // an emoji, then perhaps its selector or skin tone
   for (size_t i = 0; i < v.size();) {
     const bool first = i == 0;
     auto cp = NextCodePoint(v, &i);
     if (!cp) return Status::InvalidField("reference", "reference must be valid UTF-8");
-    const bool joined = !first && (IsCombiningMark(*cp) || *cp == 0x200D);
-    if (!joined && (!IsVisible(*cp) || IsDefaultIgnorable(*cp)))
+    bool ok;
+    if (*cp == 0x200D)
+      ok = after_emoji;
+    else if (!first && IsPartOfPrevious(*cp, previous))
+      ok = true;
+    else
+      ok = IsVisible(*cp) && !IsDefaultIgnorable(*cp);
+    if (!ok)
       return Status::InvalidField("reference", "reference must be 1 to " + std::to_string(kReferenceLengthMax) +
                                                    " visible characters, with no space");
+    after_emoji = IsPictographic(*cp) ||
+                  (after_emoji &&
+                   (IsVariationSelector(*cp) || u_hasBinaryProperty(static_cast<UChar32>(*cp), UCHAR_EMOJI_MODIFIER)));
+    previous = *cp;
   }
   return Status::Ok();
 }

@@ -62,6 +62,9 @@ TEST(Text, UserTextRules) {
   EXPECT_FALSE(CheckUserText("\u115F\u1160", title).ok());
   EXPECT_TRUE(CheckUserText("\uD55C\uAE00", title).ok()) << "Hangul itself";
   EXPECT_FALSE(CheckUserText("abc\u3164", category).ok()) << "nor at the end of a trimmed field";
+  // Marks that draw nothing are not part of the letter before them.
+  for (std::string bad : {"Indoor\uFE0F", "Indoor\u034F", "Indoor\u180B", "Indoor\U000E0100"})
+    EXPECT_FALSE(CheckUserText(bad, category).ok()) << bad;
   EXPECT_NE(CheckUserText(std::string(101, 'a'), title).message().find("1-100"), std::string::npos);
 }
 
