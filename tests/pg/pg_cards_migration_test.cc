@@ -1,0 +1,155 @@
+// Point-card databases that earlier releases made (the dumps of
+// tests/fixtures/make-pg-fixture.sh), migrated and served by this one.
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "contract/wait.h"
+#include "db/postgres.h"
+#include "harness/http_client.h"
+#include "harness/or_throw.h"
+#include "harness/postgres_process.h"
+#include "pg/pg_cards_fixture.h"
+#include "pointcard/postgres_store.h"
+#include "pointcard/service.h"
+
+namespace hotrow::testing {
+namespace {
+
+// A fresh database holding tests/fixtures/`file`; its URL.
+std::string RestoreFixture(const std::string& file) {
+  std::ifstream in(std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/" + file);
+  std::stringstream dump;
+  dump << in.rdbuf();
+  EXPECT_GT(dump.str().size(), 1000u) << file;
+  std::string url = FreshDatabase();
+  std::string database = url.substr(url.rfind('/') + 1), out;
+  EXPECT_EQ(PostgresProcess::Shared()->Psql(database, dump.str(), &out), 0) << out;
+  return url;
+}
+
+// A database v0.5.0 made (tests/fixtures/make-pg-fixture.sh: seeded, a
+// keyed payment, a keyed grant written whole under its table lock) takes
+// point-card migration 1: its rows get their KIND, its grant reads as
+// folded, its keys still replay, the checker passes, and a new grant runs
+// the staged protocol on it.
+TEST(PostgresGrant, ADatabaseOfV050MigratesAndGrantsInSteps) {
+  std::string url = RestoreFixture("v0.5.0-postgres.sql");
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'h_transaction' "
+                  "AND column_name = 'kind'"),
+            0)
+      << "the fixture is from before the migration";
+  int64_t grant_rows = count("SELECT COUNT(*) FROM H_TRANSACTION WHERE STORE_ID = 0");
+  ASSERT_GT(grant_rows, 0);
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {.fold_chunk = 7}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), grant_rows);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND IS DISTINCT FROM CASE WHEN STORE_ID = 0 THEN "
+                  "'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END"),
+            0);
+  auto old = Wait<Result<pointcard::GrantInfo>>([&](auto done) { service.GetGrant(1, done); });
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_TRUE(old->folded());
+  EXPECT_EQ(old->outcome.cards, grant_rows);
+  auto replay = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    service.Pay(pointcard::Payment{1, 1, 700, "fixture-1"}, done);
+  });
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  auto again = Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+    service.Grant({old->from_us, old->to_us, 10, "fixture-grant", false}, done);
+  });
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->replayed) << "the key of a grant v0.5.0 made replays it";
+  auto fresh = Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+    service.Grant({0, pointcard::NowUs(), 10, std::nullopt, true}, done);
+  });
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_GT(fresh->cards, 0);
+  EXPECT_TRUE(Eventually([&] { return count("SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'folded'") == 0; },
+                         std::chrono::seconds(20)));
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  service.Stop();
+}
+
+// A database v0.7.2 made (the last release before point-card migration 2):
+// its rows are numbered in primary-key order with their actors, the
+// sequence continues after them, a key it stored replays with the row's
+// id, and a row an instance of v0.7.2 still writes during a rolling
+// upgrade (hotrow_pay_v3, and a positional insert as v0.2.0's function
+// makes) gets an id and an actor from the default and the trigger.
+TEST(PostgresPointCard, ADatabaseOfV072NumbersItsRowsAndKeepsServingOlderInstances) {
+  std::string url = RestoreFixture("v0.7.2-postgres.sql");
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'h_transaction' "
+                  "AND column_name = 'transaction_id'"),
+            0)
+      << "the fixture is from before the migration";
+  const int64_t rows = count("SELECT COUNT(*) FROM H_TRANSACTION");
+  ASSERT_GT(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant'"), 0);
+  auto unmigrated = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(unmigrated.ok()) << "a database no 0.8.0 server has migrated yet: " << unmigrated.status().ToString();
+  EXPECT_TRUE(unmigrated->ok()) << unmigrated->examples.front();
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM (SELECT TRANSACTION_ID, row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, "
+                  "STORE_ID) AS n FROM H_TRANSACTION) r WHERE TRANSACTION_ID = n"),
+            rows);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE ACTOR <> CASE KIND WHEN 'grant' THEN 'system' ELSE "
+                  "'anonymous' END"),
+            0);
+  auto replay = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    service.Pay(pointcard::Payment{1, 1, 700, "fixture-1"}, done);
+  });
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->row.transaction_id,
+            count("SELECT TRANSACTION_ID FROM H_TRANSACTION h JOIN P_IDEMPOTENCY k ON k.PAYMENT_TIME = h.PAYMENT_TIME "
+                  "AND k.CARD_ID = h.CARD_ID AND k.KEY = 'fixture-1'"));
+  EXPECT_EQ(replay->row.actor, "anonymous");
+  pointcard::Payment p{2, 1, 5};
+  p.reference = "R-72";
+  p.actor = "admin";
+  auto fresh = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) { service.Pay(p, done); });
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ(fresh->row.transaction_id, rows + 1) << "the sequence continues after the numbered rows";
+  EXPECT_EQ(fresh->row.reference, "R-72");
+  // An instance of v0.7.2 still running beside this one.
+  ASSERT_TRUE(conn->Exec("SELECT * FROM hotrow_pay_v3(3, 1, 7, NULL, NULL)").ok());
+  ASSERT_TRUE(conn->Exec("SELECT * FROM hotrow_pay_v2(4, 1, 8, NULL, NULL)").ok());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE TRANSACTION_ID > " + std::to_string(rows + 1) +
+                  " AND ACTOR = 'anonymous' AND KIND = 'charge' AND CARD_ID IN (3, 4)"),
+            2);
+  auto grant = Wait<Result<pointcard::GrantOutcome>>([&](auto done) {
+    service.Grant({0, pointcard::NowUs(), 10, std::nullopt, true}, done);
+  });
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  EXPECT_TRUE(Eventually([&] { return count("SELECT COUNT(*) FROM P_GRANT WHERE STATE <> 'folded'") == 0; },
+                         std::chrono::seconds(20)));
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'grant' AND ACTOR <> 'system'"), 0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION"), count("SELECT COUNT(DISTINCT TRANSACTION_ID) FROM "
+                                                               "H_TRANSACTION"));
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  // A row whose actor is not one: invariant 9.
+  ASSERT_TRUE(conn->Exec("UPDATE H_TRANSACTION SET ACTOR = 'root' WHERE CARD_ID = 2 AND REFERENCE = 'R-72'").ok());
+  auto bad = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->violations.count("row fields"), 1u);
+  service.Stop();
+}
+
+
+}  // namespace
+}  // namespace hotrow::testing
