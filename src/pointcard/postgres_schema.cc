@@ -224,72 +224,13 @@ Status CreateFunctions(pg::Connection& conn) {
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
     END $$;
-    -- v0.6.0's point use: the card's row locked first (every writer of a
-    -- card does, the fold too), then an applied grant's credit not folded
+    -- The point use (v0.8.0): the card's row locked first (every writer of
+    -- a card does, the fold too), then an applied grant's credit not folded
     -- yet is folded here -- the grant's row, then this one, each at its own
-    -- time -- so no balance is ever written with credit still staged.
-    -- At most one grant is applied and not folded at a time (the apply
-    -- waits for the previous fold). Outcomes as hotrow_pay_v2's.
-    CREATE OR REPLACE FUNCTION hotrow_pay_v3(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
-    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql
-    SET enable_seqscan = off SET jit = off AS $$
-    DECLARE
-      k P_IDEMPOTENCY%ROWTYPE;
-      b bigint;
-      v_last timestamp;
-      t timestamp;
-      credit bigint;
-      credit_grant bigint;
-    BEGIN
-      IF p_key IS NOT NULL THEN
-        SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
-        IF FOUND THEN
-          IF k.FINGERPRINT <> p_fp THEN
-            RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint;
-          ELSE
-            RETURN QUERY SELECT CASE WHEN k.REFUSED THEN 5::smallint ELSE 4::smallint END,
-                                hotrow_us(k.PAYMENT_TIME), k.BALANCE;
-          END IF;
-          RETURN;
-        END IF;
-      END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
-      IF NOT FOUND THEN
-        RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
-        RETURN;
-      END IF;
-      SELECT c.GRANT_ID, c.POINTS INTO credit_grant, credit FROM P_GRANT_CREDIT c
-        JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = p_card AND g.STATE = 'applied'
-        ORDER BY c.GRANT_ID LIMIT 1;
-      credit := COALESCE(credit, 0);
-      IF b + credit + p_amount < 0 THEN
-        IF p_key IS NOT NULL THEN
-          INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
-                                            p_store, p_amount, b + credit);
-        END IF;
-        RETURN QUERY SELECT 1::smallint, NULL::bigint, b + credit;
-        RETURN;
-      END IF;
-      -- Strictly increasing per card, whatever the clock does.
-      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
-      IF credit > 0 THEN
-        DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = p_card AND GRANT_ID = credit_grant;
-        b := b + credit;
-        INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
-          VALUES (t, p_card, 0, credit, b, 'grant');
-        t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', t + interval '1 microsecond');
-      END IF;
-      UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
-      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND)
-        VALUES (t, p_card, p_store, p_amount, b + p_amount, CASE WHEN p_amount > 0 THEN 'charge' ELSE 'payment' END);
-      IF p_key IS NOT NULL THEN
-        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
-                                          p_store, p_amount, b + p_amount);
-      END IF;
-      RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
-    END $$;
-    -- v0.8.0's point use: v0.6.0's, with the row's actor, reference and
-    -- reason, and its TRANSACTION_ID in the answer (a replay's from the row
+    -- time -- so no balance is ever written with credit still staged. At
+    -- most one grant is applied and not folded at a time (the apply waits
+    -- for the previous fold). The row keeps its actor, reference and
+    -- reason; the answer has its TRANSACTION_ID (a replay's from the row
     -- the key's first request wrote, found by its primary key). Outcomes as
     -- hotrow_pay_v2's.
     CREATE OR REPLACE FUNCTION hotrow_pay_v4(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
@@ -362,6 +303,14 @@ Status CreateFunctions(pg::Connection& conn) {
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount, id, p_actor, p_reference, p_reason;
     END $$;
+    -- v0.6.0's point use, kept for instances of 0.6.0-0.7.x still running
+    -- beside this one: v0.8.0's with no actor, reference or reason (the
+    -- KIND trigger makes the row's actor anonymous, as the migration did
+    -- for the rows they wrote before). Outcomes as hotrow_pay_v2's.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v3(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE sql AS $$
+      SELECT v.outcome, v.time_us, v.new_balance FROM hotrow_pay_v4(p_card, p_store, p_amount, p_key, p_fp, NULL, NULL,
+                                                                    NULL) v $$;
     -- v0.1.0's function, its outcome as text, kept for instances of that
     -- release still running beside this one during an upgrade.
     CREATE OR REPLACE FUNCTION hotrow_pay(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
