@@ -27,17 +27,17 @@ inline Result<Card> GetCard(pointcard::PointCardService& s, int64_t id) {
   return Wait<Result<Card>>([&](auto done) { s.GetCard(id, done); });
 }
 inline Result<PaymentOutcome> Pay(pointcard::PointCardService& s, int64_t card, int64_t store, int64_t amount,
-                           std::optional<std::string> key = std::nullopt) {
+                                  std::optional<std::string> key = std::nullopt) {
   return Wait<Result<PaymentOutcome>>([&](auto done) { s.Pay(Payment{card, store, amount, key}, done); });
 }
 inline Result<HistoryPage> History(pointcard::PointCardService& s, int64_t card, int64_t limit,
-                            std::optional<int64_t> before = std::nullopt) {
+                                   std::optional<int64_t> before = std::nullopt) {
   return Wait<Result<HistoryPage>>([&](auto done) { s.History(card, limit, before, done); });
 }
 // Grants here overlap freely (allow_overlap), as in the reference's
 // experiment; OverlappingPeriodsAreRefusedUnlessAllowed checks the refusal.
 inline Result<GrantOutcome> Grant(pointcard::PointCardService& s, int64_t from, int64_t to, int64_t rate,
-                           std::optional<std::string> key = std::nullopt, bool allow_overlap = true) {
+                                  std::optional<std::string> key = std::nullopt, bool allow_overlap = true) {
   return Wait<Result<GrantOutcome>>([&](auto done) {
     s.Grant(GrantRequest{from, to, rate, key, allow_overlap}, done);
   });

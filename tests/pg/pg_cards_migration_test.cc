@@ -150,6 +150,5 @@ TEST(PostgresPointCard, ADatabaseOfV072NumbersItsRowsAndKeepsServingOlderInstanc
   service.Stop();
 }
 
-
 }  // namespace
 }  // namespace hotrow::testing
