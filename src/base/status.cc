@@ -26,6 +26,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "already_exists";
     case ErrorCode::kInsufficientBalance:
       return "insufficient_balance";
+    case ErrorCode::kCardClosed:
+      return "card_closed";
     case ErrorCode::kGrantInProgress:
       return "grant_in_progress";
     case ErrorCode::kPeriodAlreadyGranted:

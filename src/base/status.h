@@ -30,6 +30,7 @@ enum class ErrorCode {
   kConflict,              // the resource's state forbids the change
   kAlreadyExists,         // a resource with that id exists already (409)
   kInsufficientBalance,   // a payment larger than the card's balance (409)
+  kCardClosed,            // a payment or charge on a closed card (409)
   kGrantInProgress,       // a point grant is already running (409)
   kPeriodAlreadyGranted,  // a grant's period overlaps an earlier grant's (409)
   kIdempotencyMismatch,   // an Idempotency-Key reused with a different request (422)

@@ -31,6 +31,8 @@ int HttpStatusFor(ErrorCode code) {
       return 409;
     case ErrorCode::kInsufficientBalance:
       return 409;
+    case ErrorCode::kCardClosed:
+      return 409;
     case ErrorCode::kGrantInProgress:
       return 409;
     case ErrorCode::kPeriodAlreadyGranted:

@@ -124,6 +124,43 @@ Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporte
   }
 }
 
+// 10. every card's state (point-card schema 3): STATUS active or closed,
+//     CLOSED_TIME set exactly when closed, EXTERNAL_REF 1-64 characters with
+//     no space; and no payment or charge on a closed card after its close.
+//     Kept in step with the PostgreSQL checker's "card state" and "closed
+//     card" probes.
+Status CheckCardStates(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
+  auto states = conn.Prepare(
+      "SELECT CARD_ID, COALESCE(STATUS, 'NULL'), COALESCE(CLOSED_TIME, 'NULL'), "
+      "COALESCE(length(EXTERNAL_REF) || ' character(s)', 'none') FROM S_ACCOUNT WHERE CARD_ID >= ?1 AND CARD_ID <= ?2 "
+      "AND (STATUS IS NULL OR STATUS NOT IN ('active', 'closed') OR (STATUS = 'closed') <> (CLOSED_TIME IS NOT NULL) "
+      "OR length(EXTERNAL_REF) NOT BETWEEN 1 AND 64 OR instr(EXTERNAL_REF, ' ') > 0) ORDER BY CARD_ID");
+  if (!states.ok()) return states.status();
+  states->Bind(1, scope.card_first).Bind(2, scope.card_last);
+  while (true) {
+    auto row = states->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    problem("card state", "card " + std::to_string(states->Int(0)) + " has STATUS " + std::string(states->Text(1)) +
+                              ", CLOSED_TIME " + std::string(states->Text(2)) + ", EXTERNAL_REF " +
+                              std::string(states->Text(3)));
+  }
+  auto after = conn.Prepare(
+      "SELECT h.CARD_ID, h.KIND, h.PAYMENT_TIME, a.CLOSED_TIME FROM S_ACCOUNT a JOIN H_TRANSACTION h "
+      "ON h.CARD_ID = a.CARD_ID AND h.PAYMENT_TIME > a.CLOSED_TIME WHERE a.STATUS = 'closed' AND a.CARD_ID >= ?1 "
+      "AND a.CARD_ID <= ?2 AND h.KIND IN ('payment', 'charge') ORDER BY h.CARD_ID");
+  if (!after.ok()) return after.status();
+  after->Bind(1, scope.card_first).Bind(2, scope.card_last);
+  while (true) {
+    auto row = after->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    problem("closed card", "card " + std::to_string(after->Int(0)) + " has a " + std::string(after->Text(1)) + " at " +
+                               FormatTime(after->Int(2)) + ", after its close at " + FormatTime(after->Int(3)));
+  }
+  return Status::Ok();
+}
+
 // Invariant 8 (check.h) for one window: each card's bonus, recomputed from
 // the period's charges, and what the grant gave it (its rows in the window
 // plus its credit not yet folded), both in card order for a merge.
@@ -131,11 +168,16 @@ Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporte
 // cost 1.1 s of random reads on 1M cards); every card reads its rows by the
 // time-ordered primary key (0.3 s where a card index scan took 3 s), and a
 // scope's few by the card index (ForScope).
-constexpr const char* kGrantExpected =
-    "SELECT e.CARD_ID, e.PTS FROM (SELECT h.CARD_ID, SUM(h.AMOUNT) * ?1 / 100 AS PTS FROM H_TRANSACTION h "
-    "WHERE h.KIND = 'charge' AND h.PAYMENT_TIME >= ?2 AND h.PAYMENT_TIME < ?3 AND h.CARD_ID >= ?4 AND h.CARD_ID <= ?5 "
-    "GROUP BY h.CARD_ID HAVING SUM(h.AMOUNT) * ?1 / 100 > 0) e "
-    "WHERE EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = e.CARD_ID)";
+// A card closed before the grant applied (?6) is owed nothing (point-card
+// schema 3: `closable`).
+std::string GrantExpectedSql(bool closable) {
+  return std::string(
+             "SELECT e.CARD_ID, e.PTS FROM (SELECT h.CARD_ID, SUM(h.AMOUNT) * ?1 / 100 AS PTS FROM H_TRANSACTION h "
+             "WHERE h.KIND = 'charge' AND h.PAYMENT_TIME >= ?2 AND h.PAYMENT_TIME < ?3 AND h.CARD_ID >= ?4 AND "
+             "h.CARD_ID <= ?5 GROUP BY h.CARD_ID HAVING SUM(h.AMOUNT) * ?1 / 100 > 0) e "
+             "WHERE EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = e.CARD_ID") +
+         (closable ? " AND NOT (a.STATUS = 'closed' AND a.CLOSED_TIME < ?6))" : " AND ?6 IS NOT NULL)");
+}
 constexpr const char* kGrantDelivered = R"sql(
   SELECT CARD_ID, SUM(PTS), SUM(PENDING) FROM (
     SELECT CARD_ID, AMOUNT AS PTS, 0 AS PENDING FROM H_TRANSACTION
@@ -157,7 +199,7 @@ Result<std::vector<CardPoints>> ReadPoints(sqlite::Query& q, bool with_pending) 
   return out;
 }
 
-Status CheckGrants(sqlite::Connection& conn, const CheckScope& scope, CheckReport& report) {
+Status CheckGrants(sqlite::Connection& conn, const CheckScope& scope, bool closable, CheckReport& report) {
   auto list = conn.Prepare(
       "SELECT GRANT_ID, STATE, GRANT_TIME, COALESCE(APPLIED_TIME, GRANT_TIME), FROM_TIME, TO_TIME, RATE_PERCENT, "
       "CARDS, POINTS FROM P_GRANT ORDER BY COALESCE(APPLIED_TIME, GRANT_TIME), GRANT_ID");
@@ -188,11 +230,11 @@ Status CheckGrants(sqlite::Connection& conn, const CheckScope& scope, CheckRepor
     }
   }
   for (const GrantWindow& w : windows.windows) {
-    auto e = conn.Prepare(ForScope(kGrantExpected, scope));
+    auto e = conn.Prepare(ForScope(GrantExpectedSql(closable), scope));
     auto d = conn.Prepare(ForScope(kGrantDelivered, scope));
     if (!e.ok()) return e.status();
     if (!d.ok()) return d.status();
-    e->Bind(1, w.grant.rate_percent).Bind(2, w.grant.from_us).Bind(3, w.grant.to_us);
+    e->Bind(1, w.grant.rate_percent).Bind(2, w.grant.from_us).Bind(3, w.grant.to_us).Bind(6, w.grant.applied_us);
     d->Bind(1, w.grant.applied_us).Bind(2, w.window_end_us).Bind(3, w.grant.grant_id);
     for (auto* q : {&*e, &*d}) q->Bind(4, scope.card_first).Bind(5, scope.card_last);
     auto expected = ReadPoints(*e, false);
@@ -334,12 +376,18 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn, const CheckScope& 
                                   ", which does not exist");
     if (Status s = advance(); !s.ok()) return s;
   }
+  // Card states (a file migrated to point-card schema 3).
+  auto closable = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM pragma_table_info('S_ACCOUNT') WHERE name = 'STATUS'");
+  if (!closable.ok()) return closable.status();
+  if (*closable > 0) {
+    if (Status s = CheckCardStates(conn, scope, problem); !s.ok()) return s;
+  }
   // The stall-free grants' tables (a file migrated to point-card schema 1).
   auto staged_tables = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'P_GRANT_CREDIT'");
   if (!staged_tables.ok()) return staged_tables.status();
   if (*staged_tables > 0) {
     if (Status s = CheckCredits(conn, scope, report, problem); !s.ok()) return s;
-    if (Status s = CheckGrants(conn, scope, report); !s.ok()) return s;
+    if (Status s = CheckGrants(conn, scope, *closable > 0, report); !s.ok()) return s;
   }
   // Rows' own fields (a file migrated to point-card schema 2).
   auto numbered =

@@ -30,6 +30,13 @@
 //      rows are listed per check. On PostgreSQL the windows assume a clock
 //      that does not step back between a grant's apply and its fold: rows
 //      stamped before the apply would count for the grant before it.
+//   9. every row's own fields: a positive TRANSACTION_ID, a known ACTOR
+//      (system on grant rows and only there), REFERENCE and REASON within
+//      their bounds, no REFUND_OF yet;
+//   10. every card's state: STATUS active or closed, CLOSED_TIME set
+//      exactly when closed, EXTERNAL_REF 1-64 characters without a space,
+//      and no payment or charge on a closed card after its close; a card
+//      closed before a grant applied is owed nothing by it (8.).
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over

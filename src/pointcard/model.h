@@ -38,6 +38,12 @@ inline constexpr int64_t kIdempotencyRetentionUs = 48ll * 3600 * 1000000;
 inline constexpr int64_t kRatePercentMin = 1;
 inline constexpr int64_t kRatePercentMax = 100;
 
+// S_ACCOUNT.STATUS. A closed card refuses payments and charges
+// (card_closed); it keeps its balance, its history and the credit of grants
+// applied before the close.
+inline constexpr std::string_view kCardActive = "active";
+inline constexpr std::string_view kCardClosed = "closed";
+
 struct Card {
   int64_t card_id = 0;
   int64_t balance = 0;  // what the card holds, pending_points included
@@ -46,7 +52,27 @@ struct Card {
   // Credit of an applied grant not yet written into the card's history (the
   // fold writes it within seconds: docs/pointcard.md#the-grant-protocol).
   int64_t pending_points = 0;
+  std::optional<std::string> external_ref{};  // the retailer's own id, unique
+  std::string status{kCardActive};
+  std::optional<int64_t> closed_at_us{};
+  bool replayed = false;  // POST /cards, /close: answered from an earlier request with the same key
 };
+
+// POST /api/v1/cards: a new card, balance 0. The idempotency key is scoped
+// to the route (P_REQUEST_KEY), its fingerprint covers the body.
+struct NewCard {
+  int64_t region_id = 0;
+  std::optional<std::string> external_ref{};  // 1-64 visible code points, no space
+  std::optional<std::string> idempotency_key{};
+};
+
+// Closing a card; the key is scoped to the card, as a payment's.
+struct CardClose {
+  int64_t card_id = 0;
+  std::optional<std::string> idempotency_key{};
+};
+
+inline constexpr size_t kExternalRefLengthMax = 64;
 
 // The bounds of a history row's optional texts (docs/api.md).
 inline constexpr size_t kReferenceLengthMax = 64;  // visible code points, no space
@@ -192,6 +218,13 @@ const std::vector<Region>& Prefectures();
 
 // The error every backend answers for an unknown card.
 inline Status NoSuchCard(int64_t card_id) { return Status::NotFound("no card with id " + std::to_string(card_id)); }
+inline Status CardIsClosed(int64_t card_id) {
+  return {ErrorCode::kCardClosed, "card " + std::to_string(card_id) + " is closed"};
+}
+inline Status ExternalRefTaken(std::string_view ref) {
+  return {ErrorCode::kAlreadyExists, "a card with externalRef '" + std::string(ref) + "' exists already",
+          "externalRef"};
+}
 inline Status NoSuchGrant(int64_t grant_id) { return Status::NotFound("no grant with id " + std::to_string(grant_id)); }
 
 }  // namespace hotrow::pointcard

@@ -45,7 +45,8 @@ constexpr pg::NamedSql kStageTotals{
     "WHERE GRANT_ID = $1"};
 constexpr pg::NamedSql kStageClear{"pointcard_grant_stage_clear", "DELETE FROM P_GRANT_CREDIT WHERE GRANT_ID = $1"};
 constexpr pg::NamedSql kApply{"pointcard_grant_apply",
-                              "SELECT outcome, other_id, from_us, to_us FROM hotrow_grant_apply_v1($1, $2)"};
+                              "SELECT outcome, other_id, from_us, to_us, dropped_cards, dropped_points "
+                              "FROM hotrow_grant_apply_v2($1, $2)"};
 constexpr pg::NamedSql kFold{"pointcard_grant_fold",
                              "SELECT outcome, cards, last_card, fold_ms FROM hotrow_grant_fold_v1($1, $2, $3, $4)"};
 constexpr pg::NamedSql kTopCard{"pointcard_top_card", "SELECT COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT"};
@@ -547,7 +548,23 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
       return abandon(applied.status(), /*maybe_applied=*/true);
     }
     auto what = static_cast<ApplyResult>(applied->Int(0, 0));
-    if (what == ApplyResult::kApplied || what == ApplyResult::kAppliedBefore) break;
+    if (what == ApplyResult::kApplied) {
+      // Cards closed while the grant staged get nothing.
+      outcome.cards -= applied->Int(0, 4);
+      outcome.points -= applied->Int(0, 5);
+      break;
+    }
+    if (what == ApplyResult::kAppliedBefore) {
+      // An earlier call committed (its answer was lost): its totals, after
+      // its drop, are the row's.
+      auto row = grants().Run<pg::Rows>([&](pg::Connection& c) { return c.Query(kGrantRow, {id_text}); },
+                                        /*unbounded=*/true);
+      if (row.ok() && !row->empty()) {
+        outcome.cards = row->Int(0, 0);
+        outcome.points = row->Int(0, 1);
+      }
+      break;
+    }
     if (what == ApplyResult::kNotLocked && attempt < 20) {
       RetryBackoff(++attempt);
       continue;
@@ -556,7 +573,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
     if (what == ApplyResult::kOverlap)
       return abandon(PeriodAlreadyGranted(applied->Int(0, 1), applied->Int(0, 2), applied->Int(0, 3)));
     if (what != ApplyResult::kPreviousFolding)
-      return abandon(Status::Internal("hotrow_grant_apply_v1 answered outcome " + std::to_string(applied->Int(0, 0))));
+      return abandon(Status::Internal("hotrow_grant_apply_v2 answered outcome " + std::to_string(applied->Int(0, 0))));
     if (stopping() || std::chrono::steady_clock::now() > wait_until)
       return abandon(Status::Unavailable("grant " + std::to_string(applied->Int(0, 1)) +
                                          " is still folding (or the server is shutting down); nothing was granted, "

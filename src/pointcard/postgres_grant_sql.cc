@@ -229,44 +229,61 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
     -- (nothing was written: fold, then call again), 8 applied already (an
     -- earlier call committed and its answer was lost), 9 the caller does not
     -- hold the session lock (its pipelined take failed; nothing written).
-    CREATE OR REPLACE FUNCTION hotrow_grant_apply_v1(p_id bigint, p_allow_overlap boolean)
-    RETURNS TABLE (outcome smallint, other_id bigint, from_us bigint, to_us bigint) LANGUAGE plpgsql AS $$
+    -- v2 (v0.9.0): the credits of cards closed by now are dropped in the
+    -- apply's transaction and taken off the grant's totals (CARDS, POINTS);
+    -- dropped_cards and dropped_points say how much (0 but for outcome 0).
+    -- Under the caller's S_ACCOUNT SHARE no close runs meanwhile: a card
+    -- closed before the apply gets nothing, one closed after keeps it all.
+    CREATE OR REPLACE FUNCTION hotrow_grant_apply_v2(p_id bigint, p_allow_overlap boolean)
+    RETURNS TABLE (outcome smallint, other_id bigint, from_us bigint, to_us bigint, dropped_cards bigint,
+                   dropped_points bigint) LANGUAGE plpgsql SET enable_seqscan = off AS $$
     DECLARE
       g P_GRANT%ROWTYPE;
       o P_GRANT%ROWTYPE;
+      n bigint;
+      pts bigint;
     BEGIN
       IF NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()
                        AND l.classid = 0 AND l.objid = 72720005 AND l.objsubid = 1 AND l.granted) THEN
-        RETURN QUERY SELECT 9::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN QUERY SELECT 9::smallint, NULL::bigint, NULL::bigint, NULL::bigint, 0::bigint, 0::bigint;
         RETURN;
       END IF;
       SELECT * INTO g FROM P_GRANT WHERE GRANT_ID = p_id;
       IF FOUND AND g.STATE <> 'staging' THEN
-        RETURN QUERY SELECT 8::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN QUERY SELECT 8::smallint, NULL::bigint, NULL::bigint, NULL::bigint, 0::bigint, 0::bigint;
         RETURN;
       END IF;
       IF NOT FOUND THEN
-        RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, NULL::bigint, 0::bigint, 0::bigint;
         RETURN;
       END IF;
       SELECT * INTO o FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1;
       IF FOUND THEN
-        RETURN QUERY SELECT 7::smallint, o.GRANT_ID, NULL::bigint, NULL::bigint;
+        RETURN QUERY SELECT 7::smallint, o.GRANT_ID, NULL::bigint, NULL::bigint, 0::bigint, 0::bigint;
         RETURN;
       END IF;
       IF NOT p_allow_overlap THEN
         SELECT * INTO o FROM P_GRANT WHERE GRANT_ID <> p_id AND STATE <> 'staging'
           AND FROM_TIME < g.TO_TIME AND TO_TIME > g.FROM_TIME ORDER BY GRANT_ID LIMIT 1;
         IF FOUND THEN
-          RETURN QUERY SELECT 4::smallint, o.GRANT_ID, hotrow_us(o.FROM_TIME), hotrow_us(o.TO_TIME);
+          RETURN QUERY SELECT 4::smallint, o.GRANT_ID, hotrow_us(o.FROM_TIME), hotrow_us(o.TO_TIME), 0::bigint, 0::bigint;
           RETURN;
         END IF;
       END IF;
+      WITH gone AS (
+        DELETE FROM P_GRANT_CREDIT c USING S_ACCOUNT a
+          WHERE a.STATUS = 'closed' AND c.CARD_ID = a.CARD_ID AND c.GRANT_ID = p_id RETURNING c.POINTS)
+      SELECT COUNT(*), COALESCE(SUM(gone.POINTS), 0) INTO n, pts FROM gone;
       UPDATE P_GRANT SET STATE = 'applied', APPLIED_TIME = clock_timestamp() AT TIME ZONE 'UTC',
-                         LEASE_UNTIL = NULL
+                         LEASE_UNTIL = NULL, CARDS = CARDS - n, POINTS = POINTS - pts
         WHERE GRANT_ID = p_id;
-      RETURN QUERY SELECT 0::smallint, NULL::bigint, NULL::bigint, NULL::bigint;
+      RETURN QUERY SELECT 0::smallint, NULL::bigint, NULL::bigint, NULL::bigint, n, pts;
     END $$;
+    -- v0.6.0-v0.8.x's apply, kept for their instances: v2's answer without
+    -- the drop's counts (it still drops the closed cards' credit).
+    CREATE OR REPLACE FUNCTION hotrow_grant_apply_v1(p_id bigint, p_allow_overlap boolean)
+    RETURNS TABLE (outcome smallint, other_id bigint, from_us bigint, to_us bigint) LANGUAGE sql AS $$
+      SELECT v.outcome, v.other_id, v.from_us, v.to_us FROM hotrow_grant_apply_v2(p_id, p_allow_overlap) v $$;
 
     -- Step 5, one chunk of the fold (READ COMMITTED). Any number of
     -- workers, on any instance, fold one grant at once: each chunk reads

@@ -79,6 +79,35 @@ constexpr std::string_view kRowFields = R"sql(
     WHEN (NEW.KIND IS NULL OR NEW.ACTOR IS NULL) EXECUTE FUNCTION hotrow_history_kind();
 )sql";
 
+// Point-card migration 3 (v0.9.0): cards a retailer issues and closes.
+//   - S_ACCOUNT: EXTERNAL_REF (unique), STATUS (active, closed), CLOSED_TIME;
+//     constant defaults, so no rewrite. The closed cards' partial index is
+//     what a grant's apply reads (their staged credit is dropped there).
+//     Neither index covers BALANCE or LAST_UPDATE: point uses stay HOT.
+//   - S_ACCOUNT_CARD_ID_SEQ: the ids of new cards, past every seeded one
+//     (the seed moves it on too).
+//   - P_REQUEST_KEY: the idempotency keys of POST /cards, by route.
+// The two indexes are built under SHARE (writes to S_ACCOUNT wait; 1M
+// cards: under a second).
+constexpr std::string_view kCards = R"sql(
+  ALTER TABLE S_ACCOUNT ADD COLUMN EXTERNAL_REF text, ADD COLUMN STATUS text NOT NULL DEFAULT 'active',
+    ADD COLUMN CLOSED_TIME timestamp;
+  CREATE UNIQUE INDEX S_ACCOUNT_EXTERNAL_REF ON S_ACCOUNT (EXTERNAL_REF) WHERE EXTERNAL_REF IS NOT NULL;
+  CREATE INDEX S_ACCOUNT_CLOSED ON S_ACCOUNT (CARD_ID) WHERE STATUS = 'closed';
+  CREATE SEQUENCE S_ACCOUNT_CARD_ID_SEQ AS bigint OWNED BY S_ACCOUNT.CARD_ID;
+  SELECT setval('S_ACCOUNT_CARD_ID_SEQ', COALESCE((SELECT MAX(CARD_ID) FROM S_ACCOUNT), 1),
+                EXISTS (SELECT 1 FROM S_ACCOUNT));
+  CREATE TABLE P_REQUEST_KEY (
+    ROUTE       text      NOT NULL,
+    KEY         text      NOT NULL,
+    FINGERPRINT text      NOT NULL,
+    CREATED     timestamp NOT NULL,
+    RESULT_ID   bigint    NOT NULL,
+    PRIMARY KEY (ROUTE, KEY)
+  );
+  CREATE INDEX P_REQUEST_KEY_CREATED ON P_REQUEST_KEY (CREATED);
+)sql";
+
 Status CreateFunctions(pg::Connection& conn);
 
 // Created as v0.1.0 made them, then migrated (pg::Migrate); the functions
@@ -156,7 +185,9 @@ Status CreateSchema(pg::Connection& conn) {
   )sql");
       !s.ok())
     return s;
-  if (Status s = pg::Migrate(conn, "pointcard", {{.sql = kStagedGrants}, {.sql = kRowFields}}); !s.ok()) return s;
+  if (Status s = pg::Migrate(conn, "pointcard", {{.sql = kStagedGrants}, {.sql = kRowFields}, {.sql = kCards}});
+      !s.ok())
+    return s;
   return CreateFunctions(conn);
 }
 
@@ -166,6 +197,13 @@ Status CreateFunctions(pg::Connection& conn) {
       LANGUAGE sql IMMUTABLE AS $$ SELECT (EXTRACT(EPOCH FROM t) * 1000000)::bigint $$;
     CREATE OR REPLACE FUNCTION hotrow_ts(us bigint) RETURNS timestamp
       LANGUAGE sql IMMUTABLE AS $$ SELECT 'epoch'::timestamp + us * interval '1 microsecond' $$;
+
+    -- Refuses a payment on a closed card for a release's function that
+    -- has no outcome for it (SQLSTATE HR002: an error, nothing written).
+    CREATE OR REPLACE FUNCTION hotrow_card_closed(p_card bigint) RETURNS smallint LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION 'card % is closed', p_card USING ERRCODE = 'HR002';
+    END $$;
 
     -- The online point use of v0.2.0-v0.5.0, kept for instances of those
     -- releases still running beside this one during an upgrade (they never
@@ -188,6 +226,7 @@ Status CreateFunctions(pg::Connection& conn) {
       b bigint;
       v_last timestamp;
       t timestamp;
+      st text;
     BEGIN
       IF p_key IS NOT NULL THEN
         SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
@@ -201,10 +240,13 @@ Status CreateFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS INTO b, v_last, st FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;
       IF NOT FOUND THEN
         RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
         RETURN;
+      END IF;
+      IF st <> 'active' THEN
+        PERFORM hotrow_card_closed(p_card);
       END IF;
       IF b + p_amount < 0 THEN
         IF p_key IS NOT NULL THEN
@@ -232,8 +274,9 @@ Status CreateFunctions(pg::Connection& conn) {
     -- for the previous fold). The row keeps its actor, reference and
     -- reason; the answer has its TRANSACTION_ID (a replay's from the row
     -- the key's first request wrote, found by its primary key). Outcomes as
-    -- hotrow_pay_v2's.
-    CREATE OR REPLACE FUNCTION hotrow_pay_v4(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
+    -- hotrow_pay_v2's, and 6: the card is closed (v0.9.0; nothing written,
+    -- a key's earlier answer still replays).
+    CREATE OR REPLACE FUNCTION hotrow_pay_v5(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
                                              p_actor text, p_reference text, p_reason text)
     RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
                    reference text, reason text) LANGUAGE plpgsql
@@ -247,6 +290,7 @@ Status CreateFunctions(pg::Connection& conn) {
       credit bigint;
       credit_grant bigint;
       id bigint;
+      st text;
     BEGIN
       IF p_key IS NOT NULL THEN
         SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
@@ -266,9 +310,14 @@ Status CreateFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS INTO b, v_last, st FROM S_ACCOUNT a WHERE a.CARD_ID = p_card
+        FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
+        RETURN;
+      END IF;
+      IF st <> 'active' THEN
+        RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
       SELECT c.GRANT_ID, c.POINTS INTO credit_grant, credit FROM P_GRANT_CREDIT c
@@ -303,6 +352,16 @@ Status CreateFunctions(pg::Connection& conn) {
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount, id, p_actor, p_reference, p_reason;
     END $$;
+    -- v0.8.0's point use, kept for instances of that release still running
+    -- beside this one: v0.9.0's without the closed outcome, which it does
+    -- not know (an error instead).
+    CREATE OR REPLACE FUNCTION hotrow_pay_v4(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
+                                             p_actor text, p_reference text, p_reason text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
+                   reference text, reason text) LANGUAGE sql AS $$
+      SELECT CASE WHEN v.outcome = 6 THEN hotrow_card_closed(p_card) ELSE v.outcome END, v.time_us, v.new_balance,
+             v.transaction_id, v.actor, v.reference, v.reason
+      FROM hotrow_pay_v5(p_card, p_store, p_amount, p_key, p_fp, p_actor, p_reference, p_reason) v $$;
     -- v0.6.0's point use, kept for instances of 0.6.0-0.7.x still running
     -- beside this one: v0.8.0's with no actor, reference or reason (the
     -- KIND trigger makes the row's actor anonymous, as the migration did
@@ -413,6 +472,7 @@ Status CreateFunctions(pg::Connection& conn) {
   )sql");
       !s.ok())
     return s;
+  if (Status s = CreatePostgresCardFunctions(conn); !s.ok()) return s;
   return CreatePostgresGrantFunctions(conn);
 }
 }  // namespace

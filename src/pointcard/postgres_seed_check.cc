@@ -103,6 +103,15 @@ Status SeedPostgresPointCard(pg::Connection& conn, const SeedOptions& options,
     log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
     return s;
   }
+  // Issued cards (POST /cards) take their ids after the seeded ones.
+  if (s.ok())
+    s = conn.Exec(
+        "SELECT setval('S_ACCOUNT_CARD_ID_SEQ', COALESCE((SELECT MAX(CARD_ID) FROM S_ACCOUNT), 1), "
+        "EXISTS (SELECT 1 FROM S_ACCOUNT))");
+  if (!s.ok()) {
+    log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
+    return s;
+  }
   if (Status c = conn.Exec("COMMIT"); !c.ok()) return c;
   return conn.Exec("ANALYZE S_ACCOUNT; ANALYZE H_TRANSACTION; ANALYZE M_STORE;");
 }
@@ -112,11 +121,18 @@ namespace {
 // Invariant 8 (check.h) for one window, as on SQLite (check.cc): each
 // card's bonus, and what the grant gave it, in card order; times in
 // microseconds.
-constexpr const char* kGrantExpected = R"sql(
+// A card closed before the grant applied ($6) is owed nothing (point-card
+// schema 3: `closable`).
+std::string GrantExpectedSql(bool closable) {
+  return std::string(R"sql(
   SELECT h.CARD_ID, SUM(h.AMOUNT)::bigint * $1::int / 100 FROM H_TRANSACTION h
   WHERE h.KIND = 'charge' AND h.PAYMENT_TIME >= hotrow_ts($2) AND h.PAYMENT_TIME < hotrow_ts($3)
-    AND h.CARD_ID >= $4 AND h.CARD_ID <= $5 AND EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID)
-  GROUP BY h.CARD_ID HAVING SUM(h.AMOUNT)::bigint * $1::int / 100 > 0 ORDER BY h.CARD_ID)sql";
+    AND h.CARD_ID >= $4 AND h.CARD_ID <= $5 AND EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID))sql") +
+         (closable ? " AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID AND a.STATUS = 'closed' "
+                     "AND a.CLOSED_TIME < hotrow_ts($6))"
+                   : " AND $6::bigint IS NOT NULL") +
+         " GROUP BY h.CARD_ID HAVING SUM(h.AMOUNT)::bigint * $1::int / 100 > 0 ORDER BY h.CARD_ID";
+}
 constexpr const char* kGrantDelivered = R"sql(
   SELECT CARD_ID, SUM(PTS)::bigint, SUM(PENDING)::bigint FROM (
     SELECT CARD_ID, AMOUNT AS PTS, 0 AS PENDING FROM H_TRANSACTION
@@ -129,7 +145,7 @@ constexpr const char* kGrantDelivered = R"sql(
 // The end of a window that runs on: hotrow_ts of INT64_MAX would overflow.
 constexpr int64_t kWindowEndMaxUs = kHistoryCursorMaxUs;
 
-Status CheckPostgresGrants(pg::Connection& conn, const CheckScope& scope, CheckReport& report) {
+Status CheckPostgresGrants(pg::Connection& conn, const CheckScope& scope, bool closable, CheckReport& report) {
   auto list = conn.Query(
       "SELECT GRANT_ID, STATE, hotrow_us(GRANT_TIME), hotrow_us(COALESCE(APPLIED_TIME, GRANT_TIME)), "
       "hotrow_us(FROM_TIME), hotrow_us(TO_TIME), RATE_PERCENT, CARDS, POINTS FROM P_GRANT "
@@ -157,8 +173,9 @@ Status CheckPostgresGrants(pg::Connection& conn, const CheckScope& scope, CheckR
   }
   for (const GrantWindow& w : windows.windows) {
     int64_t end = std::min(w.window_end_us, kWindowEndMaxUs);
-    auto e = conn.Query(kGrantExpected, {text(w.grant.rate_percent), text(w.grant.from_us), text(w.grant.to_us),
-                                         text(scope.card_first), text(scope.card_last)});
+    auto e = conn.Query(GrantExpectedSql(closable),
+                        {text(w.grant.rate_percent), text(w.grant.from_us), text(w.grant.to_us), text(scope.card_first),
+                         text(scope.card_last), text(w.grant.applied_us)});
     if (!e.ok()) return e.status();
     auto d = conn.Query(kGrantDelivered, {text(w.grant.applied_us), text(end), text(w.grant.grant_id),
                                           text(scope.card_first), text(scope.card_last)});
@@ -226,6 +243,17 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "'key:_%') OR (KIND = 'grant') <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
        "OR strpos(REFERENCE, ' ') > 0 OR length(REASON) NOT BETWEEN 1 AND 200 OR strpos(REASON, chr(10)) > 0 "
        "OR strpos(REASON, chr(13)) > 0 OR REFUND_OF IS NOT NULL) ORDER BY CARD_ID"},
+      {"card state",
+       "SELECT CARD_ID, 'has STATUS ' || COALESCE(STATUS, 'NULL') || ', CLOSED_TIME ' || "
+       "COALESCE(CLOSED_TIME::text, 'NULL') || ', EXTERNAL_REF ' || COALESCE(length(EXTERNAL_REF) || ' character(s)', "
+       "'none') FROM S_ACCOUNT WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND (STATUS IS NULL OR STATUS NOT IN ('active', "
+       "'closed') OR (STATUS = 'closed') <> (CLOSED_TIME IS NOT NULL) OR length(EXTERNAL_REF) NOT BETWEEN 1 AND 64 "
+       "OR strpos(EXTERNAL_REF, ' ') > 0) ORDER BY CARD_ID"},
+      {"closed card",
+       "SELECT h.CARD_ID, 'has a ' || h.KIND || ' at ' || h.PAYMENT_TIME || ', after its close at ' || a.CLOSED_TIME "
+       "FROM S_ACCOUNT a JOIN H_TRANSACTION h ON h.CARD_ID = a.CARD_ID AND h.PAYMENT_TIME > a.CLOSED_TIME "
+       "AND h.CARD_ID >= $1 AND h.CARD_ID <= $2 WHERE a.STATUS = 'closed' AND a.CARD_ID >= $1 AND a.CARD_ID <= $2 "
+       "AND h.KIND IN ('payment', 'charge') ORDER BY h.CARD_ID"},
       {"orphan credit",
        "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || ' to a card that does not exist' FROM P_GRANT_CREDIT c "
        "WHERE c.CARD_ID >= $1 AND c.CARD_ID <= $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
@@ -250,8 +278,19 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
     log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
     return numbered.status();
   }
+  // Card states from point-card schema 3 on.
+  auto closable = conn.Query(
+      "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+      "AND table_name = 's_account' AND column_name = 'status'");
+  if (!closable.ok()) {
+    log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
+    return closable.status();
+  }
+  const bool has_states = closable->Int(0, 0) > 0;
   for (const auto& p : probes) {
     if (std::string_view(p.kind) == "row fields" && numbered->Int(0, 0) == 0) continue;
+    if ((std::string_view(p.kind) == "card state" || std::string_view(p.kind) == "closed card") && !has_states)
+      continue;
     auto rows = conn.Query(p.sql, bounds);
     if (!rows.ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
@@ -260,7 +299,7 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
     for (int i = 0; i < rows->size(); ++i)
       add(p.kind, "card " + std::string(rows->Text(i, 0)) + " " + std::string(rows->Text(i, 1)));
   }
-  if (Status s = CheckPostgresGrants(conn, scope, report); !s.ok()) {
+  if (Status s = CheckPostgresGrants(conn, scope, has_states, report); !s.ok()) {
     log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
     return s;
   }

@@ -85,14 +85,7 @@ constexpr pg::NamedSql kLockCard{"pointcard_lock_card", "SELECT pg_advisory_lock
 constexpr pg::NamedSql kUnlockCard{"pointcard_unlock_card", "SELECT pg_advisory_unlock($1::int, $2::int)"};
 constexpr pg::NamedSql kPay{"pointcard_pay",
                             "SELECT outcome, time_us, new_balance, transaction_id, actor, reference, reason "
-                            "FROM hotrow_pay_v4($1, $2, $3, $4, $5, $6, $7, $8)"};
-// One statement, one snapshot: the balance and an applied grant's credit
-// not folded yet (the fold moves one into the other in one transaction).
-constexpr pg::NamedSql kSelectCard{"pointcard_card", R"(
-  SELECT a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE),
-         COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID
-                   WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0)
-  FROM S_ACCOUNT a WHERE a.CARD_ID = $1)"};
+                            "FROM hotrow_pay_v5($1, $2, $3, $4, $5, $6, $7, $8)"};
 // One statement, one snapshot: the card's existence and its balance at a
 // time (its newest row at or before it, by the card index).
 constexpr pg::NamedSql kSelectBalanceAt{"pointcard_balance_at", R"(
@@ -116,6 +109,8 @@ constexpr pg::NamedSql kSelectGrant{"pointcard_grant_info", R"(
   FROM P_GRANT WHERE GRANT_ID = $1 AND STATE <> 'staging')"};
 // Maintenance, not a request: without the request statement_timeout.
 constexpr pg::NamedSql kPurgeKeys{"pointcard_purge_keys", "DELETE FROM P_IDEMPOTENCY WHERE CREATED < hotrow_ts($1)"};
+constexpr pg::NamedSql kPurgeRequestKeys{"pointcard_purge_request_keys",
+                                         "DELETE FROM P_REQUEST_KEY WHERE CREATED < hotrow_ts($1)"};
 
 }  // namespace
 
@@ -124,9 +119,11 @@ constexpr pg::NamedSql kPurgeKeys{"pointcard_purge_keys", "DELETE FROM P_IDEMPOT
 void PostgresPointCardStore::Purge() {
   pool_.Submit([](Result<pg::Connection*> c) {
     if (!c.ok()) return log::Warn("idempotency purge skipped (the next pass retries): {}", c.status().ToString());
+    const std::string cutoff = std::to_string(NowUs() - kIdempotencyRetentionUs);
     auto done = (*c)->Pipeline({{"BEGIN"},
                                 {"SET LOCAL statement_timeout = 0"},
-                                {kPurgeKeys, {std::to_string(NowUs() - kIdempotencyRetentionUs)}},
+                                {kPurgeKeys, {cutoff}},
+                                {kPurgeRequestKeys, {cutoff}},
                                 {"COMMIT"}});
     const Status& s = done.status();
     if (s.ok()) return;
@@ -163,21 +160,6 @@ Status PostgresPointCardStore::LoadStores(std::vector<StoreInfo>* out) {
                              .latitude = rows->Double(i, 5),
                              .longitude = rows->Double(i, 6)});
   return Status::Ok();
-}
-
-void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
-  pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
-    if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(kSelectCard, {std::to_string(card_id)});
-    if (!rows.ok()) return done(rows.status());
-    if (rows->empty()) return done(NoSuchCard(card_id));
-    int64_t pending = rows->Int(0, 3);
-    done(Card{.card_id = card_id,
-              .balance = rows->Int(0, 0) + pending,
-              .region_id = rows->Int(0, 1),
-              .last_update_us = rows->Int(0, 2),
-              .pending_points = pending});
-  });
 }
 
 void PostgresPointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) {
@@ -245,7 +227,7 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
 
 namespace {
 
-// The outcome column of hotrow_pay_v4 (the numbers are the SQL function's
+// The outcome column of hotrow_pay_v5 (the numbers are the SQL function's
 // contract, written beside it in postgres_schema.cc).
 //
 // Why the payment rule exists twice, here in PL/pgSQL and in C++ in
@@ -256,7 +238,7 @@ namespace {
 // batch transaction, where a round trip costs nothing. The contract suite
 // (tests/contract/pointcard_contract.cc) runs the same cases against both:
 // refusal, replay, mismatch, unknown card, the balance after each.
-enum class PayResult : int64_t { kOk = 0, kRefused, kNoCard, kMismatch, kReplayed, kReplayedRefused };
+enum class PayResult : int64_t { kOk = 0, kRefused, kNoCard, kMismatch, kReplayed, kReplayedRefused, kClosed };
 
 constexpr int kTries = 3;
 
@@ -286,6 +268,8 @@ namespace {
 // docs/pointcard.md): 25% of payments answered 503 after three tries
 // before, none after.
 constexpr int64_t kCardLockSpace = 72720004;  // advisory lock key space: (this, card id)
+
+}  // namespace
 
 // `call` in one SERIALIZABLE transaction behind the card's advisory lock,
 // with S_ACCOUNT locked ROW EXCLUSIVE (the grant's EXCLUSIVE waits for it).
@@ -320,8 +304,6 @@ Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::N
   return std::move((*results[1])[2]);
 }
 
-}  // namespace
-
 void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) {
   pool_.Submit([p = std::move(p), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
@@ -347,12 +329,13 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     if (!rows.ok()) return done(rows.status());
     auto outcome = static_cast<PayResult>(rows->Int(0, 0));
     if (outcome == PayResult::kNoCard) return done(NoSuchCard(p.card_id));
+    if (outcome == PayResult::kClosed) return done(CardIsClosed(p.card_id));
     if (outcome == PayResult::kMismatch)
       return done(Status(ErrorCode::kIdempotencyMismatch,
                          "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",
                          "Idempotency-Key"));
     if (outcome < PayResult::kOk || outcome > PayResult::kReplayedRefused)
-      return done(Status::Internal("hotrow_pay_v4 answered outcome " + std::to_string(rows->Int(0, 0))));
+      return done(Status::Internal("hotrow_pay_v5 answered outcome " + std::to_string(rows->Int(0, 0))));
     PaymentOutcome out;
     out.replayed = outcome == PayResult::kReplayed || outcome == PayResult::kReplayedRefused;
     out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;

@@ -126,6 +126,9 @@ class PostgresPointCardStore final : public PointCardStore {
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
+  void CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) override;
+  void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) override;
+  void CloseCard(CardClose close, std::string fingerprint, std::function<void(Result<Card>)> done) override;
   void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) override;
   void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) override;
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
@@ -185,6 +188,13 @@ class PostgresPointCardStore final : public PointCardStore {
 Status CreatePostgresGrantFunctions(db::pg::Connection& conn);
 // Payments' and grants' retry wait: 1-10 ms jittered, doubling.
 void RetryBackoff(int attempt);
+// `call` in one SERIALIZABLE transaction behind the card's advisory lock
+// (every writer of one card queues there, across instances), with
+// S_ACCOUNT locked ROW EXCLUSIVE; its rows.
+Result<db::pg::Rows> RunSerializable(db::pg::Connection& c, int64_t card_id, const db::pg::NamedSql& call,
+                                     const std::vector<db::pg::Param>& params);
+// postgres_cards.cc: issuing and closing cards, (re)created at every start.
+Status CreatePostgresCardFunctions(db::pg::Connection& conn);
 
 // postgres_schema.cc: tables, migrations and functions, under the schema
 // lock (on one connection, or on one of the pool's at start-up).

@@ -72,8 +72,9 @@ std::optional<std::string> IdempotencyKey(const Request& req) {
 }
 
 Status InsufficientBalance(const PaymentOutcome& o) {
-  return {ErrorCode::kInsufficientBalance, "card " + std::to_string(o.row.card_id) + " has a balance of " +
-                                               std::to_string(o.row.balance) + "; a payment of " +
+  // Names `available` (balance - held): what a payment may take.
+  return {ErrorCode::kInsufficientBalance, "card " + std::to_string(o.row.card_id) + " has " +
+                                               std::to_string(o.row.balance) + " point(s) available; a payment of " +
                                                std::to_string(-o.row.amount) + " does not fit"};
 }
 
@@ -158,6 +159,37 @@ void Pay(PointCardService& service, const AdminAuth& admin, Request& req, Respon
   });
 }
 
+void WriteCard(JsonWriter& w, const Card& c) {
+  char time[kTimeTextMax];
+  w.StartObject();
+  w.Field("cardId", c.card_id);
+  w.Field("regionId", c.region_id);
+  if (c.external_ref) w.Field("externalRef", *c.external_ref);
+  w.Field("status", c.status);
+  w.Field("balance", c.balance);
+  // Holds come with the holds: nothing is held yet.
+  w.Field("held", int64_t{0});
+  w.Field("available", c.balance);
+  w.Field("lastUpdate", std::string_view(time, FormatTimeTo(c.last_update_us, time)));
+  w.Field("pendingPoints", c.pending_points);
+  if (c.closed_at_us) w.Field("closedAt", FormatTime(*c.closed_at_us));
+  w.EndObject();
+}
+
+// A card in its own body, with `status`, and Idempotent-Replayed for a
+// replay.
+auto CardAnswer(Responder responder, int status) {
+  return [responder, status](Result<Card> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    res.status = status;
+    JsonWriter w(res.body);
+    WriteCard(w, *r);
+    if (r->replayed) res.AddHeader("Idempotent-Replayed", "true");
+    responder.Send(std::move(res));
+  };
+}
+
 // GET /api/v1/cards/{id}?asOf=<RFC 3339>: the balance at a time.
 void BalanceAt(PointCardService& service, int64_t card_id, std::string_view as_of, Responder responder) {
   auto t = ParseTime(as_of);
@@ -189,16 +221,60 @@ void GetCard(PointCardService& service, Request& req, Responder responder) {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res = http::ResponseWithBody(std::move(body), 200);
     JsonWriter w(res.body);
-    char time[kTimeTextMax];
+    WriteCard(w, *r);
+    responder.Send(std::move(res));
+  });
+}
+
+// POST /api/v1/cards (admin): a new card.
+void CreateCard(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return responder.Send(Error(body.status()));
+  if (Status s = body->OnlyFields({"regionId", "externalRef"}); !s.ok()) return responder.Send(Error(s));
+  auto region = body->Integer("regionId", 1, INT64_MAX);
+  if (!region.ok()) return responder.Send(Error(region.status()));
+  auto ref = OptionalText(*body, "externalRef");
+  if (!ref.ok()) return responder.Send(Error(ref.status()));
+  NewCard card{.region_id = *region, .external_ref = std::move(ref).value(), .idempotency_key = IdempotencyKey(req)};
+  service.CreateCard(std::move(card), CardAnswer(std::move(responder), 201));
+}
+
+// GET /api/v1/cards?externalRef=: the card with that reference, in a list
+// of at most one.
+void FindCard(PointCardService& service, const Request& req, Responder responder) {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  auto ref = query->Get("externalRef");
+  if (!ref)
+    return responder.Send(Error(Status::InvalidField(
+        "externalRef", "give externalRef=<the retailer's id>; GET /api/v1/cards/{cardId} reads a card by its id")));
+  service.FindCard(std::string(*ref), [responder](Result<std::optional<Card>> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    JsonWriter w(res.body);
     w.StartObject();
-    w.Field("cardId", r->card_id);
-    w.Field("balance", r->balance);
-    w.Field("regionId", r->region_id);
-    w.Field("lastUpdate", std::string_view(time, FormatTimeTo(r->last_update_us, time)));
-    w.Field("pendingPoints", r->pending_points);
+    w.Key("cards");
+    w.StartArray();
+    if (*r) WriteCard(w, **r);
+    w.EndArray();
     w.EndObject();
     responder.Send(std::move(res));
   });
+}
+
+// POST /api/v1/cards/{cardId}/close (admin): no body, or {}.
+void CloseCard(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto card = PathId(req, "cardId");
+  if (!card.ok()) return responder.Send(Error(card.status()));
+  if (!req.body.empty()) {
+    auto body = http::JsonObject::Parse(req.body);
+    if (!body.ok()) return responder.Send(Error(body.status()));
+    if (Status s = body->OnlyFields({}); !s.ok()) return responder.Send(Error(s));
+  }
+  service.CloseCard(CardClose{.card_id = *card, .idempotency_key = IdempotencyKey(req)},
+                    CardAnswer(std::move(responder), 200));
 }
 
 void History(PointCardService& service, const Request& req, Responder responder) {
@@ -409,6 +485,15 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
       [&service, &admin](Request& req, Responder res) { Pay(service, admin, req, std::move(res)); }, BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/transactions", bind(History));
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
+  router.Add(
+      Method::kPost, "/api/v1/cards",
+      [&service, &admin](Request& req, Responder res) { CreateCard(service, admin, req, std::move(res)); },
+      BodyPolicy::kJson);
+  router.Add(Method::kGet, "/api/v1/cards", bind(FindCard));
+  router.Add(
+      Method::kPost, "/api/v1/cards/{cardId}/close",
+      [&service, &admin](Request& req, Responder res) { CloseCard(service, admin, req, std::move(res)); },
+      BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
   router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
   router.Add(Method::kGet, "/api/v1/stores/{storeId}", bind(GetStore));

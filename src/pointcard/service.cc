@@ -73,15 +73,16 @@ namespace {
 // sequence). Every other default-ignorable code point is refused (Hangul
 // fillers, zero-width spaces, U+034F, a selector after a letter), so two
 // references that look the same are the same bytes.
-Status CheckReference(std::string_view v) {
-  const TextRule rule{.field = "reference", .code_points_max = kReferenceLengthMax, .trimmed = true};
+// An external reference (a card's) follows the same rule.
+Status CheckReference(std::string_view v, const char* field = "reference") {
+  const TextRule rule{.field = field, .code_points_max = kReferenceLengthMax, .trimmed = true};
   if (Status s = CheckUserText(v, rule); !s.ok()) return s;
   uint32_t previous = 0;
   bool after_emoji = false;  // an emoji, then perhaps its selector or skin tone
   for (size_t i = 0; i < v.size();) {
     const bool first = i == 0;
     auto cp = NextCodePoint(v, &i);
-    if (!cp) return Status::InvalidField("reference", "reference must be valid UTF-8");
+    if (!cp) return Status::InvalidField(field, std::string(field) + " must be valid UTF-8");
     bool ok;
     if (*cp == 0x200D)
       ok = after_emoji;
@@ -90,8 +91,8 @@ Status CheckReference(std::string_view v) {
     else
       ok = IsVisible(*cp) && !IsDefaultIgnorable(*cp);
     if (!ok)
-      return Status::InvalidField("reference", "reference must be 1 to " + std::to_string(kReferenceLengthMax) +
-                                                   " visible characters, with no space");
+      return Status::InvalidField(field, std::string(field) + " must be 1 to " + std::to_string(kReferenceLengthMax) +
+                                             " visible characters, with no space");
     after_emoji = IsPictographic(*cp) ||
                   (after_emoji &&
                    (IsVariationSelector(*cp) || u_hasBinaryProperty(static_cast<UChar32>(*cp), UCHAR_EMOJI_MODIFIER)));
@@ -138,6 +139,39 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
     AppendText(fingerprint, "reason", p.reason);
   }
   store_.Pay(std::move(p), std::move(fingerprint), std::move(done));
+}
+
+void PointCardService::CreateCard(NewCard card, std::function<void(Result<Card>)> done) {
+  if (card.external_ref) {
+    if (Status s = CheckReference(*card.external_ref, "externalRef"); !s.ok()) return done(s);
+  }
+  if (card.idempotency_key) {
+    if (Status s = ValidateIdempotencyKey(*card.idempotency_key); !s.ok()) return done(s);
+  }
+  bool known = false;
+  for (const auto& r : regions_) known = known || r.region_id == card.region_id;
+  if (!known)
+    return done(Status::InvalidField(
+        "regionId", "no region with id " + std::to_string(card.region_id) + " (GET /api/v1/regions lists them)"));
+  std::string fingerprint;
+  if (card.idempotency_key) {
+    fingerprint = "card region=" + std::to_string(card.region_id);
+    AppendText(fingerprint, "externalRef", card.external_ref);
+  }
+  store_.CreateCard(std::move(card), std::move(fingerprint), std::move(done));
+}
+
+void PointCardService::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {
+  if (Status s = CheckReference(external_ref, "externalRef"); !s.ok()) return done(s);
+  store_.FindCard(std::move(external_ref), std::move(done));
+}
+
+void PointCardService::CloseCard(CardClose close, std::function<void(Result<Card>)> done) {
+  if (close.idempotency_key) {
+    if (Status s = ValidateIdempotencyKey(*close.idempotency_key); !s.ok()) return done(s);
+  }
+  // No payment's fingerprint starts so ("pay ...").
+  store_.CloseCard(std::move(close), "close", std::move(done));
 }
 
 void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutcome>)> done) {

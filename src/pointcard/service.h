@@ -51,6 +51,14 @@ class PointCardService final : public DomainService {
   void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done);
   static constexpr int64_t kAsOfSettleDefaultUs = 10'000'000;
   void set_as_of_settle_us(int64_t us) { as_of_settle_us_ = us; }
+  // POST /api/v1/cards: regionId a known region (invalid_field), externalRef
+  // an identifier as a payment's reference is (1-64 visible code points, no
+  // space).
+  void CreateCard(NewCard card, std::function<void(Result<Card>)> done);
+  // GET /api/v1/cards?externalRef=: the card, or nullopt.
+  void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done);
+  // POST /api/v1/cards/{id}/close (admin; routes.cc checks the token).
+  void CloseCard(CardClose close, std::function<void(Result<Card>)> done);
   // limit 1-100.
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done);

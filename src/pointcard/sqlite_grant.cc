@@ -229,12 +229,30 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
             if (!folding.ok()) return folding.status();
             if (*folding > 0) return Applied{{}, true};
             if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // decided here, on the writer
+            // Cards closed while the grant staged get nothing (their
+            // closed-card index: a few rows).
+            auto dropped = c.Prepare(
+                "SELECT COUNT(*), COALESCE(SUM(c.POINTS), 0) FROM S_ACCOUNT a JOIN P_GRANT_CREDIT c "
+                "ON c.CARD_ID = a.CARD_ID AND c.GRANT_ID = ?1 WHERE a.STATUS = 'closed'");
+            if (!dropped.ok()) return dropped.status();
+            auto found = dropped->Bind(1, grant_id).Step();
+            if (!found.ok()) return found.status();
+            const int64_t dropped_cards = dropped->Int(0), dropped_points = dropped->Int(1);
+            if (Status s = dropped->Run(); !s.ok()) return s;
+            if (dropped_cards > 0) {
+              auto drop = c.Prepare(
+                  "DELETE FROM P_GRANT_CREDIT WHERE GRANT_ID = ?1 AND CARD_ID IN "
+                  "(SELECT CARD_ID FROM S_ACCOUNT WHERE STATUS = 'closed')");
+              if (!drop.ok()) return drop.status();
+              if (Status s = drop->Bind(1, grant_id).Run(); !s.ok()) return s;
+            }
+            const int64_t kept_cards = cards - dropped_cards, kept_points = points - dropped_points;
             int64_t now = NextTime();
             auto q = c.Prepare(
                 "UPDATE P_GRANT SET STATE = 'applied', APPLIED_TIME = ?1, CARDS = ?2, POINTS = ?3, QUERY_MS = ?4, "
                 "UPDATE_MS = ?5, IDEMPOTENCY_KEY = ?6, FINGERPRINT = ?7 WHERE GRANT_ID = ?8 AND STATE = 'staging'");
             if (!q.ok()) return q.status();
-            q->Bind(1, now).Bind(2, cards).Bind(3, points).BindDouble(4, query_ms).BindDouble(5, update_ms);
+            q->Bind(1, now).Bind(2, kept_cards).Bind(3, kept_points).BindDouble(4, query_ms).BindDouble(5, update_ms);
             if (request.idempotency_key)
               q->Bind(6, *request.idempotency_key).Bind(7, fingerprint);
             else
@@ -243,7 +261,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
             if (c.Changes() != 1) return Status::Internal("grant " + std::to_string(grant_id) + " is not staging");
             credit_possible_ = true;  // from this op on, point uses fold first
             ++credit_epoch_;
-            return Applied{{grant_id, cards, points, query_ms, update_ms, 0, false}, false};
+            return Applied{{grant_id, kept_cards, kept_points, query_ms, update_ms, 0, false}, false};
           },
           answer));
     });

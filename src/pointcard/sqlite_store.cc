@@ -162,6 +162,29 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                  AND H_TRANSACTION.STORE_ID = n.S;
                                CREATE UNIQUE INDEX H_TRANSACTION_ID ON H_TRANSACTION (TRANSACTION_ID);
                              )sql"},
+                             // 3 (v0.9.0): cards a retailer issues and closes.
+                             //  - S_ACCOUNT: EXTERNAL_REF (the retailer's id, unique), STATUS
+                             //    (active, closed) and CLOSED_TIME; the closed cards' index is
+                             //    what a grant's apply reads (their staged credit is dropped).
+                             //  - P_REQUEST_KEY: the idempotency keys of POST /cards, scoped to
+                             //    the route, with the id of what they made.
+                             {.sql = R"sql(
+                               ALTER TABLE S_ACCOUNT ADD COLUMN EXTERNAL_REF TEXT;
+                               ALTER TABLE S_ACCOUNT ADD COLUMN STATUS TEXT NOT NULL DEFAULT 'active';
+                               ALTER TABLE S_ACCOUNT ADD COLUMN CLOSED_TIME INTEGER;
+                               CREATE UNIQUE INDEX S_ACCOUNT_EXTERNAL_REF ON S_ACCOUNT (EXTERNAL_REF)
+                                 WHERE EXTERNAL_REF IS NOT NULL;
+                               CREATE INDEX S_ACCOUNT_CLOSED ON S_ACCOUNT (CARD_ID) WHERE STATUS = 'closed';
+                               CREATE TABLE P_REQUEST_KEY (
+                                 ROUTE       TEXT    NOT NULL,
+                                 KEY         TEXT    NOT NULL,
+                                 FINGERPRINT TEXT    NOT NULL,
+                                 CREATED     INTEGER NOT NULL,
+                                 RESULT_ID   INTEGER NOT NULL,
+                                 PRIMARY KEY (ROUTE, KEY)
+                               ) WITHOUT ROWID;
+                               CREATE INDEX P_REQUEST_KEY_CREATED ON P_REQUEST_KEY (CREATED);
+                             )sql"},
                          },
                          "point card");
 }
@@ -311,28 +334,6 @@ Status SqlitePointCardStore::LoadStores(std::vector<StoreInfo>* out) {
     out->push_back({q->Int(0), std::string(q->Text(1)), std::string(q->Text(2)), std::string(q->Text(3)), q->Int(4),
                     q->Double(5), q->Double(6)});
   }
-}
-
-void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
-  auto conn = db_.Reader();
-  if (!conn.ok()) return done(conn.status());
-  // One statement, one snapshot: the balance and the applied credit.
-  auto q = (*conn)->Prepare(
-      "SELECT a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "
-      "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
-      "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') "
-      "FROM S_ACCOUNT a WHERE a.CARD_ID = ?1");
-  if (!q.ok()) return done(q.status());
-  q->Bind(1, card_id);
-  auto row = q->Step();
-  if (!row.ok()) return done(row.status());
-  if (!*row) return done(NoSuchCard(card_id));
-  Card card{.card_id = card_id,
-            .balance = q->Int(0) + q->Int(3),
-            .region_id = q->Int(1),
-            .last_update_us = q->Int(2),
-            .pending_points = q->Int(3)};
-  done(card);
 }
 
 void SqlitePointCardStore::BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) {
@@ -491,11 +492,12 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
     if (!earlier.ok()) return earlier.status();
     if (*earlier) return **earlier;
   }
-  auto read = c.Prepare("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = ?1");
+  auto read = c.Prepare("SELECT BALANCE, STATUS FROM S_ACCOUNT WHERE CARD_ID = ?1");
   if (!read.ok()) return read.status();
   auto row = read->Bind(1, p.card_id).Step();
   if (!row.ok()) return row.status();
   if (!*row) return NoSuchCard(p.card_id);
+  if (read->Text(1) != kCardActive) return CardIsClosed(p.card_id);
   int64_t balance = read->Int(0);
   if (Status s = read->Run(); !s.ok()) return s;
   int64_t credit = 0;
@@ -581,9 +583,12 @@ void SqlitePointCardStore::Purge() {
   db::sqlite::SubmitCall<db::sqlite::Unit>(
       db_.writer(),
       [cutoff](sqlite::Connection& c) -> Result<db::sqlite::Unit> {
-        auto q = c.Prepare("DELETE FROM P_IDEMPOTENCY WHERE CREATED < ?1");
-        if (!q.ok()) return q.status();
-        if (Status s = q->Bind(1, cutoff).Run(); !s.ok()) return s;
+        for (const char* sql :
+             {"DELETE FROM P_IDEMPOTENCY WHERE CREATED < ?1", "DELETE FROM P_REQUEST_KEY WHERE CREATED < ?1"}) {
+          auto q = c.Prepare(sql);
+          if (!q.ok()) return q.status();
+          if (Status s = q->Bind(1, cutoff).Run(); !s.ok()) return s;
+        }
         return db::sqlite::Unit{};
       },
       [](const Result<db::sqlite::Unit>& r) {

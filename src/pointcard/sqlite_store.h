@@ -95,6 +95,9 @@ class SqlitePointCardStore final : public PointCardStore {
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
+  void CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) override;
+  void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) override;
+  void CloseCard(CardClose close, std::string fingerprint, std::function<void(Result<Card>)> done) override;
   void BalanceAt(int64_t card_id, int64_t as_of_us, std::function<void(Result<BalanceAsOf>)> done) override;
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;

@@ -31,6 +31,21 @@ class PointCardStore {
 
   // not_found for an unknown card.
   virtual void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) = 0;
+  // A new card, balance 0, with the next id (one past the largest on
+  // SQLite; a sequence on PostgreSQL), in one transaction with its key
+  // (P_REQUEST_KEY, route "cards"): a key seen before answers the card it
+  // made (replayed), or idempotency_mismatch for another fingerprint.
+  // already_exists (field externalRef) for an external reference in use.
+  virtual void CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) = 0;
+  // The card with this external reference, if any.
+  virtual void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) = 0;
+  // Closes the card (idempotent: a closed card answers as it is), under its
+  // lock, at a time after its newest row. A grant still staging gives it
+  // nothing: the grant's apply drops the staged credit of every card closed
+  // by then (docs/pointcard.md#closing-a-card). With a key (scoped to the
+  // card, as a payment's) the close is remembered; not_found for an unknown
+  // card.
+  virtual void CloseCard(CardClose close, std::string fingerprint, std::function<void(Result<Card>)> done) = 0;
   // The card's balance at `as_of_us` from its history: the BALANCE of its
   // newest row with PAYMENT_TIME <= as_of_us, 0 when none; one snapshot
   // with the card's existence (not_found).

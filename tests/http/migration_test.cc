@@ -212,7 +212,7 @@ TEST(FromV072, HistoryRowsGetTheirIdsAndActorsAndAreServed) {
     EXPECT_EQ(JsonInt(fresh.body, "transactionId"), rows + 1) << "after every numbered row";
     ASSERT_EQ(p->Stop(), 0);
   }
-  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 2);
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 3) << "schema 2, then 3 (0.9.0's cards)";
   // Numbered 1..rows in primary-key order, each once.
   EXPECT_EQ(QueryOne(cards,
                      "SELECT COUNT(*) FROM (SELECT TRANSACTION_ID, row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, "
@@ -241,6 +241,46 @@ TEST(FromV072, HistoryRowsGetTheirIdsAndActorsAndAreServed) {
   EXPECT_EQ(QueryOne(cards, "SELECT TRANSACTION_ID FROM H_TRANSACTION WHERE CARD_ID = 2 ORDER BY PAYMENT_TIME DESC"),
             rows + 2);
   EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION WHERE ACTOR IS NULL OR TRANSACTION_ID IS NULL"), 0);
+  auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+// A file v0.8.0 made (the last release before point-card migration 3): its
+// cards are active, issued cards take ids after them, a closed card refuses
+// payments, and the checker passes.
+TEST(FromV080, CardsGetTheirStatesAndNewCardsTheNextIds) {
+  TempDir dir;
+  const std::string path = dir.File("hotrow.db"),
+                    fixture = std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.8.0.db";
+  const std::string cards = pointcard::PointCardPath(path);
+  fs::copy_file(fixture, path);
+  fs::copy_file(fixture + ".pointcard.db", cards);
+  ASSERT_EQ(QueryOne(cards, "PRAGMA user_version"), 2) << "the fixture is v0.8.0's";
+  const int64_t seeded = QueryOne(cards, "SELECT COUNT(*) FROM S_ACCOUNT");
+  auto unmigrated = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(unmigrated.exit_code, 0) << "checked as it is, before any 0.9.0 server migrated it: " << unmigrated.output;
+  {
+    auto p = ServerProcess::Start({"--db", "sqlite:" + path, "--admin-token", kTestAdminToken}, dir.File("log"));
+    ASSERT_TRUE(p);
+    HttpClient c(p->port());
+    const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+    auto made = c.Post("/api/v1/cards", R"({"regionId":13,"externalRef":"m-80"})", admin);
+    ASSERT_EQ(made.status, 201) << made.body;
+    EXPECT_EQ(JsonInt(made.body, "cardId"), seeded + 1);
+    auto old = c.Get("/api/v1/cards/1");
+    ASSERT_EQ(old.status, 200);
+    EXPECT_EQ(JsonString(old.body, "status"), "active");
+    auto replay =
+        c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})", {{"Idempotency-Key", "fixture-1"}});
+    EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true") << "v0.8.0's key is still known";
+    ASSERT_EQ(c.Post("/api/v1/cards/2/close", "", admin).status, 200);
+    auto refused = c.Post("/api/v1/cards/2/transactions", R"({"storeId":1,"amount":5})");
+    EXPECT_EQ(refused.status, 409) << refused.body;
+    EXPECT_NE(refused.body.find(R"("code":"card_closed")"), std::string::npos) << refused.body;
+    ASSERT_EQ(p->Stop(), 0);
+  }
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 3);
+  EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM S_ACCOUNT WHERE STATUS = 'closed'"), 1);
   auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }

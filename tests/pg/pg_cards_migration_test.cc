@@ -150,5 +150,67 @@ TEST(PostgresPointCard, ADatabaseOfV072NumbersItsRowsAndKeepsServingOlderInstanc
   service.Stop();
 }
 
+// A database v0.8.0 made (the last release before point-card migration 3):
+// its cards are active with no external reference, issued cards take ids
+// after them, a close holds for every release's payment function (an
+// instance of 0.8.0 or older beside this one gets an error, not a payment),
+// and the checker sees a payment written around it.
+TEST(PostgresPointCard, ADatabaseOfV080GetsCardStatesAndRefusesOlderPaymentsOnClosedCards) {
+  std::string url = RestoreFixture("v0.8.0-postgres.sql");
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 's_account' "
+                  "AND column_name = 'status'"),
+            0)
+      << "the fixture is from before the migration";
+  const int64_t cards = count("SELECT COUNT(*) FROM S_ACCOUNT");
+  auto unmigrated = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(unmigrated.ok()) << "a database no 0.9.0 server has migrated yet: " << unmigrated.status().ToString();
+  EXPECT_TRUE(unmigrated->ok()) << unmigrated->examples.front();
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM S_ACCOUNT WHERE STATUS = 'active' AND EXTERNAL_REF IS NULL"), cards);
+  auto made = Wait<Result<pointcard::Card>>(
+      [&](auto done) { service.CreateCard({.region_id = 13, .external_ref = "m-80"}, done); });
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(made->card_id, cards + 1) << "the sequence starts after the fixture's cards";
+  auto replay = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    service.Pay(pointcard::Payment{1, 1, 700, "fixture-1"}, done);
+  });
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  auto closed = Wait<Result<pointcard::Card>>([&](auto done) { service.CloseCard({.card_id = 2}, done); });
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(closed->status, "closed");
+  const int64_t rows = count("SELECT COUNT(*) FROM H_TRANSACTION WHERE CARD_ID = 2");
+  // Instances of earlier releases still running beside this one.
+  for (const char* call :
+       {"SELECT * FROM hotrow_pay_v4(2, 1, 7, NULL, NULL, 'anonymous', NULL, NULL)",
+        "SELECT * FROM hotrow_pay_v3(2, 1, 7, NULL, NULL)", "SELECT * FROM hotrow_pay_v2(2, 1, -7, NULL, NULL)"}) {
+    auto refused = conn->Exec(call);
+    EXPECT_FALSE(refused.ok()) << call;
+    EXPECT_EQ(refused.sqlstate(), "HR002") << call << ": " << refused.ToString();
+  }
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE CARD_ID = 2"), rows);
+  ASSERT_TRUE(conn->Exec("SELECT * FROM hotrow_pay_v4(3, 1, 7, NULL, NULL, 'anonymous', NULL, NULL)").ok())
+      << "an active card still pays through the older function";
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  // A payment written around the close (a hand edit, or a 0.8.0 binary that
+  // recreated its own functions): invariant 10.
+  ASSERT_TRUE(conn->Exec("INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR) "
+                         "SELECT CLOSED_TIME + interval '1 second', 2, 1, 1, BALANCE + 1, 'charge', 'anonymous' "
+                         "FROM S_ACCOUNT WHERE CARD_ID = 2; UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1, "
+                         "LAST_UPDATE = CLOSED_TIME + interval '1 second' WHERE CARD_ID = 2")
+                  .ok());
+  auto bad = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->violations.count("closed card"), 1u);
+  service.Stop();
+}
+
 }  // namespace
 }  // namespace hotrow::testing

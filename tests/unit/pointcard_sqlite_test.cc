@@ -180,6 +180,25 @@ TEST_F(Checker, FindsAGrantRowNotWrittenBySystemAndAnOverlongReference) {
               "row fields");
 }
 
+// Invariant 10: each card's state.
+TEST_F(Checker, FindsABadCardStateAndAPaymentAfterAClose) {
+  auto [card, time] = CardWithHistory();
+  std::string c = std::to_string(card), where = " WHERE CARD_ID = " + c;
+  ExpectFound("UPDATE S_ACCOUNT SET STATUS = 'frozen'" + where, "card state");
+  ExpectFound("UPDATE S_ACCOUNT SET STATUS = 'closed'" + where, "card state");  // no CLOSED_TIME
+  ASSERT_TRUE(conn_->Exec("UPDATE S_ACCOUNT SET CLOSED_TIME = " + std::to_string(time + 10) + where).ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok()) << "closed after its newest row";
+  ExpectFound("UPDATE S_ACCOUNT SET EXTERNAL_REF = 'two words'" + where, "card state");
+  ASSERT_TRUE(conn_->Exec("UPDATE S_ACCOUNT SET EXTERNAL_REF = 'member-1'" + where).ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  // A charge written around the close.
+  ExpectFound(std::string(kInsertRow) + std::to_string(time + 20) + ", " + c +
+                  ", 1, 5, (SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c + ") + 5, 'charge', " + kNextId +
+                  ", 'anonymous'); UPDATE S_ACCOUNT SET BALANCE = BALANCE + 5, LAST_UPDATE = " +
+                  std::to_string(time + 20) + where,
+              "closed card");
+}
+
 TEST_F(Checker, FindsHistoryOfACardThatDoesNotExist) {
   ExpectFound(std::string(kInsertRow) + "1, 999999, 1, 100, 100, 'charge', " + kNextId + ", 'anonymous')",
               "orphan history");
@@ -364,11 +383,13 @@ TEST_F(CheckerGrant, TheSampledCommandRepeatsAndStopsAtABrokenSnapshot) {
 // id is checked by a whole check. Durations that are not one are refused.
 TEST_F(CheckerGrant, TheSamplesAreCardsWhateverTheirIds) {
   std::string db = "sqlite:" + dir.File("c.db");
-  ASSERT_TRUE(conn_
-                  ->Exec("INSERT INTO S_ACCOUNT VALUES (9223372036854775807, 0, 7, 0); "
-                         "UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1 WHERE CARD_ID = " +
-                         std::to_string(card_))
-                  .ok());
+  ASSERT_TRUE(
+      conn_
+          ->Exec(
+              "INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE) VALUES (9223372036854775807, 0, 7, 0); "
+              "UPDATE S_ACCOUNT SET BALANCE = BALANCE + 1 WHERE CARD_ID = " +
+              std::to_string(card_))
+          .ok());
   auto whole = Report();
   EXPECT_EQ(whole.violations.at("balance"), 1);
   EXPECT_EQ(whole.cards, kContractCards + 1);
@@ -507,8 +528,11 @@ class GrantQuery : public ::testing::Test {
                     .ok());
   }
   void AddCard(int64_t card) {
-    ASSERT_TRUE(
-        db_->writer().connection().Exec("INSERT INTO S_ACCOUNT VALUES (" + std::to_string(card) + ", 0, 1, 0)").ok());
+    ASSERT_TRUE(db_->writer()
+                    .connection()
+                    .Exec("INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE) VALUES (" +
+                          std::to_string(card) + ", 0, 1, 0)")
+                    .ok());
   }
   // The grant of [0, 2) at 10%, and what it added to each of `cards`
   // (-1: no such card).

@@ -1,0 +1,215 @@
+// Cards on PostgreSQL: reading one, issuing one, closing one
+// (postgres_store.h). Both writes run behind an advisory lock in one
+// SERIALIZABLE transaction (RunSerializable): a close behind its card's, as
+// every payment; an issue behind card 0's, so two issues never race for an
+// external reference or a key.
+#include "ops/log.h"
+#include "pointcard/postgres_store.h"
+
+namespace hotrow::pointcard {
+
+namespace pg = db::pg;
+
+Status CreatePostgresCardFunctions(pg::Connection& conn) {
+  return conn.Exec(R"sql(
+    -- Issues a card (v0.9.0). outcome: 0 made, 1 replayed (an earlier
+    -- request with this key made made_id), 2 key mismatch, 3 the external
+    -- reference is taken. The id comes from S_ACCOUNT_CARD_ID_SEQ; one a
+    -- seed of an older release took moves the sequence past every card.
+    CREATE OR REPLACE FUNCTION hotrow_card_create_v1(p_region int, p_ref text, p_key text, p_fp text)
+    RETURNS TABLE (outcome smallint, made_id bigint) LANGUAGE plpgsql SET enable_seqscan = off AS $$
+    DECLARE
+      k P_REQUEST_KEY%ROWTYPE;
+      id bigint;
+      now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
+    BEGIN
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO k FROM P_REQUEST_KEY r WHERE r.ROUTE = 'cards' AND r.KEY = p_key;
+        IF FOUND THEN
+          RETURN QUERY SELECT CASE WHEN k.FINGERPRINT <> p_fp THEN 2::smallint ELSE 1::smallint END, k.RESULT_ID;
+          RETURN;
+        END IF;
+      END IF;
+      IF p_ref IS NOT NULL AND EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.EXTERNAL_REF = p_ref) THEN
+        RETURN QUERY SELECT 3::smallint, NULL::bigint;
+        RETURN;
+      END IF;
+      id := nextval('S_ACCOUNT_CARD_ID_SEQ');
+      IF EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = id) THEN
+        PERFORM setval('S_ACCOUNT_CARD_ID_SEQ', (SELECT MAX(a.CARD_ID) FROM S_ACCOUNT a));
+        id := nextval('S_ACCOUNT_CARD_ID_SEQ');
+      END IF;
+      INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE, EXTERNAL_REF, STATUS)
+        VALUES (id, 0, p_region, now_t, p_ref, 'active');
+      IF p_key IS NOT NULL THEN
+        INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', p_key, p_fp, now_t, id);
+      END IF;
+      RETURN QUERY SELECT 0::smallint, id;
+    END $$;
+
+    -- Closes a card (v0.9.0), under its row lock, at a time after its
+    -- newest row. outcome: 0 closed now, 1 closed already, 2 key mismatch
+    -- (the key is a payment's on this card), 3 no card, 4 a replay of this
+    -- key. A key is kept with the payments' (P_IDEMPOTENCY, no store, no
+    -- amount), so the same key is one request per card whatever it did.
+    CREATE OR REPLACE FUNCTION hotrow_card_close_v1(p_card bigint, p_key text, p_fp text)
+    RETURNS TABLE (outcome smallint) LANGUAGE plpgsql SET enable_seqscan = off AS $$
+    DECLARE
+      k P_IDEMPOTENCY%ROWTYPE;
+      st text;
+      b bigint;
+      v_last timestamp;
+      t timestamp;
+    BEGIN
+      IF p_key IS NOT NULL THEN
+        SELECT * INTO k FROM P_IDEMPOTENCY x WHERE x.CARD_ID = p_card AND x.KEY = p_key;
+        IF FOUND THEN
+          RETURN QUERY SELECT CASE WHEN k.FINGERPRINT <> p_fp THEN 2::smallint ELSE 4::smallint END;
+          RETURN;
+        END IF;
+      END IF;
+      SELECT a.STATUS, a.BALANCE, a.LAST_UPDATE INTO st, b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card
+        FOR UPDATE;
+      IF NOT FOUND THEN
+        RETURN QUERY SELECT 3::smallint;
+        RETURN;
+      END IF;
+      IF st = 'closed' THEN
+        RETURN QUERY SELECT 1::smallint;
+        RETURN;
+      END IF;
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
+      UPDATE S_ACCOUNT SET STATUS = 'closed', CLOSED_TIME = t WHERE CARD_ID = p_card;
+      IF p_key IS NOT NULL THEN
+        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t, 0, 0, b);
+      END IF;
+      RETURN QUERY SELECT 0::smallint;
+    END $$;
+  )sql");
+}
+
+namespace {
+
+// One statement, one snapshot: the balance and an applied grant's credit
+// not folded yet (the fold moves one into the other in one transaction).
+#define HOTROW_SELECT_CARD                                                                                        \
+  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE), "                                          \
+  "COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "               \
+  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0), a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME) " \
+  "FROM S_ACCOUNT a "
+constexpr pg::NamedSql kSelectCard{"pointcard_card", HOTROW_SELECT_CARD "WHERE a.CARD_ID = $1"};
+constexpr pg::NamedSql kSelectCardByRef{"pointcard_card_by_ref", HOTROW_SELECT_CARD "WHERE a.EXTERNAL_REF = $1"};
+#undef HOTROW_SELECT_CARD
+constexpr pg::NamedSql kCreateCard{"pointcard_card_create",
+                                   "SELECT outcome, made_id FROM hotrow_card_create_v1($1, $2, $3, $4)"};
+constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT outcome FROM hotrow_card_close_v1($1, $2, $3)"};
+
+constexpr int kTries = 3;
+
+std::optional<Card> ReadCard(const pg::Rows& rows) {
+  if (rows.empty()) return std::nullopt;
+  int64_t pending = rows.Int(0, 4);
+  Card card{.card_id = rows.Int(0, 0),
+            .balance = rows.Int(0, 1) + pending,
+            .region_id = rows.Int(0, 2),
+            .last_update_us = rows.Int(0, 3),
+            .pending_points = pending};
+  if (!rows.IsNull(0, 5)) card.external_ref = std::string(rows.Text(0, 5));
+  card.status = std::string(rows.Text(0, 6));
+  if (!rows.IsNull(0, 7)) card.closed_at_us = rows.Int(0, 7);
+  return card;
+}
+
+Result<Card> CardById(pg::Connection& c, int64_t card_id) {
+  auto rows = c.Query(kSelectCard, {std::to_string(card_id)});
+  if (!rows.ok()) return rows.status();
+  auto card = ReadCard(*rows);
+  if (!card) return NoSuchCard(card_id);
+  return std::move(*card);
+}
+
+// A card write behind `lock_card`'s lock, retried as payments are.
+Result<pg::Rows> RunCardWrite(pg::Connection& c, int64_t lock_card, const pg::NamedSql& call,
+                              const std::vector<pg::Param>& params) {
+  Result<pg::Rows> rows = Status::Internal("unset");
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    if (attempt > 0) RetryBackoff(attempt);
+    rows = RunSerializable(c, lock_card, call, params);
+    if (rows.ok() || !pg::IsRetryable(rows.status())) break;
+    pg::CountRetry(rows.status());
+  }
+  return rows;
+}
+
+pg::Param Optional(const std::optional<std::string>& v) { return v ? pg::Param(*v) : pg::Param(); }
+
+Status KeyMismatch(const std::string& key, std::string_view scope) {
+  return Status(ErrorCode::kIdempotencyMismatch,
+                "Idempotency-Key '" + key + "' was used for a different request" + std::string(scope),
+                "Idempotency-Key");
+}
+
+}  // namespace
+
+void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
+  pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    done(CardById(**c, card_id));
+  });
+}
+
+void PostgresPointCardStore::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {
+  pool_.Submit([ref = std::move(external_ref), done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows = (*c)->Query(kSelectCardByRef, {ref});
+    if (!rows.ok()) return done(rows.status());
+    done(ReadCard(*rows));
+  });
+}
+
+void PostgresPointCardStore::CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) {
+  pool_.Submit([card = std::move(card), fp = std::move(fingerprint),
+                done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto rows =
+        RunCardWrite(**c, 0, kCreateCard,
+                     {std::to_string(card.region_id), Optional(card.external_ref), Optional(card.idempotency_key), fp});
+    if (!rows.ok()) return done(rows.status());
+    switch (rows->Int(0, 0)) {
+      case 0:
+      case 1: {
+        // Read after the commit: a replay answers the card as it is now.
+        auto made = CardById(**c, rows->Int(0, 1));
+        if (made.ok()) made->replayed = rows->Int(0, 0) == 1;
+        return done(std::move(made));
+      }
+      case 2:
+        return done(KeyMismatch(*card.idempotency_key, ""));
+      case 3:
+        return done(ExternalRefTaken(*card.external_ref));
+      default:
+        return done(Status::Internal("hotrow_card_create_v1 answered outcome " + std::to_string(rows->Int(0, 0))));
+    }
+  });
+}
+
+void PostgresPointCardStore::CloseCard(CardClose close, std::string fingerprint,
+                                       std::function<void(Result<Card>)> done) {
+  pool_.Submit(
+      [close = std::move(close), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
+        if (!c.ok()) return done(c.status());
+        auto rows = RunCardWrite(**c, close.card_id, kCloseCard,
+                                 {std::to_string(close.card_id), Optional(close.idempotency_key), fp});
+        if (!rows.ok()) return done(rows.status());
+        const int64_t outcome = rows->Int(0, 0);
+        if (outcome == 2) return done(KeyMismatch(*close.idempotency_key, " on this card"));
+        if (outcome == 3) return done(NoSuchCard(close.card_id));
+        if (outcome != 0 && outcome != 1 && outcome != 4)
+          return done(Status::Internal("hotrow_card_close_v1 answered outcome " + std::to_string(outcome)));
+        auto card = CardById(**c, close.card_id);
+        if (card.ok()) card->replayed = outcome == 4;
+        done(std::move(card));
+      });
+}
+
+}  // namespace hotrow::pointcard

@@ -1,0 +1,177 @@
+// Cards on SQLite: reading one, issuing one, closing one
+// (sqlite_store.h). Writes run on the writer, each in its op's savepoint.
+#include "pointcard/sqlite_store.h"
+
+namespace hotrow::pointcard {
+
+namespace sqlite = db::sqlite;
+
+namespace {
+
+// A card as reads show it, ?1 selecting it: the balance with its applied
+// credit, one statement, one snapshot.
+constexpr const char* kSelectCard =
+    "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "
+    "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+    "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), a.EXTERNAL_REF, a.STATUS, a.CLOSED_TIME "
+    "FROM S_ACCOUNT a WHERE ";
+
+Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, std::string_view where, int64_t id,
+                                     std::string_view ref) {
+  auto q = conn.Prepare(std::string(kSelectCard).append(where));
+  if (!q.ok()) return q.status();
+  if (ref.empty())
+    q->Bind(1, id);
+  else
+    q->Bind(1, ref);
+  auto row = q->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<Card>();
+  Card card{.card_id = q->Int(0),
+            .balance = q->Int(1) + q->Int(4),
+            .region_id = q->Int(2),
+            .last_update_us = q->Int(3),
+            .pending_points = q->Int(4)};
+  if (!q->IsNull(5)) card.external_ref = std::string(q->Text(5));
+  card.status = std::string(q->Text(6));
+  if (!q->IsNull(7)) card.closed_at_us = q->Int(7);
+  if (Status s = q->Run(); !s.ok()) return s;
+  return std::optional<Card>(std::move(card));
+}
+
+Result<Card> CardById(sqlite::Connection& conn, int64_t card_id) {
+  auto card = ReadCard(conn, "a.CARD_ID = ?1", card_id, {});
+  if (!card.ok()) return card.status();
+  if (!*card) return NoSuchCard(card_id);
+  return std::move(**card);
+}
+
+// The card an earlier POST /cards with this key made, if any.
+Result<std::optional<int64_t>> FindRequestKey(sqlite::Connection& c, std::string_view route, const std::string& key,
+                                              const std::string& fp) {
+  auto q = c.Prepare("SELECT FINGERPRINT, RESULT_ID FROM P_REQUEST_KEY WHERE ROUTE = ?1 AND KEY = ?2");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, route).Bind(2, key).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<int64_t>();
+  if (q->Text(0) != fp)
+    return Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key '" + key + "' was used for a different request",
+                  "Idempotency-Key");
+  int64_t id = q->Int(1);
+  if (Status s = q->Run(); !s.ok()) return s;
+  return std::optional<int64_t>(id);
+}
+
+}  // namespace
+
+void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
+  auto conn = db_.Reader();
+  if (!conn.ok()) return done(conn.status());
+  done(CardById(**conn, card_id));
+}
+
+void SqlitePointCardStore::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {
+  auto conn = db_.Reader();
+  if (!conn.ok()) return done(conn.status());
+  done(ReadCard(**conn, "a.EXTERNAL_REF = ?1", 0, external_ref));
+}
+
+void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) {
+  sqlite::SubmitCall<Card>(
+      db_.writer(),
+      [this, card = std::move(card), fp = std::move(fingerprint)](sqlite::Connection& c) -> Result<Card> {
+        if (card.idempotency_key) {
+          auto earlier = FindRequestKey(c, "cards", *card.idempotency_key, fp);
+          if (!earlier.ok()) return earlier.status();
+          if (*earlier) {
+            auto made = CardById(c, **earlier);
+            if (!made.ok()) return made.status();
+            made->replayed = true;
+            return made;
+          }
+        }
+        if (card.external_ref) {
+          auto taken = c.Prepare("SELECT 1 FROM S_ACCOUNT WHERE EXTERNAL_REF = ?1");
+          if (!taken.ok()) return taken.status();
+          auto row = taken->Bind(1, *card.external_ref).Step();
+          if (!row.ok()) return row.status();
+          if (*row) return ExternalRefTaken(*card.external_ref);
+        }
+        auto last = sqlite::QueryInt(c, "SELECT COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT");
+        if (!last.ok()) return last.status();
+        if (*last == INT64_MAX) return Status::Internal("no card id is left");
+        const int64_t id = *last + 1, now = NextTime();
+        auto insert = c.Prepare(
+            "INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE, EXTERNAL_REF, STATUS) "
+            "VALUES (?1, 0, ?2, ?3, ?4, 'active')");
+        if (!insert.ok()) return insert.status();
+        insert->Bind(1, id).Bind(2, card.region_id).Bind(3, now);
+        if (card.external_ref) insert->Bind(4, *card.external_ref);
+        if (Status s = insert->Run(); !s.ok()) return s;
+        if (card.idempotency_key) {
+          auto key = c.Prepare(
+              "INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', ?1, ?2, ?3, "
+              "?4)");
+          if (!key.ok()) return key.status();
+          if (Status s = key->Bind(1, *card.idempotency_key).Bind(2, fp).Bind(3, now).Bind(4, id).Run(); !s.ok())
+            return s;
+        }
+        return Card{.card_id = id,
+                    .balance = 0,
+                    .region_id = card.region_id,
+                    .last_update_us = now,
+                    .pending_points = 0,
+                    .external_ref = card.external_ref};
+      },
+      std::move(done));
+}
+
+void SqlitePointCardStore::CloseCard(CardClose close, std::string fingerprint, std::function<void(Result<Card>)> done) {
+  sqlite::SubmitCall<Card>(
+      db_.writer(),
+      [this, close = std::move(close), fp = std::move(fingerprint)](sqlite::Connection& c) -> Result<Card> {
+        bool replayed = false;
+        if (close.idempotency_key) {
+          // The payments' keys: the same key on this card for a payment is
+          // another request (its fingerprint differs).
+          auto q = c.Prepare("SELECT FINGERPRINT FROM P_IDEMPOTENCY WHERE CARD_ID = ?1 AND KEY = ?2");
+          if (!q.ok()) return q.status();
+          auto row = q->Bind(1, close.card_id).Bind(2, *close.idempotency_key).Step();
+          if (!row.ok()) return row.status();
+          if (*row && q->Text(0) != fp)
+            return Status(
+                ErrorCode::kIdempotencyMismatch,
+                "Idempotency-Key '" + *close.idempotency_key + "' was used for a different request on this card",
+                "Idempotency-Key");
+          replayed = *row;
+        }
+        auto card = CardById(c, close.card_id);
+        if (!card.ok()) return card.status();
+        card->replayed = replayed;
+        if (replayed || card->status == kCardClosed) return card;
+        const int64_t now = NextTime();
+        auto update = c.Prepare("UPDATE S_ACCOUNT SET STATUS = 'closed', CLOSED_TIME = ?1 WHERE CARD_ID = ?2");
+        if (!update.ok()) return update.status();
+        if (Status s = update->Bind(1, now).Bind(2, close.card_id).Run(); !s.ok()) return s;
+        if (close.idempotency_key) {
+          auto key = c.Prepare(
+              "INSERT INTO P_IDEMPOTENCY (CARD_ID, KEY, FINGERPRINT, CREATED, REFUSED, PAYMENT_TIME, STORE_ID, AMOUNT, "
+              "BALANCE) VALUES (?1, ?2, ?3, ?4, 0, ?4, 0, 0, ?5)");
+          if (!key.ok()) return key.status();
+          if (Status s = key->Bind(1, close.card_id)
+                             .Bind(2, *close.idempotency_key)
+                             .Bind(3, fp)
+                             .Bind(4, now)
+                             .Bind(5, card->balance)
+                             .Run();
+              !s.ok())
+            return s;
+        }
+        card->status = std::string(kCardClosed);
+        card->closed_at_us = now;
+        return card;
+      },
+      std::move(done));
+}
+
+}  // namespace hotrow::pointcard

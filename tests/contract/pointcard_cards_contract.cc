@@ -1,0 +1,219 @@
+// The point-card contract, cards a retailer issues and closes (0.9.0): what
+// every backend must do.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "contract/pointcard_contract.h"
+#include "contract/pointcard_helpers.h"
+
+namespace hotrow::testing {
+
+using pointcard::CardClose;
+using pointcard::NewCard;
+
+namespace {
+
+Result<Card> Issue(pointcard::PointCardService& s, NewCard card) {
+  return Wait<Result<Card>>([&](auto done) { s.CreateCard(std::move(card), done); });
+}
+Result<std::optional<Card>> Find(pointcard::PointCardService& s, const std::string& ref) {
+  return Wait<Result<std::optional<Card>>>([&](auto done) { s.FindCard(ref, done); });
+}
+Result<Card> Close(pointcard::PointCardService& s, int64_t card, std::optional<std::string> key = std::nullopt) {
+  return Wait<Result<Card>>([&](auto done) { s.CloseCard(CardClose{card, std::move(key)}, done); });
+}
+
+}  // namespace
+
+// A new card takes the next id and starts empty and active; its external
+// reference finds it and is unique; a key replays the card it made.
+TEST_P(PointCardContract, IssuedCardsStartEmptyAndAreFoundByTheirExternalReference) {
+  auto made = Issue(*service, {.region_id = 13, .external_ref = "member-0001"});
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(made->card_id, kContractCards + 1) << "after every seeded card";
+  EXPECT_EQ(made->region_id, 13);
+  EXPECT_EQ(made->external_ref, "member-0001");
+  EXPECT_EQ(made->status, "active");
+  EXPECT_EQ(made->balance, 0);
+  EXPECT_FALSE(made->closed_at_us);
+  EXPECT_FALSE(made->replayed);
+  auto read = GetCard(*service, made->card_id);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->external_ref, "member-0001");
+  EXPECT_EQ(read->status, "active");
+  EXPECT_EQ(read->last_update_us, made->last_update_us);
+  auto found = Find(*service, "member-0001");
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_TRUE(*found);
+  EXPECT_EQ((*found)->card_id, made->card_id);
+  auto none = Find(*service, "member-9999");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none);
+  EXPECT_EQ(GetCard(*service, 1)->status, "active") << "seeded cards are active";
+  EXPECT_FALSE(GetCard(*service, 1)->external_ref);
+
+  auto twin = Issue(*service, {.region_id = 1, .external_ref = "member-0001"});
+  EXPECT_EQ(twin.status().code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(twin.status().field(), "externalRef");
+  EXPECT_EQ(Issue(*service, {.region_id = 48}).status().field(), "regionId");
+  EXPECT_EQ(Issue(*service, {.region_id = 1, .external_ref = "two words"}).status().field(), "externalRef");
+  EXPECT_EQ(Issue(*service, {.region_id = 1, .external_ref = ""}).status().field(), "externalRef");
+  EXPECT_EQ(Find(*service, "").status().field(), "externalRef");
+
+  // Without a reference, and with a key: the key replays the card.
+  auto keyed = Issue(*service, {.region_id = 2, .idempotency_key = "issue-1"});
+  ASSERT_TRUE(keyed.ok()) << keyed.status().ToString();
+  EXPECT_EQ(keyed->card_id, made->card_id + 1) << "a refused issue takes no id";
+  EXPECT_FALSE(keyed->external_ref);
+  auto again = Issue(*service, {.region_id = 2, .idempotency_key = "issue-1"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->card_id, keyed->card_id);
+  EXPECT_EQ(Issue(*service, {.region_id = 3, .idempotency_key = "issue-1"}).status().code(),
+            ErrorCode::kIdempotencyMismatch);
+  // The key is the route's, not a card's: a payment may use it too.
+  ASSERT_TRUE(Pay(*service, keyed->card_id, 1, 100, std::string("issue-1")).ok());
+
+  Restart();
+  EXPECT_EQ(GetCard(*service, made->card_id)->external_ref, "member-0001");
+  auto after_restart = Issue(*service, {.region_id = 2, .idempotency_key = "issue-1"});
+  ASSERT_TRUE(after_restart.ok());
+  EXPECT_TRUE(after_restart->replayed);
+  EXPECT_EQ(after_restart->balance, 100) << "a replay answers the card as it is now";
+  auto next = Issue(*service, {.region_id = 2});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->card_id, keyed->card_id + 1);
+  ExpectInvariants();
+}
+
+// Concurrent issues with one external reference make one card.
+TEST_P(PointCardContract, ConcurrentIssuesWithOneReferenceMakeOneCard) {
+  std::atomic<int> made{0}, taken{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 8; ++i)
+    clients.emplace_back([&] {
+      auto r = Issue(*service, {.region_id = 5, .external_ref = "shared-ref"});
+      if (r.ok()) ++made;
+      if (r.status().code() == ErrorCode::kAlreadyExists) ++taken;
+    });
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(made.load(), 1);
+  EXPECT_EQ(taken.load(), 7);
+  ExpectInvariants();
+}
+
+// A closed card refuses payments and charges, keeps its balance and its
+// history, and closing it again answers it as it is.
+TEST_P(PointCardContract, AClosedCardRefusesPaymentsAndChargesAndKeepsItsBalance) {
+  ASSERT_TRUE(Pay(*service, 7, 1, 800, std::string("before-close")).ok());
+  auto before = GetCard(*service, 7);
+  ASSERT_TRUE(before.ok());
+  const size_t rows_before = AllRows(*service, 7).size();
+  auto closed = Close(*service, 7);
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(closed->status, "closed");
+  ASSERT_TRUE(closed->closed_at_us);
+  EXPECT_GT(*closed->closed_at_us, before->last_update_us) << "after the card's newest row";
+  EXPECT_EQ(closed->balance, before->balance);
+  auto twice = Close(*service, 7);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_EQ(twice->closed_at_us, closed->closed_at_us) << "closing is idempotent";
+  EXPECT_FALSE(twice->replayed);
+
+  EXPECT_EQ(Pay(*service, 7, 1, -1).status().code(), ErrorCode::kCardClosed);
+  EXPECT_EQ(Pay(*service, 7, 1, 1).status().code(), ErrorCode::kCardClosed);
+  EXPECT_EQ(Pay(*service, 7, 1, -1, std::string("after-close")).status().code(), ErrorCode::kCardClosed);
+  auto replay = Pay(*service, 7, 1, 800, std::string("before-close"));
+  ASSERT_TRUE(replay.ok()) << "a key's earlier answer still replays";
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(AllRows(*service, 7).size(), rows_before);
+  EXPECT_EQ(GetCard(*service, 7)->balance, before->balance);
+  EXPECT_EQ(Close(*service, kContractCards + 50).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(GetCard(*service, 8)->status, "active") << "only that card";
+
+  // Keys are the card's, shared with its payments.
+  EXPECT_EQ(Close(*service, 7, std::string("before-close")).status().code(), ErrorCode::kIdempotencyMismatch);
+  auto keyed = Close(*service, 9, std::string("close-9"));
+  ASSERT_TRUE(keyed.ok());
+  EXPECT_FALSE(keyed->replayed);
+  auto keyed_again = Close(*service, 9, std::string("close-9"));
+  ASSERT_TRUE(keyed_again.ok());
+  EXPECT_TRUE(keyed_again->replayed);
+  EXPECT_EQ(Pay(*service, 9, 1, 5, std::string("close-9")).status().code(), ErrorCode::kIdempotencyMismatch);
+
+  Restart();
+  EXPECT_EQ(GetCard(*service, 7)->status, "closed");
+  EXPECT_EQ(GetCard(*service, 7)->closed_at_us, closed->closed_at_us);
+  EXPECT_EQ(Pay(*service, 7, 1, 1).status().code(), ErrorCode::kCardClosed);
+  ExpectInvariants();
+}
+
+// Payments racing a close: each one either lands before the close or is
+// refused; none lands after it.
+TEST_P(PointCardContract, PaymentsRacingACloseLandBeforeItOrAreRefused) {
+  ASSERT_TRUE(Pay(*service, 11, 1, 100000).ok());
+  std::atomic<bool> go{false};
+  std::atomic<int> paid{0}, refused{0}, other{0};
+  std::vector<std::thread> payers;
+  for (int i = 0; i < 4; ++i)
+    payers.emplace_back([&] {
+      while (!go.load()) std::this_thread::yield();
+      for (int k = 0; k < 25; ++k) {
+        auto r = Pay(*service, 11, 1, -1);
+        if (r.ok())
+          ++paid;
+        else if (r.status().code() == ErrorCode::kCardClosed)
+          ++refused;
+        else
+          ++other;
+      }
+    });
+  go = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto closed = Close(*service, 11);
+  for (auto& p : payers) p.join();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(paid.load() + refused.load(), 100);
+  int64_t landed = 0;
+  for (const auto& r : AllRows(*service, 11)) {
+    if (r.amount == -1) {
+      ++landed;
+      EXPECT_LT(r.payment_time_us, *closed->closed_at_us);
+    }
+  }
+  EXPECT_EQ(landed, paid.load());
+  EXPECT_EQ(GetCard(*service, 11)->balance, closed->balance);
+  ExpectInvariants();
+}
+
+// A grant gives nothing to a card closed before it applied, and takes it
+// off its totals; a card closed after keeps what it got.
+TEST_P(PointCardContract, AGrantGivesNothingToACardClosedBeforeItApplies) {
+  const int64_t from = pointcard::NowUs();
+  ASSERT_TRUE(Pay(*service, 20, 1, 10000).ok());
+  ASSERT_TRUE(Pay(*service, 21, 1, 20000).ok());
+  ASSERT_TRUE(Pay(*service, 22, 1, 30000).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const int64_t to = pointcard::NowUs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const int64_t closed_20 = GetCard(*service, 20)->balance;
+  ASSERT_TRUE(Close(*service, 20).ok());
+  auto grant = Grant(*service, from, to, 10);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  EXPECT_EQ(grant->cards, 2) << "cards 21 and 22; 20 was closed";
+  EXPECT_EQ(grant->points, 2000 + 3000);
+  EXPECT_EQ(GetCard(*service, 20)->balance, closed_20);
+  const int64_t with_bonus = GetCard(*service, 21)->balance;
+  ASSERT_TRUE(Close(*service, 21).ok());
+  WaitFolded(*service, grant->grant_id);
+  EXPECT_EQ(GetCard(*service, 21)->balance, with_bonus) << "closed after the apply: it keeps the bonus";
+  auto info = GetGrant(*service, grant->grant_id);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->outcome.cards, 2);
+  EXPECT_EQ(info->outcome.points, 5000);
+  ExpectInvariants();
+}
+
+}  // namespace hotrow::testing
