@@ -2,7 +2,9 @@
 
 #include <charconv>
 
+#include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
+#include <unicode/unistr.h>
 
 namespace hotrow {
 
@@ -188,6 +190,20 @@ Status ValidateIdempotencyKey(std::string_view key) {
     if (c < 0x21 || c > 0x7E)
       return Status::InvalidField("Idempotency-Key", "Idempotency-Key must be 1-200 visible ASCII characters");
   return Status::Ok();
+}
+
+std::string ToNfc(std::string_view s) {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
+  if (U_FAILURE(status)) return std::string(s);  // ICU's data is missing: as sent
+  icu::UnicodeString text = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
+  if (nfc->isNormalized(text, status) && U_SUCCESS(status)) return std::string(s);
+  status = U_ZERO_ERROR;
+  icu::UnicodeString normal = nfc->normalize(text, status);
+  if (U_FAILURE(status)) return std::string(s);
+  std::string out;
+  normal.toUTF8String(out);
+  return out;
 }
 
 }  // namespace hotrow

@@ -62,6 +62,10 @@ Status CheckUserText(std::string_view value, const TextRule& rule);
 // Unicode code points in `s`, which must be valid UTF-8.
 size_t CountCodePoints(std::string_view s);
 
+// `s` (valid UTF-8) in Unicode Normalization Form C: a precomposed é for
+// "e" + U+0301, so an identifier spelled two ways is one key.
+std::string ToNfc(std::string_view s);
+
 // Parses a decimal id in [1, 2^63-1]; nullopt for anything else ("", "0",
 // "-1", "1e3", "01x", overflow).
 std::optional<int64_t> ParsePositiveId(std::string_view s);

@@ -28,6 +28,10 @@
 //   HOTROW_FAILPOINT=grant.slow:3000    the grant's query phase takes 3,000 ms
 //                                       longer (a request that outlives the
 //                                       shutdown grace period)
+//   HOTROW_FAILPOINT=grant.apply.slow:3000
+//                                       the grant waits 3,000 ms between its
+//                                       staging and its apply (a card closed
+//                                       then is dropped by the apply)
 //
 // Read once at start-up from the environment; a failpoint that is not set
 // costs one predictable branch.

@@ -12,78 +12,108 @@ namespace pg = db::pg;
 
 Status CreatePostgresCardFunctions(pg::Connection& conn) {
   return conn.Exec(R"sql(
+    -- A card as reads show it (its balance with an applied grant's credit
+    -- not folded yet); no row for an unknown card. The writes below answer
+    -- with it, read inside their own transaction: a write that committed
+    -- always comes with its card.
+    CREATE OR REPLACE FUNCTION hotrow_card_v1(p_card bigint)
+    RETURNS TABLE (c_card bigint, c_balance bigint, c_region int, c_last_us bigint, c_pending bigint, c_ref text,
+                   c_status text, c_closed_us bigint) LANGUAGE sql STABLE AS $$
+      SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE),
+             COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID
+                       WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0)::bigint,
+             a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME)
+      FROM S_ACCOUNT a WHERE a.CARD_ID = p_card $$;
+
     -- Issues a card (v0.9.0). outcome: 0 made, 1 replayed (an earlier
-    -- request with this key made made_id), 2 key mismatch, 3 the external
-    -- reference is taken. The id comes from S_ACCOUNT_CARD_ID_SEQ; one a
-    -- seed of an older release took moves the sequence past every card.
+    -- request with this key made the card), 2 key mismatch, 3 the external
+    -- reference is taken (now, or when this key was first used); then the
+    -- card (hotrow_card_v1's columns; NULL for 2 and 3). The id comes from
+    -- S_ACCOUNT_CARD_ID_SEQ; one a seed of an older release took moves the
+    -- sequence past every card.
     CREATE OR REPLACE FUNCTION hotrow_card_create_v1(p_region int, p_ref text, p_key text, p_fp text)
-    RETURNS TABLE (outcome smallint, made_id bigint) LANGUAGE plpgsql SET enable_seqscan = off AS $$
+    RETURNS TABLE (o_outcome smallint, c_card bigint, c_balance bigint, c_region int, c_last_us bigint,
+                   c_pending bigint, c_ref text, c_status text, c_closed_us bigint)
+    LANGUAGE plpgsql SET enable_seqscan = off AS $$
     DECLARE
       k P_REQUEST_KEY%ROWTYPE;
       id bigint;
+      res smallint;
       now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
     BEGIN
       IF p_key IS NOT NULL THEN
         SELECT * INTO k FROM P_REQUEST_KEY r WHERE r.ROUTE = 'cards' AND r.KEY = p_key;
-        IF FOUND THEN
-          RETURN QUERY SELECT CASE WHEN k.FINGERPRINT <> p_fp THEN 2::smallint ELSE 1::smallint END, k.RESULT_ID;
-          RETURN;
+      END IF;
+      IF p_key IS NOT NULL AND FOUND THEN
+        res := CASE WHEN k.FINGERPRINT <> p_fp THEN 2 WHEN k.RESULT_ID = 0 THEN 3 ELSE 1 END;
+        id := CASE WHEN res = 1 THEN k.RESULT_ID END;
+      ELSIF p_ref IS NOT NULL AND EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.EXTERNAL_REF = p_ref) THEN
+        -- Kept with its key (RESULT_ID 0), as a refused payment is: a retry
+        -- is refused again, another body with the key is a mismatch.
+        IF p_key IS NOT NULL THEN
+          INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', p_key, p_fp, now_t, 0);
         END IF;
-      END IF;
-      IF p_ref IS NOT NULL AND EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.EXTERNAL_REF = p_ref) THEN
-        RETURN QUERY SELECT 3::smallint, NULL::bigint;
-        RETURN;
-      END IF;
-      id := nextval('S_ACCOUNT_CARD_ID_SEQ');
-      IF EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = id) THEN
-        PERFORM setval('S_ACCOUNT_CARD_ID_SEQ', (SELECT MAX(a.CARD_ID) FROM S_ACCOUNT a));
+        res := 3;
+      ELSE
         id := nextval('S_ACCOUNT_CARD_ID_SEQ');
+        IF EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = id) THEN
+          PERFORM setval('S_ACCOUNT_CARD_ID_SEQ', (SELECT MAX(a.CARD_ID) FROM S_ACCOUNT a));
+          id := nextval('S_ACCOUNT_CARD_ID_SEQ');
+        END IF;
+        INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE, EXTERNAL_REF, STATUS)
+          VALUES (id, 0, p_region, now_t, p_ref, 'active');
+        IF p_key IS NOT NULL THEN
+          INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID)
+            VALUES ('cards', p_key, p_fp, now_t, id);
+        END IF;
+        res := 0;
       END IF;
-      INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE, EXTERNAL_REF, STATUS)
-        VALUES (id, 0, p_region, now_t, p_ref, 'active');
-      IF p_key IS NOT NULL THEN
-        INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', p_key, p_fp, now_t, id);
-      END IF;
-      RETURN QUERY SELECT 0::smallint, id;
+      RETURN QUERY SELECT res, c.* FROM (SELECT 1) one LEFT JOIN LATERAL hotrow_card_v1(id) c ON true;
     END $$;
 
     -- Closes a card (v0.9.0), under its row lock, at a time after its
     -- newest row. outcome: 0 closed now, 1 closed already, 2 key mismatch
     -- (the key is a payment's on this card), 3 no card, 4 a replay of this
-    -- key. A key is kept with the payments' (P_IDEMPOTENCY, no store, no
-    -- amount), so the same key is one request per card whatever it did.
+    -- key; then the card (NULL for 2 and 3). A key is kept with the
+    -- payments' (P_IDEMPOTENCY, no store, no amount), whether this request
+    -- closed the card or found it closed, so the same key is one request
+    -- per card whatever it did.
     CREATE OR REPLACE FUNCTION hotrow_card_close_v1(p_card bigint, p_key text, p_fp text)
-    RETURNS TABLE (outcome smallint) LANGUAGE plpgsql SET enable_seqscan = off AS $$
+    RETURNS TABLE (o_outcome smallint, c_card bigint, c_balance bigint, c_region int, c_last_us bigint,
+                   c_pending bigint, c_ref text, c_status text, c_closed_us bigint)
+    LANGUAGE plpgsql SET enable_seqscan = off AS $$
     DECLARE
       k P_IDEMPOTENCY%ROWTYPE;
       st text;
       b bigint;
       v_last timestamp;
       t timestamp;
+      res smallint;
     BEGIN
       IF p_key IS NOT NULL THEN
         SELECT * INTO k FROM P_IDEMPOTENCY x WHERE x.CARD_ID = p_card AND x.KEY = p_key;
-        IF FOUND THEN
-          RETURN QUERY SELECT CASE WHEN k.FINGERPRINT <> p_fp THEN 2::smallint ELSE 4::smallint END;
-          RETURN;
+      END IF;
+      IF p_key IS NOT NULL AND FOUND THEN
+        res := CASE WHEN k.FINGERPRINT <> p_fp THEN 2 ELSE 4 END;
+      ELSE
+        SELECT a.STATUS, a.BALANCE, a.LAST_UPDATE INTO st, b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card
+          FOR UPDATE;
+        IF NOT FOUND THEN
+          res := 3;
+        ELSE
+          t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
+          IF st <> 'closed' THEN
+            UPDATE S_ACCOUNT SET STATUS = 'closed', CLOSED_TIME = t WHERE CARD_ID = p_card;
+          END IF;
+          IF p_key IS NOT NULL THEN
+            INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t, 0, 0,
+                                              b);
+          END IF;
+          res := CASE WHEN st = 'closed' THEN 1 ELSE 0 END;
         END IF;
       END IF;
-      SELECT a.STATUS, a.BALANCE, a.LAST_UPDATE INTO st, b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card
-        FOR UPDATE;
-      IF NOT FOUND THEN
-        RETURN QUERY SELECT 3::smallint;
-        RETURN;
-      END IF;
-      IF st = 'closed' THEN
-        RETURN QUERY SELECT 1::smallint;
-        RETURN;
-      END IF;
-      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
-      UPDATE S_ACCOUNT SET STATUS = 'closed', CLOSED_TIME = t WHERE CARD_ID = p_card;
-      IF p_key IS NOT NULL THEN
-        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t, 0, 0, b);
-      END IF;
-      RETURN QUERY SELECT 0::smallint;
+      RETURN QUERY SELECT res, c.* FROM (SELECT 1) one
+        LEFT JOIN LATERAL hotrow_card_v1(CASE WHEN res IN (0, 1, 4) THEN p_card END) c ON true;
     END $$;
   )sql");
 }
@@ -100,24 +130,33 @@ namespace {
 constexpr pg::NamedSql kSelectCard{"pointcard_card", HOTROW_SELECT_CARD "WHERE a.CARD_ID = $1"};
 constexpr pg::NamedSql kSelectCardByRef{"pointcard_card_by_ref", HOTROW_SELECT_CARD "WHERE a.EXTERNAL_REF = $1"};
 #undef HOTROW_SELECT_CARD
-constexpr pg::NamedSql kCreateCard{"pointcard_card_create",
-                                   "SELECT outcome, made_id FROM hotrow_card_create_v1($1, $2, $3, $4)"};
-constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT outcome FROM hotrow_card_close_v1($1, $2, $3)"};
+constexpr pg::NamedSql kCreateCard{"pointcard_card_create", "SELECT * FROM hotrow_card_create_v1($1, $2, $3, $4)"};
+constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT * FROM hotrow_card_close_v1($1, $2, $3)"};
 
 constexpr int kTries = 3;
 
-std::optional<Card> ReadCard(const pg::Rows& rows) {
-  if (rows.empty()) return std::nullopt;
-  int64_t pending = rows.Int(0, 4);
-  Card card{.card_id = rows.Int(0, 0),
-            .balance = rows.Int(0, 1) + pending,
-            .region_id = rows.Int(0, 2),
-            .last_update_us = rows.Int(0, 3),
+// The card in the first row's columns from `at` on (kSelectCard's, and
+// hotrow_card_v1's after a write's outcome); nullopt for none.
+std::optional<Card> ReadCard(const pg::Rows& rows, int at = 0) {
+  if (rows.empty() || rows.IsNull(0, at)) return std::nullopt;
+  int64_t pending = rows.Int(0, at + 4);
+  Card card{.card_id = rows.Int(0, at),
+            .balance = rows.Int(0, at + 1) + pending,
+            .region_id = rows.Int(0, at + 2),
+            .last_update_us = rows.Int(0, at + 3),
             .pending_points = pending};
-  if (!rows.IsNull(0, 5)) card.external_ref = std::string(rows.Text(0, 5));
-  card.status = std::string(rows.Text(0, 6));
-  if (!rows.IsNull(0, 7)) card.closed_at_us = rows.Int(0, 7);
+  if (!rows.IsNull(0, at + 5)) card.external_ref = std::string(rows.Text(0, at + 5));
+  card.status = std::string(rows.Text(0, at + 6));
+  if (!rows.IsNull(0, at + 7)) card.closed_at_us = rows.Int(0, at + 7);
   return card;
+}
+
+// The card a write answered with, in its own transaction.
+Result<Card> WrittenCard(const pg::Rows& rows, bool replayed, const char* function) {
+  auto card = ReadCard(rows, 1);
+  if (!card) return Status::Internal(std::string(function) + " answered no card");
+  card->replayed = replayed;
+  return std::move(*card);
 }
 
 Result<Card> CardById(pg::Connection& c, int64_t card_id) {
@@ -177,12 +216,8 @@ void PostgresPointCardStore::CreateCard(NewCard card, std::string fingerprint, s
     if (!rows.ok()) return done(rows.status());
     switch (rows->Int(0, 0)) {
       case 0:
-      case 1: {
-        // Read after the commit: a replay answers the card as it is now.
-        auto made = CardById(**c, rows->Int(0, 1));
-        if (made.ok()) made->replayed = rows->Int(0, 0) == 1;
-        return done(std::move(made));
-      }
+      case 1:  // a replay answers the card as it is now
+        return done(WrittenCard(*rows, rows->Int(0, 0) == 1, "hotrow_card_create_v1"));
       case 2:
         return done(KeyMismatch(*card.idempotency_key, ""));
       case 3:
@@ -206,9 +241,7 @@ void PostgresPointCardStore::CloseCard(CardClose close, std::string fingerprint,
         if (outcome == 3) return done(NoSuchCard(close.card_id));
         if (outcome != 0 && outcome != 1 && outcome != 4)
           return done(Status::Internal("hotrow_card_close_v1 answered outcome " + std::to_string(outcome)));
-        auto card = CardById(**c, close.card_id);
-        if (card.ok()) card->replayed = outcome == 4;
-        done(std::move(card));
+        done(WrittenCard(*rows, outcome == 4, "hotrow_card_close_v1"));
       });
 }
 

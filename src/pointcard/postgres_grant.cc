@@ -475,6 +475,7 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
                        .update_ms = staged->update_ms,
                        .commit_ms = 0,
                        .replayed = false};
+  failpoint::MaybeDelay("grant.apply.slow");
   // 4. apply, once the previous grant has folded (the folders fold it).
   const std::string lock_key = std::to_string(kGrantLock);
   const auto wait_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMaxMs);

@@ -215,6 +215,9 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
           -- The range's bounds let the merge join start at p_lo.
           WHERE EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = s.CARD_ID AND a.CARD_ID >= p_lo
                           AND a.CARD_ID <= COALESCE(p_hi - 1, 9223372036854775807))
+            -- A closed card gets nothing (the closed cards' index; those
+            -- closed after this snapshot are dropped at the apply).
+            AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT x WHERE x.CARD_ID = s.CARD_ID AND x.STATUS = 'closed')
           ORDER BY s.CARD_ID
           RETURNING P_GRANT_CREDIT.POINTS)
       SELECT COUNT(*), COALESCE(SUM(ins.POINTS), 0) INTO n, pts FROM ins;
@@ -270,9 +273,13 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
+      -- The staging left out the cards closed by its snapshot, which the
+      -- barrier put after every close stamped before the begin: only those
+      -- closed since GRANT_TIME are looked at (their index by CLOSED_TIME).
       WITH gone AS (
         DELETE FROM P_GRANT_CREDIT c USING S_ACCOUNT a
-          WHERE a.STATUS = 'closed' AND c.CARD_ID = a.CARD_ID AND c.GRANT_ID = p_id RETURNING c.POINTS)
+          WHERE a.STATUS = 'closed' AND a.CLOSED_TIME >= g.GRANT_TIME AND c.CARD_ID = a.CARD_ID
+            AND c.GRANT_ID = p_id RETURNING c.POINTS)
       SELECT COUNT(*), COALESCE(SUM(gone.POINTS), 0) INTO n, pts FROM gone;
       UPDATE P_GRANT SET STATE = 'applied', APPLIED_TIME = clock_timestamp() AT TIME ZONE 'UTC',
                          LEASE_UNTIL = NULL, CARDS = CARDS - n, POINTS = POINTS - pts

@@ -272,7 +272,8 @@ constexpr int64_t kCardLockSpace = 72720004;  // advisory lock key space: (this,
 }  // namespace
 
 // `call` in one SERIALIZABLE transaction behind the card's advisory lock,
-// with S_ACCOUNT locked ROW EXCLUSIVE (the grant's EXCLUSIVE waits for it).
+// with S_ACCOUNT locked ROW EXCLUSIVE (the grant's barrier and its apply's
+// SHARE wait for it).
 Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::NamedSql& call,
                                  const std::vector<pg::Param>& params) {
   // Card ids past int4 fold onto others: harmless, they only queue together.

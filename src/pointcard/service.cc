@@ -141,9 +141,20 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
   store_.Pay(std::move(p), std::move(fingerprint), std::move(done));
 }
 
+namespace {
+
+// An external reference in NFC, then checked: one spelled two ways (a
+// precomposed é, or e + U+0301) is one reference, on issue and on lookup.
+Status NormalizeExternalRef(std::string& ref) {
+  if (IsValidUtf8(ref)) ref = ToNfc(ref);
+  return CheckReference(ref, "externalRef");
+}
+
+}  // namespace
+
 void PointCardService::CreateCard(NewCard card, std::function<void(Result<Card>)> done) {
   if (card.external_ref) {
-    if (Status s = CheckReference(*card.external_ref, "externalRef"); !s.ok()) return done(s);
+    if (Status s = NormalizeExternalRef(*card.external_ref); !s.ok()) return done(s);
   }
   if (card.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*card.idempotency_key); !s.ok()) return done(s);
@@ -162,7 +173,7 @@ void PointCardService::CreateCard(NewCard card, std::function<void(Result<Card>)
 }
 
 void PointCardService::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {
-  if (Status s = CheckReference(external_ref, "externalRef"); !s.ok()) return done(s);
+  if (Status s = NormalizeExternalRef(external_ref); !s.ok()) return done(s);
   store_.FindCard(std::move(external_ref), std::move(done));
 }
 

@@ -77,17 +77,31 @@ void SqlitePointCardStore::FindCard(std::string external_ref, std::function<void
 }
 
 void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) {
-  sqlite::SubmitCall<Card>(
+  // What the op comes to: a card, or (nullopt) a refusal that a key keeps,
+  // so the op's savepoint commits it.
+  using Issued = std::optional<Card>;
+  const std::string ref = card.external_ref.value_or("");
+  sqlite::SubmitCall<Issued>(
       db_.writer(),
-      [this, card = std::move(card), fp = std::move(fingerprint)](sqlite::Connection& c) -> Result<Card> {
+      [this, card = std::move(card), fp = std::move(fingerprint)](sqlite::Connection& c) -> Result<Issued> {
+        const int64_t now = NextTime();
+        auto remember = [&](int64_t id) -> Status {
+          if (!card.idempotency_key) return Status::Ok();
+          auto key = c.Prepare(
+              "INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', ?1, ?2, ?3, "
+              "?4)");
+          if (!key.ok()) return key.status();
+          return key->Bind(1, *card.idempotency_key).Bind(2, fp).Bind(3, now).Bind(4, id).Run();
+        };
         if (card.idempotency_key) {
           auto earlier = FindRequestKey(c, "cards", *card.idempotency_key, fp);
           if (!earlier.ok()) return earlier.status();
           if (*earlier) {
+            if (**earlier == 0) return Issued();  // refused then: refused again
             auto made = CardById(c, **earlier);
             if (!made.ok()) return made.status();
             made->replayed = true;
-            return made;
+            return Issued(std::move(made).value());
           }
         }
         if (card.external_ref) {
@@ -95,12 +109,15 @@ void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std
           if (!taken.ok()) return taken.status();
           auto row = taken->Bind(1, *card.external_ref).Step();
           if (!row.ok()) return row.status();
-          if (*row) return ExternalRefTaken(*card.external_ref);
+          if (*row) {
+            if (Status s = remember(0); !s.ok()) return s;
+            return Issued();
+          }
         }
         auto last = sqlite::QueryInt(c, "SELECT COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT");
         if (!last.ok()) return last.status();
         if (*last == INT64_MAX) return Status::Internal("no card id is left");
-        const int64_t id = *last + 1, now = NextTime();
+        const int64_t id = *last + 1;
         auto insert = c.Prepare(
             "INSERT INTO S_ACCOUNT (CARD_ID, BALANCE, REGION_ID, LAST_UPDATE, EXTERNAL_REF, STATUS) "
             "VALUES (?1, 0, ?2, ?3, ?4, 'active')");
@@ -108,22 +125,19 @@ void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std
         insert->Bind(1, id).Bind(2, card.region_id).Bind(3, now);
         if (card.external_ref) insert->Bind(4, *card.external_ref);
         if (Status s = insert->Run(); !s.ok()) return s;
-        if (card.idempotency_key) {
-          auto key = c.Prepare(
-              "INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', ?1, ?2, ?3, "
-              "?4)");
-          if (!key.ok()) return key.status();
-          if (Status s = key->Bind(1, *card.idempotency_key).Bind(2, fp).Bind(3, now).Bind(4, id).Run(); !s.ok())
-            return s;
-        }
-        return Card{.card_id = id,
-                    .balance = 0,
-                    .region_id = card.region_id,
-                    .last_update_us = now,
-                    .pending_points = 0,
-                    .external_ref = card.external_ref};
+        if (Status s = remember(id); !s.ok()) return s;
+        return Issued(Card{.card_id = id,
+                           .balance = 0,
+                           .region_id = card.region_id,
+                           .last_update_us = now,
+                           .pending_points = 0,
+                           .external_ref = card.external_ref});
       },
-      std::move(done));
+      [ref, done = std::move(done)](Result<Issued> r) {
+        if (!r.ok()) return done(r.status());
+        if (!*r) return done(ExternalRefTaken(ref));
+        done(std::move(**r));
+      });
 }
 
 void SqlitePointCardStore::CloseCard(CardClose close, std::string fingerprint, std::function<void(Result<Card>)> done) {
@@ -148,11 +162,16 @@ void SqlitePointCardStore::CloseCard(CardClose close, std::string fingerprint, s
         auto card = CardById(c, close.card_id);
         if (!card.ok()) return card.status();
         card->replayed = replayed;
-        if (replayed || card->status == kCardClosed) return card;
+        if (replayed) return card;
         const int64_t now = NextTime();
-        auto update = c.Prepare("UPDATE S_ACCOUNT SET STATUS = 'closed', CLOSED_TIME = ?1 WHERE CARD_ID = ?2");
-        if (!update.ok()) return update.status();
-        if (Status s = update->Bind(1, now).Bind(2, close.card_id).Run(); !s.ok()) return s;
+        const bool already = card->status == kCardClosed;
+        if (!already) {
+          auto update = c.Prepare("UPDATE S_ACCOUNT SET STATUS = 'closed', CLOSED_TIME = ?1 WHERE CARD_ID = ?2");
+          if (!update.ok()) return update.status();
+          if (Status s = update->Bind(1, now).Bind(2, close.card_id).Run(); !s.ok()) return s;
+        }
+        // A key is kept whether this request closed the card or found it
+        // closed: its retry is a replay, and the key is this request's.
         if (close.idempotency_key) {
           auto key = c.Prepare(
               "INSERT INTO P_IDEMPOTENCY (CARD_ID, KEY, FINGERPRINT, CREATED, REFUSED, PAYMENT_TIME, STORE_ID, AMOUNT, "
@@ -167,6 +186,7 @@ void SqlitePointCardStore::CloseCard(CardClose close, std::string fingerprint, s
               !s.ok())
             return s;
         }
+        if (already) return card;
         card->status = std::string(kCardClosed);
         card->closed_at_us = now;
         return card;

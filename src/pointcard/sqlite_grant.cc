@@ -96,6 +96,7 @@ class GrantRowWriter {
 struct Begun {
   int64_t grant_id = 0;
   std::optional<GrantOutcome> replay;  // a twin with this key answered before
+  int64_t grant_time_us = 0;           // GRANT_TIME, on the writer's clock
 };
 
 struct Applied {
@@ -154,7 +155,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
     if (request.idempotency_key) {
       auto twin = FindGrantKey(c, *request.idempotency_key, fingerprint);
       if (!twin.ok()) return twin.status();
-      if (*twin) return Begun{0, **twin};
+      if (*twin) return Begun{0, **twin, 0};
     }
     if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // early; decided again at the apply
     auto q = c.Prepare(
@@ -163,11 +164,11 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
     if (!q.ok()) return q.status();
     q->Bind(1, now).Bind(2, request.from_us).Bind(3, request.to_us).Bind(4, request.rate_percent);
     if (Status s = q->Run(); !s.ok()) return s;
-    return Begun{c.LastInsertRowid(), std::nullopt};
+    return Begun{c.LastInsertRowid(), std::nullopt, now};
   });
   if (!begun.ok()) return done(begun.status());
   if (begun->replay) return done(*begun->replay);
-  const int64_t grant_id = begun->grant_id;
+  const int64_t grant_id = begun->grant_id, grant_time = begun->grant_time_us;
   auto fail = [&](Status s) {
     Discard(grant_id);
     done(std::move(s));
@@ -218,6 +219,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
   double update_ms = MsSince(stage_start);
   bonuses = {};
 
+  failpoint::MaybeDelay("grant.apply.slow");
   // 4. Apply: one small commit makes all of it visible.
   Result<Applied> applied = Status::Internal("not applied");
   while (true) {
@@ -229,22 +231,24 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
             if (!folding.ok()) return folding.status();
             if (*folding > 0) return Applied{{}, true};
             if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // decided here, on the writer
-            // Cards closed while the grant staged get nothing (their
-            // closed-card index: a few rows).
+            // Cards closed while the grant ran get nothing. The query left
+            // out those closed before its begin (its snapshot came after
+            // it), so only those closed since are looked at: the closed
+            // cards' index by CLOSED_TIME, a few rows.
             auto dropped = c.Prepare(
                 "SELECT COUNT(*), COALESCE(SUM(c.POINTS), 0) FROM S_ACCOUNT a JOIN P_GRANT_CREDIT c "
-                "ON c.CARD_ID = a.CARD_ID AND c.GRANT_ID = ?1 WHERE a.STATUS = 'closed'");
+                "ON c.CARD_ID = a.CARD_ID AND c.GRANT_ID = ?1 WHERE a.STATUS = 'closed' AND a.CLOSED_TIME >= ?2");
             if (!dropped.ok()) return dropped.status();
-            auto found = dropped->Bind(1, grant_id).Step();
+            auto found = dropped->Bind(1, grant_id).Bind(2, grant_time).Step();
             if (!found.ok()) return found.status();
             const int64_t dropped_cards = dropped->Int(0), dropped_points = dropped->Int(1);
             if (Status s = dropped->Run(); !s.ok()) return s;
             if (dropped_cards > 0) {
               auto drop = c.Prepare(
                   "DELETE FROM P_GRANT_CREDIT WHERE GRANT_ID = ?1 AND CARD_ID IN "
-                  "(SELECT CARD_ID FROM S_ACCOUNT WHERE STATUS = 'closed')");
+                  "(SELECT CARD_ID FROM S_ACCOUNT WHERE STATUS = 'closed' AND CLOSED_TIME >= ?2)");
               if (!drop.ok()) return drop.status();
-              if (Status s = drop->Bind(1, grant_id).Run(); !s.ok()) return s;
+              if (Status s = drop->Bind(1, grant_id).Bind(2, grant_time).Run(); !s.ok()) return s;
             }
             const int64_t kept_cards = cards - dropped_cards, kept_points = points - dropped_points;
             int64_t now = NextTime();

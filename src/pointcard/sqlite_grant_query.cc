@@ -38,6 +38,22 @@ Result<std::vector<Bonus>> QueryBonuses(sqlite::Connection& c, const GrantReques
     if (bonus > 0) bonuses.push_back({card, bonus});
   }
   totals = {};
+  // Closed cards get nothing: those closed by this snapshot (taken after
+  // the grant's begin) here, those closed later at the apply. The closed
+  // cards' index holds their ids.
+  {
+    auto closed = c.Prepare("SELECT CARD_ID FROM S_ACCOUNT WHERE STATUS = 'closed' ORDER BY CARD_ID");
+    if (!closed.ok()) return closed.status();
+    std::vector<int64_t> ids;
+    while (true) {
+      auto row = closed->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      ids.push_back(closed->Int(0));
+    }
+    if (!ids.empty())
+      std::erase_if(bonuses, [&](const Bonus& b) { return std::binary_search(ids.begin(), ids.end(), b.card_id); });
+  }
   if (bonuses.empty()) return bonuses;
   // Which cards exist. When the ids are every integer from the smallest to
   // the largest (the count says so; B-tree counts and ends cost a few ms),

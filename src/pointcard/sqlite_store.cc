@@ -164,8 +164,9 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                              )sql"},
                              // 3 (v0.9.0): cards a retailer issues and closes.
                              //  - S_ACCOUNT: EXTERNAL_REF (the retailer's id, unique), STATUS
-                             //    (active, closed) and CLOSED_TIME; the closed cards' index is
-                             //    what a grant's apply reads (their staged credit is dropped).
+                             //    (active, closed) and CLOSED_TIME; the closed cards' index (by
+                             //    CLOSED_TIME, with their ids) is what a grant reads: its query
+                             //    leaves them out, its apply drops those closed since.
                              //  - P_REQUEST_KEY: the idempotency keys of POST /cards, scoped to
                              //    the route, with the id of what they made.
                              {.sql = R"sql(
@@ -174,7 +175,7 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                ALTER TABLE S_ACCOUNT ADD COLUMN CLOSED_TIME INTEGER;
                                CREATE UNIQUE INDEX S_ACCOUNT_EXTERNAL_REF ON S_ACCOUNT (EXTERNAL_REF)
                                  WHERE EXTERNAL_REF IS NOT NULL;
-                               CREATE INDEX S_ACCOUNT_CLOSED ON S_ACCOUNT (CARD_ID) WHERE STATUS = 'closed';
+                               CREATE INDEX S_ACCOUNT_CLOSED ON S_ACCOUNT (CLOSED_TIME) WHERE STATUS = 'closed';
                                CREATE TABLE P_REQUEST_KEY (
                                  ROUTE       TEXT    NOT NULL,
                                  KEY         TEXT    NOT NULL,
@@ -259,7 +260,10 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
   store->fold_requests_ = *applied > 0 ? 1 : 0;  // resumed once the writer runs
   store->folder_ = std::thread([p = store.get()] { p->FoldLoop(); });
   auto history = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(PAYMENT_TIME), 0) FROM H_TRANSACTION");
-  auto accounts = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(LAST_UPDATE), 0) FROM S_ACCOUNT");
+  // CLOSED_TIME too: a grant applied after a close must be stamped after it
+  // (the checker's invariant 8 orders them so).
+  auto accounts =
+      sqlite::QueryInt(conn, "SELECT COALESCE(MAX(MAX(LAST_UPDATE, COALESCE(CLOSED_TIME, 0))), 0) FROM S_ACCOUNT");
   // And past every grant's times and period: a wall clock stepped back
   // (NTP, a restore on another host) must not stamp a payment inside a
   // period already granted, even one whose grant left no row.

@@ -72,6 +72,25 @@ TEST_P(PointCardContract, IssuedCardsStartEmptyAndAreFoundByTheirExternalReferen
   EXPECT_EQ(again->card_id, keyed->card_id);
   EXPECT_EQ(Issue(*service, {.region_id = 3, .idempotency_key = "issue-1"}).status().code(),
             ErrorCode::kIdempotencyMismatch);
+  // A refusal is kept with its key, as a refused payment's is.
+  auto refused = Issue(*service, {.region_id = 4, .external_ref = "member-0001", .idempotency_key = "issue-2"});
+  EXPECT_EQ(refused.status().code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(
+      Issue(*service, {.region_id = 4, .external_ref = "member-0001", .idempotency_key = "issue-2"}).status().code(),
+      ErrorCode::kAlreadyExists);
+  EXPECT_EQ(
+      Issue(*service, {.region_id = 4, .external_ref = "member-0002", .idempotency_key = "issue-2"}).status().code(),
+      ErrorCode::kIdempotencyMismatch);
+  // One reference spelled two ways (e + U+0301, and the precomposed é) is
+  // one reference: stored and looked up in NFC.
+  auto decomposed = Issue(*service, {.region_id = 6, .external_ref = "Cafe\xcc\x81-7"});
+  ASSERT_TRUE(decomposed.ok()) << decomposed.status().ToString();
+  EXPECT_EQ(decomposed->external_ref, "Caf\xc3\xa9-7");
+  EXPECT_EQ(Issue(*service, {.region_id = 6, .external_ref = "Caf\xc3\xa9-7"}).status().code(),
+            ErrorCode::kAlreadyExists);
+  auto by_other_spelling = Find(*service, "Cafe\xcc\x81-7");
+  ASSERT_TRUE(by_other_spelling.ok() && *by_other_spelling);
+  EXPECT_EQ((*by_other_spelling)->card_id, decomposed->card_id);
   // The key is the route's, not a card's: a payment may use it too.
   ASSERT_TRUE(Pay(*service, keyed->card_id, 1, 100, std::string("issue-1")).ok());
 
@@ -83,23 +102,32 @@ TEST_P(PointCardContract, IssuedCardsStartEmptyAndAreFoundByTheirExternalReferen
   EXPECT_EQ(after_restart->balance, 100) << "a replay answers the card as it is now";
   auto next = Issue(*service, {.region_id = 2});
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(next->card_id, keyed->card_id + 1);
+  EXPECT_EQ(next->card_id, decomposed->card_id + 1);
   ExpectInvariants();
 }
 
-// Concurrent issues with one external reference make one card.
-TEST_P(PointCardContract, ConcurrentIssuesWithOneReferenceMakeOneCard) {
-  std::atomic<int> made{0}, taken{0};
+// Concurrent issues with one external reference make one card, and so do
+// concurrent first uses of one key.
+TEST_P(PointCardContract, ConcurrentIssuesWithOneReferenceOrOneKeyMakeOneCard) {
+  std::atomic<int> made{0}, taken{0}, replayed{0};
   std::vector<std::thread> clients;
+  std::vector<int64_t> ids(8, 0);
   for (int i = 0; i < 8; ++i)
-    clients.emplace_back([&] {
+    clients.emplace_back([&, i] {
       auto r = Issue(*service, {.region_id = 5, .external_ref = "shared-ref"});
       if (r.ok()) ++made;
       if (r.status().code() == ErrorCode::kAlreadyExists) ++taken;
+      auto k = Issue(*service, {.region_id = 5, .idempotency_key = "shared-key"});
+      if (k.ok()) {
+        ids[i] = k->card_id;
+        if (k->replayed) ++replayed;
+      }
     });
   for (auto& c : clients) c.join();
   EXPECT_EQ(made.load(), 1);
   EXPECT_EQ(taken.load(), 7);
+  EXPECT_EQ(replayed.load(), 7);
+  for (int64_t id : ids) EXPECT_EQ(id, ids[0]) << "one card for the key";
   ExpectInvariants();
 }
 
@@ -141,6 +169,14 @@ TEST_P(PointCardContract, AClosedCardRefusesPaymentsAndChargesAndKeepsItsBalance
   ASSERT_TRUE(keyed_again.ok());
   EXPECT_TRUE(keyed_again->replayed);
   EXPECT_EQ(Pay(*service, 9, 1, 5, std::string("close-9")).status().code(), ErrorCode::kIdempotencyMismatch);
+  // A key on a card closed already is kept too: its retry is a replay.
+  auto late = Close(*service, 7, std::string("close-7-late"));
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(late->replayed);
+  EXPECT_EQ(late->closed_at_us, closed->closed_at_us);
+  auto late_again = Close(*service, 7, std::string("close-7-late"));
+  ASSERT_TRUE(late_again.ok());
+  EXPECT_TRUE(late_again->replayed);
 
   Restart();
   EXPECT_EQ(GetCard(*service, 7)->status, "closed");
@@ -153,12 +189,10 @@ TEST_P(PointCardContract, AClosedCardRefusesPaymentsAndChargesAndKeepsItsBalance
 // refused; none lands after it.
 TEST_P(PointCardContract, PaymentsRacingACloseLandBeforeItOrAreRefused) {
   ASSERT_TRUE(Pay(*service, 11, 1, 100000).ok());
-  std::atomic<bool> go{false};
   std::atomic<int> paid{0}, refused{0}, other{0};
   std::vector<std::thread> payers;
   for (int i = 0; i < 4; ++i)
     payers.emplace_back([&] {
-      while (!go.load()) std::this_thread::yield();
       for (int k = 0; k < 25; ++k) {
         auto r = Pay(*service, 11, 1, -1);
         if (r.ok())
@@ -169,13 +203,16 @@ TEST_P(PointCardContract, PaymentsRacingACloseLandBeforeItOrAreRefused) {
           ++other;
       }
     });
-  go = true;
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The close goes in once some payments have landed, while the rest are
+  // still coming: it meets them (at most the four in flight land after it
+  // is queued).
+  while (paid.load() < 10 && paid.load() + other.load() < 100) std::this_thread::yield();
   auto closed = Close(*service, 11);
   for (auto& p : payers) p.join();
   ASSERT_TRUE(closed.ok()) << closed.status().ToString();
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(paid.load() + refused.load(), 100);
+  EXPECT_GT(refused.load(), 0) << "the close raced nothing";
   int64_t landed = 0;
   for (const auto& r : AllRows(*service, 11)) {
     if (r.amount == -1) {
