@@ -9,16 +9,19 @@ namespace sqlite = db::sqlite;
 namespace {
 
 // A card as reads show it, ?1 selecting it: the balance with its applied
-// credit, one statement, one snapshot.
-constexpr const char* kSelectCard =
-    "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "
-    "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
-    "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), a.EXTERNAL_REF, a.STATUS, a.CLOSED_TIME "
-    "FROM S_ACCOUNT a WHERE ";
+// credit, one statement, one snapshot. Whole literals (no string built per
+// read: GET /api/v1/cards/{id} allocates nothing, tests/alloc).
+#define HOTROW_SELECT_CARD                                                                              \
+  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "                                           \
+  "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID " \
+  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), a.EXTERNAL_REF, a.STATUS, a.CLOSED_TIME "      \
+  "FROM S_ACCOUNT a WHERE "
+constexpr const char* kSelectCardById = HOTROW_SELECT_CARD "a.CARD_ID = ?1";
+constexpr const char* kSelectCardByRef = HOTROW_SELECT_CARD "a.EXTERNAL_REF = ?1";
+#undef HOTROW_SELECT_CARD
 
-Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, std::string_view where, int64_t id,
-                                     std::string_view ref) {
-  auto q = conn.Prepare(std::string(kSelectCard).append(where));
+Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, int64_t id, std::string_view ref) {
+  auto q = conn.Prepare(sql);
   if (!q.ok()) return q.status();
   if (ref.empty())
     q->Bind(1, id);
@@ -40,7 +43,7 @@ Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, std::string_view 
 }
 
 Result<Card> CardById(sqlite::Connection& conn, int64_t card_id) {
-  auto card = ReadCard(conn, "a.CARD_ID = ?1", card_id, {});
+  auto card = ReadCard(conn, kSelectCardById, card_id, {});
   if (!card.ok()) return card.status();
   if (!*card) return NoSuchCard(card_id);
   return std::move(**card);
@@ -73,7 +76,7 @@ void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> 
 void SqlitePointCardStore::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
-  done(ReadCard(**conn, "a.EXTERNAL_REF = ?1", 0, external_ref));
+  done(ReadCard(**conn, kSelectCardByRef, 0, external_ref));
 }
 
 void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) {
