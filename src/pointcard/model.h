@@ -135,6 +135,24 @@ struct StoreInfo {
   double longitude = 0;
 };
 
+// POST /api/v1/stores: a new store (M_STORE), the next id. The key is
+// scoped to the route (P_REQUEST_KEY "stores").
+struct NewStore {
+  int64_t region_id = 0;
+  std::string name{};
+  std::string zipcode{};  // 7 digits (M_STORE.STORE_ZIPCODE is varchar(7))
+  std::string address{};
+  double latitude = 0;   // -90..90
+  double longitude = 0;  // -180..180
+  std::optional<std::string> idempotency_key{};
+};
+
+// Store ids are PostgreSQL ints (M_STORE.STORE_ID int): a larger id names
+// no store on any backend.
+inline constexpr int64_t kStoreIdMax = 2147483647;
+inline constexpr size_t kStoreNameLengthMax = 100;
+inline constexpr size_t kStoreAddressLengthMax = 200;
+
 // A point use: a charge (amount > 0) or a payment (amount < 0).
 struct Payment {
   int64_t card_id = 0;
@@ -225,6 +243,7 @@ inline Status ExternalRefTaken(std::string_view ref) {
   return {ErrorCode::kAlreadyExists, "a card with externalRef '" + std::string(ref) + "' exists already",
           "externalRef"};
 }
+inline Status NoSuchStore(int64_t store_id) { return Status::NotFound("no store with id " + std::to_string(store_id)); }
 inline Status NoSuchGrant(int64_t grant_id) { return Status::NotFound("no grant with id " + std::to_string(grant_id)); }
 
 }  // namespace hotrow::pointcard

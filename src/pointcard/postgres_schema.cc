@@ -211,6 +211,11 @@ Status CreateFunctions(pg::Connection& conn) {
     BEGIN
       RAISE EXCEPTION 'card % is closed', p_card USING ERRCODE = 'HR002';
     END $$;
+    -- Likewise for a store that does not exist (SQLSTATE HR003).
+    CREATE OR REPLACE FUNCTION hotrow_no_store(p_store int) RETURNS smallint LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION 'no store with id %', p_store USING ERRCODE = 'HR003';
+    END $$;
 
     -- The online point use of v0.2.0-v0.5.0, kept for instances of those
     -- releases still running beside this one during an upgrade (they never
@@ -282,7 +287,9 @@ Status CreateFunctions(pg::Connection& conn) {
     -- reason; the answer has its TRANSACTION_ID (a replay's from the row
     -- the key's first request wrote, found by its primary key). Outcomes as
     -- hotrow_pay_v2's, and 6: the card is closed (v0.9.0; nothing written,
-    -- a key's earlier answer still replays).
+    -- a key's earlier answer still replays), 7: no such store (checked
+    -- here, first, since stores are made while serving: one another
+    -- instance made counts at once).
     CREATE OR REPLACE FUNCTION hotrow_pay_v5(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
                                              p_actor text, p_reference text, p_reason text)
     RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
@@ -299,6 +306,10 @@ Status CreateFunctions(pg::Connection& conn) {
       id bigint;
       st text;
     BEGIN
+      IF NOT EXISTS (SELECT 1 FROM M_STORE m WHERE m.STORE_ID = p_store) THEN
+        RETURN QUERY SELECT 7::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
+        RETURN;
+      END IF;
       IF p_key IS NOT NULL THEN
         SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
         IF FOUND THEN
@@ -361,12 +372,14 @@ Status CreateFunctions(pg::Connection& conn) {
     END $$;
     -- v0.8.0's point use, kept for instances of that release still running
     -- beside this one: v0.9.0's without the closed outcome, which it does
-    -- not know (an error instead).
+    -- not know (an error instead), nor a missing store (it checked its
+    -- stores in memory before calling).
     CREATE OR REPLACE FUNCTION hotrow_pay_v4(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
                                              p_actor text, p_reference text, p_reason text)
     RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
                    reference text, reason text) LANGUAGE sql AS $$
-      SELECT CASE WHEN v.outcome = 6 THEN hotrow_card_closed(p_card) ELSE v.outcome END, v.time_us, v.new_balance,
+      SELECT CASE v.outcome WHEN 6 THEN hotrow_card_closed(p_card) WHEN 7 THEN hotrow_no_store(p_store)
+                  ELSE v.outcome END, v.time_us, v.new_balance,
              v.transaction_id, v.actor, v.reference, v.reason
       FROM hotrow_pay_v5(p_card, p_store, p_amount, p_key, p_fp, p_actor, p_reference, p_reason) v $$;
     -- v0.6.0's point use, kept for instances of 0.6.0-0.7.x still running
@@ -480,6 +493,7 @@ Status CreateFunctions(pg::Connection& conn) {
       !s.ok())
     return s;
   if (Status s = CreatePostgresCardFunctions(conn); !s.ok()) return s;
+  if (Status s = CreatePostgresStoreFunctions(conn); !s.ok()) return s;
   return CreatePostgresGrantFunctions(conn);
 }
 }  // namespace

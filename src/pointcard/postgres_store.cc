@@ -238,7 +238,16 @@ namespace {
 // batch transaction, where a round trip costs nothing. The contract suite
 // (tests/contract/pointcard_contract.cc) runs the same cases against both:
 // refusal, replay, mismatch, unknown card, the balance after each.
-enum class PayResult : int64_t { kOk = 0, kRefused, kNoCard, kMismatch, kReplayed, kReplayedRefused, kClosed };
+enum class PayResult : int64_t {
+  kOk = 0,
+  kRefused,
+  kNoCard,
+  kMismatch,
+  kReplayed,
+  kReplayedRefused,
+  kClosed,
+  kNoStore
+};
 
 constexpr int kTries = 3;
 
@@ -331,6 +340,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     auto outcome = static_cast<PayResult>(rows->Int(0, 0));
     if (outcome == PayResult::kNoCard) return done(NoSuchCard(p.card_id));
     if (outcome == PayResult::kClosed) return done(CardIsClosed(p.card_id));
+    if (outcome == PayResult::kNoStore) return done(NoSuchStore(p.store_id));
     if (outcome == PayResult::kMismatch)
       return done(Status(ErrorCode::kIdempotencyMismatch,
                          "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",

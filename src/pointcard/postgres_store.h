@@ -125,6 +125,10 @@ class PostgresPointCardStore final : public PointCardStore {
 
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
+  void CreateStore(NewStore store, std::string fingerprint,
+                   std::function<void(Result<std::pair<StoreInfo, bool>>)> done) override;
+  void GetStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done) override;
+  void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
   void CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) override;
   void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) override;
@@ -195,6 +199,8 @@ Result<db::pg::Rows> RunSerializable(db::pg::Connection& c, int64_t card_id, con
                                      const std::vector<db::pg::Param>& params);
 // postgres_cards.cc: issuing and closing cards, (re)created at every start.
 Status CreatePostgresCardFunctions(db::pg::Connection& conn);
+// postgres_stores.cc: making stores, (re)created at every start.
+Status CreatePostgresStoreFunctions(db::pg::Connection& conn);
 
 // postgres_schema.cc: tables, migrations and functions, under the schema
 // lock (on one connection, or on one of the pool's at start-up).

@@ -344,28 +344,67 @@ void WriteStore(JsonWriter& w, const StoreInfo& s) {
 void Stores(PointCardService& service, const Request& req, Responder responder) {
   auto region = PathId(req, "regionId");
   if (!region.ok()) return responder.Send(Error(region.status()));
-  auto stores = service.StoresOf(*region);
-  if (!stores.ok()) return responder.Send(Error(stores.status()));
-  Response res;
-  JsonWriter w(res.body);
-  w.StartObject();
-  w.Key("stores");
-  w.StartArray();
-  for (const auto& s : **stores) WriteStore(w, s);
-  w.EndArray();
-  w.EndObject();
-  responder.Send(std::move(res));
+  service.ListStores(*region, [responder](Result<std::vector<StoreInfo>> stores) mutable {
+    if (!stores.ok()) return responder.Send(Error(stores.status()));
+    Response res;
+    JsonWriter w(res.body);
+    w.StartObject();
+    w.Key("stores");
+    w.StartArray();
+    for (const auto& s : *stores) WriteStore(w, s);
+    w.EndArray();
+    w.EndObject();
+    responder.Send(std::move(res));
+  });
 }
 
 void GetStore(PointCardService& service, const Request& req, Responder responder) {
   auto id = PathId(req, "storeId");
   if (!id.ok()) return responder.Send(Error(id.status()));
-  auto store = service.Store(*id);
-  if (!store.ok()) return responder.Send(Error(store.status()));
-  Response res;
-  JsonWriter w(res.body);
-  WriteStore(w, **store);
-  responder.Send(std::move(res));
+  service.FindStore(*id, [responder](Result<StoreInfo> store) mutable {
+    if (!store.ok()) return responder.Send(Error(store.status()));
+    Response res;
+    JsonWriter w(res.body);
+    WriteStore(w, *store);
+    responder.Send(std::move(res));
+  });
+}
+
+// POST /api/v1/stores (admin): a new store.
+void CreateStore(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
+  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return responder.Send(Error(body.status()));
+  if (Status s = body->OnlyFields({"name", "regionId", "zipcode", "address", "latitude", "longitude"}); !s.ok())
+    return responder.Send(Error(s));
+  auto name = body->String("name");
+  if (!name.ok()) return responder.Send(Error(name.status()));
+  auto region = body->Integer("regionId", 1, INT64_MAX);
+  if (!region.ok()) return responder.Send(Error(region.status()));
+  auto zipcode = body->String("zipcode");
+  if (!zipcode.ok()) return responder.Send(Error(zipcode.status()));
+  auto address = body->String("address");
+  if (!address.ok()) return responder.Send(Error(address.status()));
+  auto latitude = body->Number("latitude");
+  if (!latitude.ok()) return responder.Send(Error(latitude.status()));
+  auto longitude = body->Number("longitude");
+  if (!longitude.ok()) return responder.Send(Error(longitude.status()));
+  NewStore store{.region_id = *region,
+                 .name = std::move(name).value(),
+                 .zipcode = std::move(zipcode).value(),
+                 .address = std::move(address).value(),
+                 .latitude = *latitude,
+                 .longitude = *longitude,
+                 .idempotency_key = IdempotencyKey(req)};
+  service.CreateStore(std::move(store), [responder](Result<std::pair<StoreInfo, bool>> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    res.status = 201;
+    JsonWriter w(res.body);
+    WriteStore(w, r->first);
+    if (r->second) res.AddHeader("Idempotent-Replayed", "true");
+    responder.Send(std::move(res));
+  });
 }
 
 Result<int64_t> TimeField(const http::JsonObject& body, const char* name) {
@@ -497,6 +536,10 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
   router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
   router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
   router.Add(Method::kGet, "/api/v1/stores/{storeId}", bind(GetStore));
+  router.Add(
+      Method::kPost, "/api/v1/stores",
+      [&service, &admin](Request& req, Responder res) { CreateStore(service, admin, req, std::move(res)); },
+      BodyPolicy::kJson);
   router.Add(
       Method::kPost, "/api/v1/grants",
       [&service, &admin](Request& req, Responder res) { Grant(service, admin, req, std::move(res)); },

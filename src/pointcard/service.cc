@@ -1,6 +1,8 @@
 #include "pointcard/service.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cstdio>
 
 #include <unicode/uchar.h>
 
@@ -23,11 +25,15 @@ Status PointCardService::Load() {
   return Status::Ok();
 }
 
+bool PointCardService::IsRegion(int64_t region_id) const {
+  for (const auto& r : regions_)
+    if (r.region_id == region_id) return true;
+  return false;
+}
+
 Result<const std::vector<StoreInfo>*> PointCardService::StoresOf(int64_t region_id) const {
   static const std::vector<StoreInfo> kNone;
-  bool known = false;
-  for (const auto& r : regions_) known = known || r.region_id == region_id;
-  if (!known) return Status::NotFound("no region with id " + std::to_string(region_id));
+  if (!IsRegion(region_id)) return Status::NotFound("no region with id " + std::to_string(region_id));
   auto it = stores_by_region_.find(region_id);
   return it == stores_by_region_.end() ? &kNone : &it->second;
 }
@@ -126,8 +132,10 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
   if (p.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
   }
-  // Existence after every identifier is read (docs/api.md, the error order).
-  if (!store_region_.count(p.store_id)) return done(Store(p.store_id).status());
+  // Existence after every identifier is read (docs/api.md, the error
+  // order): the store's in the store's transaction (stores are made while
+  // serving, on any instance); ids past a PostgreSQL int name none.
+  if (p.store_id > kStoreIdMax) return done(NoSuchStore(p.store_id));
   // The same key with the same fingerprint is the same request (only keyed
   // requests need one).
   std::string fingerprint;
@@ -152,6 +160,49 @@ Status NormalizeExternalRef(std::string& ref) {
 
 }  // namespace
 
+void PointCardService::CreateStore(NewStore store, std::function<void(Result<std::pair<StoreInfo, bool>>)> done) {
+  if (Status s = CheckUserText(store.name, {.field = "name", .code_points_max = kStoreNameLengthMax, .trimmed = true});
+      !s.ok())
+    return done(s);
+  if (store.zipcode.size() != 7 ||
+      !std::all_of(store.zipcode.begin(), store.zipcode.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return done(Status::InvalidField("zipcode", "zipcode must be 7 digits, such as 1000001"));
+  if (Status s = CheckUserText(store.address,
+                               {.field = "address", .code_points_max = kStoreAddressLengthMax, .trimmed = true});
+      !s.ok())
+    return done(s);
+  if (!(store.latitude >= -90 && store.latitude <= 90))
+    return done(Status::InvalidField("latitude", "latitude must be a number from -90 to 90"));
+  if (!(store.longitude >= -180 && store.longitude <= 180))
+    return done(Status::InvalidField("longitude", "longitude must be a number from -180 to 180"));
+  if (store.idempotency_key) {
+    if (Status s = ValidateIdempotencyKey(*store.idempotency_key); !s.ok()) return done(s);
+  }
+  if (!IsRegion(store.region_id))
+    return done(Status::InvalidField(
+        "regionId", "no region with id " + std::to_string(store.region_id) + " (GET /api/v1/regions lists them)"));
+  std::string fingerprint;
+  if (store.idempotency_key) {
+    char coordinates[96];
+    snprintf(coordinates, sizeof coordinates, " latitude=%.17g longitude=%.17g", store.latitude, store.longitude);
+    fingerprint = "store region=" + std::to_string(store.region_id) + coordinates;
+    AppendText(fingerprint, "name", store.name);
+    AppendText(fingerprint, "zipcode", store.zipcode);
+    AppendText(fingerprint, "address", store.address);
+  }
+  store_.CreateStore(std::move(store), std::move(fingerprint), std::move(done));
+}
+
+void PointCardService::FindStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done) {
+  if (store_id > kStoreIdMax) return done(NoSuchStore(store_id));
+  store_.GetStore(store_id, std::move(done));
+}
+
+void PointCardService::ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) {
+  if (!IsRegion(region_id)) return done(Status::NotFound("no region with id " + std::to_string(region_id)));
+  store_.ListStores(region_id, std::move(done));
+}
+
 void PointCardService::CreateCard(NewCard card, std::function<void(Result<Card>)> done) {
   if (card.external_ref) {
     if (Status s = NormalizeExternalRef(*card.external_ref); !s.ok()) return done(s);
@@ -159,9 +210,7 @@ void PointCardService::CreateCard(NewCard card, std::function<void(Result<Card>)
   if (card.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*card.idempotency_key); !s.ok()) return done(s);
   }
-  bool known = false;
-  for (const auto& r : regions_) known = known || r.region_id == card.region_id;
-  if (!known)
+  if (!IsRegion(card.region_id))
     return done(Status::InvalidField(
         "regionId", "no region with id " + std::to_string(card.region_id) + " (GET /api/v1/regions lists them)"));
   std::string fingerprint;

@@ -36,11 +36,24 @@ class PointCardService final : public DomainService {
   void Stop() override;
 
   const std::vector<Region>& regions() const { return regions_; }
-  // The stores of a region; not_found for an unknown region.
+  bool IsRegion(int64_t region_id) const;
+  // The stores as Load found them (the simulator picks its stores there):
+  // a region's; not_found for an unknown region. Stores made since are in
+  // the database only (ListStores, FindStore).
   Result<const std::vector<StoreInfo>*> StoresOf(int64_t region_id) const;
   size_t store_count() const { return store_region_.size(); }
-  // One store; not_found for an unknown id.
+  // One store as Load found it; not_found for an unknown id.
   Result<const StoreInfo*> Store(int64_t store_id) const;
+
+  // POST /api/v1/stores (admin; routes.cc checks the token): name 1-100 and
+  // address 1-200 code points on one line, zipcode 7 digits, a known
+  // region, latitude -90..90 and longitude -180..180. The store and
+  // whether it was replayed.
+  void CreateStore(NewStore store, std::function<void(Result<std::pair<StoreInfo, bool>>)> done);
+  // From the database: a store made on another instance is there at once.
+  void FindStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done);
+  // A region's stores, from the database; not_found for an unknown region.
+  void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done);
 
   void GetCard(int64_t card_id, Callback<Result<Card>> done);
   // as_of_us at least the settle time in the past (invalid_field "asOf"
@@ -62,7 +75,8 @@ class PointCardService final : public DomainService {
   // limit 1-100.
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done);
-  // amount != 0 and |amount| <= 1,000,000; the store must exist (not_found).
+  // amount != 0 and |amount| <= 1,000,000; the store must exist (not_found,
+  // decided in the store's transaction).
   void Pay(Payment payment, Callback<Result<PaymentOutcome>> done);
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);

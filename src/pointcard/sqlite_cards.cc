@@ -49,7 +49,10 @@ Result<Card> CardById(sqlite::Connection& conn, int64_t card_id) {
   return std::move(**card);
 }
 
-// The card an earlier POST /cards with this key made, if any.
+}  // namespace
+
+// What an earlier request on `route` with this key made (its id; 0 for a
+// refusal kept with the key), if any (sqlite_store.h).
 Result<std::optional<int64_t>> FindRequestKey(sqlite::Connection& c, std::string_view route, const std::string& key,
                                               const std::string& fp) {
   auto q = c.Prepare("SELECT FINGERPRINT, RESULT_ID FROM P_REQUEST_KEY WHERE ROUTE = ?1 AND KEY = ?2");
@@ -64,8 +67,6 @@ Result<std::optional<int64_t>> FindRequestKey(sqlite::Connection& c, std::string
   if (Status s = q->Run(); !s.ok()) return s;
   return std::optional<int64_t>(id);
 }
-
-}  // namespace
 
 void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
   auto conn = db_.Reader();

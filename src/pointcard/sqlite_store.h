@@ -94,6 +94,10 @@ class SqlitePointCardStore final : public PointCardStore {
 
   Status LoadRegions(std::vector<Region>* out) override;
   Status LoadStores(std::vector<StoreInfo>* out) override;
+  void CreateStore(NewStore store, std::string fingerprint,
+                   std::function<void(Result<std::pair<StoreInfo, bool>>)> done) override;
+  void GetStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done) override;
+  void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
   void CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) override;
   void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) override;
@@ -177,5 +181,10 @@ Status CreatePointCardTables(db::sqlite::Connection& conn);
 // its rows after it, inside its transaction (an index seek; the one writer
 // serialises every write, so no one takes the same number).
 Result<int64_t> LastTransactionId(db::sqlite::Connection& conn);
+// What an earlier request on `route` ("cards", "stores") with this key made
+// (P_REQUEST_KEY.RESULT_ID: an id, or 0 for a refusal kept with the key),
+// if any; idempotency_mismatch for another fingerprint.
+Result<std::optional<int64_t>> FindRequestKey(db::sqlite::Connection& c, std::string_view route, const std::string& key,
+                                              const std::string& fp);
 
 }  // namespace hotrow::pointcard

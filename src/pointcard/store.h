@@ -29,6 +29,17 @@ class PointCardStore {
   virtual Status LoadRegions(std::vector<Region>* out) = 0;
   virtual Status LoadStores(std::vector<StoreInfo>* out) = 0;
 
+  // A new store with the next id (one past the largest), in one
+  // transaction with its key (P_REQUEST_KEY, route "stores"): a key seen
+  // before answers the store it made (replayed), or idempotency_mismatch.
+  virtual void CreateStore(NewStore store, std::string fingerprint,
+                           std::function<void(Result<std::pair<StoreInfo, bool>>)> done) = 0;
+  // Read from the database, so a store another instance made is there at
+  // once. not_found for an unknown store.
+  virtual void GetStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done) = 0;
+  // A region's stores in id order (the region is the caller's to check).
+  virtual void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) = 0;
+
   // not_found for an unknown card.
   virtual void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) = 0;
   // A new card, balance 0, with the next id (one past the largest on
@@ -54,7 +65,8 @@ class PointCardStore {
   virtual void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                        std::function<void(Result<HistoryPage>)> done) = 0;
 
-  // One point use, one SERIALIZABLE transaction: read the balance, write
+  // One point use, one SERIALIZABLE transaction: check the store (not_found:
+  // a store made on another instance counts at once), read the balance, write
   // BALANCE + amount and LAST_UPDATE, append the history row. A payment
   // larger than the balance is refused and writes nothing (except, with an
   // idempotency key, the refusal itself, so a retry gets the same answer).

@@ -20,6 +20,10 @@ Result<Card> Issue(pointcard::PointCardService& s, NewCard card) {
 Result<std::optional<Card>> Find(pointcard::PointCardService& s, const std::string& ref) {
   return Wait<Result<std::optional<Card>>>([&](auto done) { s.FindCard(ref, done); });
 }
+using MadeStore = Result<std::pair<pointcard::StoreInfo, bool>>;
+MadeStore MakeStore(pointcard::PointCardService& s, const pointcard::NewStore& store) {
+  return Wait<MadeStore>([&](auto done) { s.CreateStore(store, done); });
+}
 Result<Card> Close(pointcard::PointCardService& s, int64_t card, std::optional<std::string> key = std::nullopt) {
   return Wait<Result<Card>>([&](auto done) { s.CloseCard(CardClose{card, std::move(key)}, done); });
 }
@@ -250,6 +254,72 @@ TEST_P(PointCardContract, AGrantGivesNothingToACardClosedBeforeItApplies) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->outcome.cards, 2);
   EXPECT_EQ(info->outcome.points, 5000);
+  ExpectInvariants();
+}
+
+// A store made while serving takes the next id and counts at once: the
+// service's memory holds the stores it loaded (as another instance's
+// would), and payments and reads go to the database (two instances:
+// PgHttp.AStoreMadeOnOneInstancePaysOnTheOther).
+TEST_P(PointCardContract, AStoreMadeWhileServingCountsAtOnce) {
+  auto& other = *service;
+  pointcard::NewStore s{.region_id = 13,
+                        .name = "渋谷店",
+                        .zipcode = "1500002",
+                        .address = "東京都渋谷区渋谷2-21-1",
+                        .latitude = 35.659,
+                        .longitude = 139.703,
+                        .idempotency_key = "store-1"};
+  auto made = MakeStore(*service, s);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const int64_t id = made->first.store_id;
+  EXPECT_EQ(id, kContractStores + 1);
+  EXPECT_FALSE(made->second);
+  EXPECT_EQ(made->first.name, "渋谷店");
+  auto again = MakeStore(*service, s);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->second);
+  EXPECT_EQ(again->first.store_id, id);
+  s.name = "渋谷二号店";
+  EXPECT_EQ(MakeStore(*service, s).status().code(), ErrorCode::kIdempotencyMismatch);
+
+  EXPECT_FALSE(other.Store(id).ok()) << "not in the memory loaded at start";
+  auto read = Wait<Result<pointcard::StoreInfo>>([&](auto done) { other.FindStore(id, done); });
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->zipcode, "1500002");
+  EXPECT_DOUBLE_EQ(read->latitude, 35.659);
+  auto listed = Wait<Result<std::vector<pointcard::StoreInfo>>>([&](auto done) { other.ListStores(13, done); });
+  ASSERT_TRUE(listed.ok());
+  ASSERT_FALSE(listed->empty());
+  EXPECT_EQ(listed->back().store_id, id);
+  auto paid = Pay(other, 5, id, 300);
+  ASSERT_TRUE(paid.ok()) << paid.status().ToString();
+  EXPECT_EQ(paid->row.store_id, id);
+  EXPECT_EQ(Pay(other, 5, id + 1, 300).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(Pay(other, 5, pointcard::kStoreIdMax + 1, 300).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(Wait<Result<pointcard::StoreInfo>>([&](auto done) { other.FindStore(id + 1, done); }).status().code(),
+            ErrorCode::kNotFound);
+
+  // The rules.
+  auto refused = [&](pointcard::NewStore bad) { return MakeStore(*service, bad).status().field(); };
+  pointcard::NewStore ok{.region_id = 1, .name = "a", .zipcode = "0600000", .address = "b"};
+  auto with = [&](auto change) {
+    pointcard::NewStore v = ok;
+    change(v);
+    return refused(v);
+  };
+  EXPECT_EQ(with([](auto& v) { v.name = ""; }), "name");
+  EXPECT_EQ(with([](auto& v) { v.name = std::string(101, 'n'); }), "name");
+  EXPECT_EQ(with([](auto& v) { v.zipcode = "123-4567"; }), "zipcode");
+  EXPECT_EQ(with([](auto& v) { v.zipcode = "123456"; }), "zipcode");
+  EXPECT_EQ(with([](auto& v) { v.address = " "; }), "address");
+  EXPECT_EQ(with([](auto& v) { v.latitude = 90.5; }), "latitude");
+  EXPECT_EQ(with([](auto& v) { v.longitude = -181; }), "longitude");
+  EXPECT_EQ(with([](auto& v) { v.region_id = 48; }), "regionId");
+  Restart();
+  auto after = Wait<Result<pointcard::StoreInfo>>([&](auto done) { service->FindStore(id, done); });
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->address, "東京都渋谷区渋谷2-21-1");
   ExpectInvariants();
 }
 

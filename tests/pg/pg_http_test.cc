@@ -139,6 +139,51 @@ TEST_F(TwoInstances, PlansMadeOnOneAppearOnTheOther) {
   EXPECT_TRUE(Eventually([&] { return ca.Get("/datePlan/1").status == 404; }, std::chrono::seconds(2)));
 }
 
+// Stores, cards and card states made on one instance count on the other at
+// once: a store made on A takes payments on B (B's memory holds only the
+// stores it loaded), and a card issued and then closed on A refuses B's
+// payments.
+TEST(PgHttp, AStoreMadeOnOneInstancePaysOnTheOther) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  std::string url = pg->CreateDatabase();
+  auto seeded =
+      RunHotrow({"seed", "pointcard", "--cards", "20", "--stores", "5", "--history", "40", "--seed", "7", "--db", url});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  TestServer a(TestServerOptions{0, false, {}, {}, url});
+  TestServer b(TestServerOptions{0, false, {}, {}, url});
+  ASSERT_TRUE(a.ok() && b.ok());
+  HttpClient ca(a.port()), cb(b.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto store = ca.Post(
+      "/api/v1/stores",
+      R"({"name":"新宿店","regionId":13,"zipcode":"1600022","address":"東京都新宿区新宿3-38-1","latitude":35.69,"longitude":139.70})",
+      admin);
+  ASSERT_EQ(store.status, 201) << store.body;
+  const int64_t store_id = JsonInt(store.body, "storeId");
+  EXPECT_EQ(store_id, 6);
+  auto read = cb.Get("/api/v1/stores/" + std::to_string(store_id));
+  EXPECT_EQ(read.status, 200) << read.body;
+  EXPECT_EQ(JsonString(read.body, "name"), "新宿店");
+  EXPECT_NE(cb.Get("/api/v1/regions/13/stores").body.find(R"("storeId":6,)"), std::string::npos);
+  auto card = ca.Post("/api/v1/cards", R"({"regionId":13,"externalRef":"pg-two"})", admin);
+  ASSERT_EQ(card.status, 201) << card.body;
+  const std::string card_path = "/api/v1/cards/" + std::to_string(JsonInt(card.body, "cardId"));
+  auto charged = cb.Post(card_path + "/transactions", R"({"storeId":6,"amount":500})");
+  ASSERT_EQ(charged.status, 201) << charged.body;
+  EXPECT_EQ(JsonInt(charged.body, "balance"), 500);
+  EXPECT_EQ(cb.Post(card_path + "/transactions", R"({"storeId":7,"amount":5})").status, 404);
+  ASSERT_EQ(ca.Post(card_path + "/close", "", admin).status, 200);
+  auto refused = cb.Post(card_path + "/transactions", R"({"storeId":6,"amount":-5})");
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("card_closed"), std::string::npos) << refused.body;
+  EXPECT_EQ(JsonString(cb.Get("/api/v1/cards?externalRef=pg-two").body, "status"), "closed");
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+  auto check = RunHotrow({"check", "pointcard", "--db", url});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
 TEST(PostgresServer, ARestartKeepsEverything) {
   PostgresProcess* pg = PostgresProcess::Shared();
   ASSERT_TRUE(pg);
