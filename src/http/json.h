@@ -108,8 +108,8 @@ class JsonObject {
   // An optional boolean field: `fallback` when absent, invalid_field when
   // present and not true or false.
   Result<bool> OptionalBool(std::string_view name, bool fallback) const;
-  // A required number field, as a double (one past double's range is
-  // infinite: a range check refuses it).
+  // A required number field, as a double (a number past double's range is
+  // refused by the parser: bad_request).
   Result<double> Number(std::string_view name) const;
   // A required array of strings with at most `items_max` items.
   Result<std::vector<std::string>> StringArray(std::string_view name, size_t items_max) const;

@@ -244,6 +244,11 @@ inline Status ExternalRefTaken(std::string_view ref) {
           "externalRef"};
 }
 inline Status NoSuchStore(int64_t store_id) { return Status::NotFound("no store with id " + std::to_string(store_id)); }
+// Store ids run up to kStoreIdMax, one past the largest: a store with the
+// last id leaves none (409, nothing written).
+inline Status NoStoreIdLeft() {
+  return Status::Conflict("no store id is left: a store has id 2147483647, the largest a store id can be");
+}
 inline Status NoSuchGrant(int64_t grant_id) { return Status::NotFound("no grant with id " + std::to_string(grant_id)); }
 
 }  // namespace hotrow::pointcard

@@ -31,7 +31,7 @@ Status CreatePostgresStoreFunctions(pg::Connection& conn) {
         res := CASE WHEN k.FINGERPRINT <> p_fp THEN 2 ELSE 1 END;
         id := CASE WHEN res = 1 THEN k.RESULT_ID END;
       ELSE
-        SELECT COALESCE(MAX(m.STORE_ID), 0) + 1 INTO id FROM M_STORE m;
+        SELECT COALESCE(MAX(m.STORE_ID)::bigint, 0) + 1 INTO id FROM M_STORE m;
         IF id > 2147483647 THEN
           res := 3;
           id := NULL;
@@ -130,7 +130,7 @@ void PostgresPointCardStore::CreateStore(NewStore store, std::string fingerprint
           return done(Status(ErrorCode::kIdempotencyMismatch,
                              "Idempotency-Key '" + *store.idempotency_key + "' was used for a different request",
                              "Idempotency-Key"));
-        if (outcome == 3) return done(Status::Internal("no store id is left"));
+        if (outcome == 3) return done(NoStoreIdLeft());
         if ((outcome != 0 && outcome != 1) || rows->IsNull(0, 1))
           return done(Status::Internal("hotrow_store_create_v1 answered outcome " + std::to_string(outcome)));
         done(std::make_pair(ReadStore(*rows, 0, 1), outcome == 1));

@@ -161,6 +161,9 @@ Status NormalizeExternalRef(std::string& ref) {
 }  // namespace
 
 void PointCardService::CreateStore(NewStore store, std::function<void(Result<std::pair<StoreInfo, bool>>)> done) {
+  // -0 is 0: SQLite stores it as 0, and a retry sending 0 is the same request.
+  store.latitude += 0.0;
+  store.longitude += 0.0;
   if (Status s = CheckUserText(store.name, {.field = "name", .code_points_max = kStoreNameLengthMax, .trimmed = true});
       !s.ok())
     return done(s);

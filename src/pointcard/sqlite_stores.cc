@@ -68,7 +68,7 @@ void SqlitePointCardStore::CreateStore(NewStore store, std::string fingerprint,
         }
         auto last = sqlite::QueryInt(c, "SELECT COALESCE(MAX(STORE_ID), 0) FROM M_STORE");
         if (!last.ok()) return last.status();
-        if (*last >= kStoreIdMax) return Status::Internal("no store id is left");
+        if (*last >= kStoreIdMax) return NoStoreIdLeft();
         const int64_t id = *last + 1;
         auto insert = c.Prepare(
             "INSERT INTO M_STORE (STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, S_LATITUDE, "

@@ -1,6 +1,7 @@
 // The point-card contract, cards a retailer issues and closes (0.9.0): what
 // every backend must do.
 #include <atomic>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -299,6 +300,22 @@ TEST_P(PointCardContract, AStoreMadeWhileServingCountsAtOnce) {
   EXPECT_EQ(Pay(other, 5, pointcard::kStoreIdMax + 1, 300).status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(Wait<Result<pointcard::StoreInfo>>([&](auto done) { other.FindStore(id + 1, done); }).status().code(),
             ErrorCode::kNotFound);
+
+  // -0 is 0: a retry that sends 0 is the same request.
+  pointcard::NewStore zero{.region_id = 2,
+                           .name = "zero",
+                           .zipcode = "0300000",
+                           .address = "c",
+                           .latitude = -0.0,
+                           .longitude = 0,
+                           .idempotency_key = "store-zero"};
+  auto z = MakeStore(*service, zero);
+  ASSERT_TRUE(z.ok()) << z.status().ToString();
+  EXPECT_FALSE(std::signbit(z->first.latitude));
+  zero.latitude = 0;
+  auto z_again = MakeStore(*service, zero);
+  ASSERT_TRUE(z_again.ok()) << z_again.status().ToString();
+  EXPECT_TRUE(z_again->second);
 
   // The rules.
   auto refused = [&](pointcard::NewStore bad) { return MakeStore(*service, bad).status().field(); };
