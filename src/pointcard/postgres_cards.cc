@@ -133,8 +133,6 @@ constexpr pg::NamedSql kSelectCardByRef{"pointcard_card_by_ref", HOTROW_SELECT_C
 constexpr pg::NamedSql kCreateCard{"pointcard_card_create", "SELECT * FROM hotrow_card_create_v1($1, $2, $3, $4)"};
 constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT * FROM hotrow_card_close_v1($1, $2, $3)"};
 
-constexpr int kTries = 3;
-
 // The card in the first row's columns from `at` on (kSelectCard's, and
 // hotrow_card_v1's after a write's outcome); nullopt for none.
 std::optional<Card> ReadCard(const pg::Rows& rows, int at = 0) {
@@ -167,19 +165,6 @@ Result<Card> CardById(pg::Connection& c, int64_t card_id) {
   return std::move(*card);
 }
 
-// A card write behind `lock_card`'s lock, retried as payments are.
-Result<pg::Rows> RunCardWrite(pg::Connection& c, int64_t lock_card, const pg::NamedSql& call,
-                              const std::vector<pg::Param>& params) {
-  Result<pg::Rows> rows = Status::Internal("unset");
-  for (int attempt = 0; attempt < kTries; ++attempt) {
-    if (attempt > 0) RetryBackoff(attempt);
-    rows = RunSerializable(c, lock_card, call, params);
-    if (rows.ok() || !pg::IsRetryable(rows.status())) break;
-    pg::CountRetry(rows.status());
-  }
-  return rows;
-}
-
 pg::Param Optional(const std::optional<std::string>& v) { return v ? pg::Param(*v) : pg::Param(); }
 
 Status KeyMismatch(const std::string& key, std::string_view scope) {
@@ -189,6 +174,20 @@ Status KeyMismatch(const std::string& key, std::string_view scope) {
 }
 
 }  // namespace
+
+constexpr int kWriteTries = 3;  // the reference's policy, as payments
+
+Result<pg::Rows> RunSerializableRetried(pg::Connection& c, int64_t lock_card, const pg::NamedSql& call,
+                                        const std::vector<pg::Param>& params) {
+  Result<pg::Rows> rows = Status::Internal("unset");
+  for (int attempt = 0; attempt < kWriteTries; ++attempt) {
+    if (attempt > 0) RetryBackoff(attempt);
+    rows = RunSerializable(c, lock_card, call, params);
+    if (rows.ok() || !pg::IsRetryable(rows.status())) break;
+    pg::CountRetry(rows.status());
+  }
+  return rows;
+}
 
 void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
   pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
@@ -207,25 +206,25 @@ void PostgresPointCardStore::FindCard(std::string external_ref, std::function<vo
 }
 
 void PostgresPointCardStore::CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) {
-  pool_.Submit([card = std::move(card), fp = std::move(fingerprint),
-                done = std::move(done)](Result<pg::Connection*> c) {
-    if (!c.ok()) return done(c.status());
-    auto rows =
-        RunCardWrite(**c, 0, kCreateCard,
-                     {std::to_string(card.region_id), Optional(card.external_ref), Optional(card.idempotency_key), fp});
-    if (!rows.ok()) return done(rows.status());
-    switch (rows->Int(0, 0)) {
-      case 0:
-      case 1:  // a replay answers the card as it is now
-        return done(WrittenCard(*rows, rows->Int(0, 0) == 1, "hotrow_card_create_v1"));
-      case 2:
-        return done(KeyMismatch(*card.idempotency_key, ""));
-      case 3:
-        return done(ExternalRefTaken(*card.external_ref));
-      default:
-        return done(Status::Internal("hotrow_card_create_v1 answered outcome " + std::to_string(rows->Int(0, 0))));
-    }
-  });
+  pool_.Submit(
+      [card = std::move(card), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
+        if (!c.ok()) return done(c.status());
+        auto rows = RunSerializableRetried(
+            **c, 0, kCreateCard,
+            {std::to_string(card.region_id), Optional(card.external_ref), Optional(card.idempotency_key), fp});
+        if (!rows.ok()) return done(rows.status());
+        switch (rows->Int(0, 0)) {
+          case 0:
+          case 1:  // a replay answers the card as it is now
+            return done(WrittenCard(*rows, rows->Int(0, 0) == 1, "hotrow_card_create_v1"));
+          case 2:
+            return done(KeyMismatch(*card.idempotency_key, ""));
+          case 3:
+            return done(ExternalRefTaken(*card.external_ref));
+          default:
+            return done(Status::Internal("hotrow_card_create_v1 answered outcome " + std::to_string(rows->Int(0, 0))));
+        }
+      });
 }
 
 void PostgresPointCardStore::CloseCard(CardClose close, std::string fingerprint,
@@ -233,8 +232,8 @@ void PostgresPointCardStore::CloseCard(CardClose close, std::string fingerprint,
   pool_.Submit(
       [close = std::move(close), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
         if (!c.ok()) return done(c.status());
-        auto rows = RunCardWrite(**c, close.card_id, kCloseCard,
-                                 {std::to_string(close.card_id), Optional(close.idempotency_key), fp});
+        auto rows = RunSerializableRetried(**c, close.card_id, kCloseCard,
+                                           {std::to_string(close.card_id), Optional(close.idempotency_key), fp});
         if (!rows.ok()) return done(rows.status());
         const int64_t outcome = rows->Int(0, 0);
         if (outcome == 2) return done(KeyMismatch(*close.idempotency_key, " on this card"));

@@ -197,6 +197,11 @@ void RetryBackoff(int attempt);
 // S_ACCOUNT locked ROW EXCLUSIVE; its rows.
 Result<db::pg::Rows> RunSerializable(db::pg::Connection& c, int64_t card_id, const db::pg::NamedSql& call,
                                      const std::vector<db::pg::Param>& params);
+// RunSerializable, retried on serialization failures and deadlocks as
+// payments are (up to 3 tries, RetryBackoff between them): issues, closes
+// and stores made.
+Result<db::pg::Rows> RunSerializableRetried(db::pg::Connection& c, int64_t lock_card, const db::pg::NamedSql& call,
+                                            const std::vector<db::pg::Param>& params);
 // postgres_cards.cc: issuing and closing cards, (re)created at every start.
 Status CreatePostgresCardFunctions(db::pg::Connection& conn);
 // postgres_stores.cc: making stores, (re)created at every start.

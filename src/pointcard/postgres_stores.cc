@@ -63,7 +63,6 @@ constexpr pg::NamedSql kSelectRegionStores{"pointcard_region_stores",
 constexpr pg::NamedSql kCreateStore{"pointcard_store_create",
                                     "SELECT * FROM hotrow_store_create_v1($1, $2, $3, $4, $5, $6, $7, $8)"};
 constexpr int64_t kStoreLock = -1;  // RunSerializable's lock for every store made
-constexpr int kTries = 3;
 
 StoreInfo ReadStore(const pg::Rows& rows, int row, int at) {
   return StoreInfo{.store_id = rows.Int(row, at),
@@ -117,13 +116,7 @@ void PostgresPointCardStore::CreateStore(NewStore store, std::string fingerprint
                                                DoubleText(store.longitude),
                                                store.idempotency_key ? pg::Param(*store.idempotency_key) : pg::Param(),
                                                fp};
-        Result<pg::Rows> rows = Status::Internal("unset");
-        for (int attempt = 0; attempt < kTries; ++attempt) {
-          if (attempt > 0) RetryBackoff(attempt);
-          rows = RunSerializable(**c, kStoreLock, kCreateStore, params);
-          if (rows.ok() || !pg::IsRetryable(rows.status())) break;
-          pg::CountRetry(rows.status());
-        }
+        auto rows = RunSerializableRetried(**c, kStoreLock, kCreateStore, params);
         if (!rows.ok()) return done(rows.status());
         const int64_t outcome = rows->Int(0, 0);
         if (outcome == 2)

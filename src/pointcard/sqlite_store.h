@@ -181,6 +181,10 @@ Status CreatePointCardTables(db::sqlite::Connection& conn);
 // its rows after it, inside its transaction (an index seek; the one writer
 // serialises every write, so no one takes the same number).
 Result<int64_t> LastTransactionId(db::sqlite::Connection& conn);
+// Rows a release before 0.8.0 wrote into a file this one had migrated (a
+// downgrade, then this release again): numbered after every other row, in
+// one transaction (Open runs it).
+Status NumberNewRows(db::sqlite::Connection& conn);
 // What an earlier request on `route` ("cards", "stores") with this key made
 // (P_REQUEST_KEY.RESULT_ID: an id, or 0 for a refusal kept with the key),
 // if any; idempotency_mismatch for another fingerprint.

@@ -8,8 +8,12 @@ namespace sqlite = db::sqlite;
 
 namespace {
 
-constexpr const char* kStoreColumns =
-    "SELECT STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, S_LATITUDE, S_LONGITUDE FROM M_STORE ";
+// Whole literals, as the card's reads (no SQL built per read).
+#define HOTROW_STORE_COLUMNS \
+  "SELECT STORE_ID, STORE_ZIPCODE, STORE_ADDRESS, STORE_NAME, REGION_ID, S_LATITUDE, S_LONGITUDE FROM M_STORE "
+constexpr const char* kSelectStore = HOTROW_STORE_COLUMNS "WHERE STORE_ID = ?1";
+constexpr const char* kSelectRegionStores = HOTROW_STORE_COLUMNS "WHERE REGION_ID = ?1 ORDER BY STORE_ID";
+#undef HOTROW_STORE_COLUMNS
 
 StoreInfo ReadStore(const sqlite::Query& q) {
   return {q.Int(0),   std::string(q.Text(1)), std::string(q.Text(2)), std::string(q.Text(3)), q.Int(4), q.Double(5),
@@ -17,7 +21,7 @@ StoreInfo ReadStore(const sqlite::Query& q) {
 }
 
 Result<StoreInfo> StoreById(sqlite::Connection& c, int64_t store_id) {
-  auto q = c.Prepare(std::string(kStoreColumns) + "WHERE STORE_ID = ?1");
+  auto q = c.Prepare(kSelectStore);
   if (!q.ok()) return q.status();
   auto row = q->Bind(1, store_id).Step();
   if (!row.ok()) return row.status();
@@ -38,7 +42,7 @@ void SqlitePointCardStore::GetStore(int64_t store_id, std::function<void(Result<
 void SqlitePointCardStore::ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
-  auto q = (*conn)->Prepare(std::string(kStoreColumns) + "WHERE REGION_ID = ?1 ORDER BY STORE_ID");
+  auto q = (*conn)->Prepare(kSelectRegionStores);
   if (!q.ok()) return done(q.status());
   q->Bind(1, region_id);
   std::vector<StoreInfo> out;
