@@ -37,6 +37,9 @@ bench_init() {
 start_hotrow() {
   local port=$1; shift
   # The drain delay through its variable: an older binary (a "before") ignores it.
+  # Store keys are off, said so: the loads pay anonymously, as the reference's
+  # experiment does (set HOTROW_REQUIRE_STORE_KEYS=true to measure with them).
+  HOTROW_REQUIRE_STORE_KEYS=${HOTROW_REQUIRE_STORE_KEYS:-false} \
   HOTROW_DRAIN_DELAY_MS=0 "${HOTROW_BIN:-$HOTROW}" serve --host 127.0.0.1 --port "$port" --log-level warn "$@" &
   HOTROW_PID=$!
   BENCH_PIDS+=("$HOTROW_PID")

@@ -35,9 +35,11 @@ struct ServeFlags {
   std::string access_log = "off";
   std::string log_format = "text";
   bool print_config = false;
-  bool test_hooks = false;         // boards with seasons of seconds (tests)
-  std::string score_rate = "off";  // leaderboard posts per ClientId per board (--score-rate)
-  std::string secrets_key_file;    // the key boards' HMAC secrets are sealed with (--secrets-key-file)
+  bool test_hooks = false;          // boards with seasons of seconds (tests)
+  std::string score_rate = "off";   // leaderboard posts per ClientId per board (--score-rate)
+  std::string secrets_key_file;     // the key boards' HMAC secrets are sealed with (--secrets-key-file)
+  bool require_store_keys = false;  // point uses need a store key or the admin token
+  int64_t auth_failures_max = 30;   // failed credentials per address per minute before 429
   bool print_routes = false;
   std::string config;  // read before parsing (cmd/config.h)
 };

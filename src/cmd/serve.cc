@@ -434,7 +434,12 @@ int RunServe(const ServeFlags& f) {
   http::AddEchoRoute(router);
   dateplan::AddRoutes(router, *b.plans);
   leaderboard::AddRoutes(router, *b.board, admin);
-  pointcard::AddRoutes(router, *b.cards, admin);
+  pointcard::AddRoutes(router, *b.cards, admin,
+                       {.require_store_keys = f.require_store_keys, .auth_failures_max = f.auth_failures_max});
+  if (postgres && !f.require_store_keys)
+    log::Warn(
+        "--require-store-keys is off: anyone who reaches this server can spend from any card; give each store "
+        "terminal a key (POST /api/v1/stores/{{id}}/keys) and turn it on");
   if (f.print_routes) {
     for (const auto& [method, pattern] : router.Routes())
       std::printf("%s %s\n", std::string(http::MethodName(method)).c_str(), pattern.c_str());

@@ -139,6 +139,16 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
   c->add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
       ->envname("HOTROW_LOG_LEVEL")
       ->capture_default_str();
+  c->add_flag("--require-store-keys", f.require_store_keys,
+              "Point uses need 'Authorization: Bearer <store key>' (or the admin token); without, 401. Off by "
+              "default; serve on PostgreSQL warns while it is off")
+      ->envname("HOTROW_REQUIRE_STORE_KEYS");
+  c->add_option("--auth-failures-max", f.auth_failures_max,
+                "Failed credentials (admin token, store key) from one address within a minute; past it that "
+                "address gets 429 until the minute ends (0: never)")
+      ->envname("HOTROW_AUTH_FAILURES_MAX")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->capture_default_str();
   c->add_option("--score-rate", f.score_rate,
                 "Score posts per ClientId per board on this instance, e.g. 10/s or 600/min (a burst of one second's "
                 "worth); past it 429 with Retry-After; off by default")

@@ -204,7 +204,9 @@ class Pool {
   static Result<std::unique_ptr<Pool>> Open(PoolOptions options);
   ~Pool();
 
-  using Job = InlineFunction<void(Result<Connection*>), 512>;
+  // Inline up to 640 bytes: a point use with its store key, texts and callback
+  // is the largest job (pointcard/postgres_store.cc).
+  using Job = InlineFunction<void(Result<Connection*>), 640>;
   // Runs `job` on a pool thread with a connection, or with the reason there
   // is none (overloaded when the queue is full, unavailable when stopping or
   // when PostgreSQL cannot be reached). Thread-safe.

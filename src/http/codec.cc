@@ -237,6 +237,7 @@ Request& Codec::BuildRequest() {
   request_.spare_body = &spare_;
   request_.long_running = false;
   request_.request_id = request_id();
+  request_.peer = peer_;
   request_.route = nullptr;
   built_ = true;
   bytes_in_ += request_.body.size();

@@ -49,6 +49,9 @@ struct Request {
   // X-Request-Id as sent (validated), or one the server made up; the
   // response echoes it, and log lines about this request carry it.
   std::string_view request_id;
+  // The client's address and port ("203.0.113.7:51234", "[::1]:8080"), as
+  // the connection saw it; "-" when unknown.
+  std::string_view peer = "-";
   // Set by the router to the matched route's counters (null: none matched).
   RouteStats* route = nullptr;
 

@@ -161,6 +161,30 @@ Status CheckCardStates(sqlite::Connection& conn, const CheckScope& scope, Report
   return Status::Ok();
 }
 
+// 11. every row a store key wrote names a key of its store that existed and
+//     was not revoked at the row's time (point-card schema 4). Kept in step
+//     with the PostgreSQL checker's "store key" probe.
+Status CheckKeyRows(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
+  auto rows = conn.Prepare(
+      "SELECT h.CARD_ID, h.PAYMENT_TIME, h.ACTOR, h.STORE_ID, COALESCE(k.STORE_ID, 'none'), "
+      "COALESCE(k.CREATED_TIME, 'none'), COALESCE(k.REVOKED_TIME, 'none') FROM H_TRANSACTION h "
+      "LEFT JOIN M_STORE_KEY k ON k.KEY_ID = substr(h.ACTOR, 5) WHERE h.CARD_ID >= ?1 AND h.CARD_ID <= ?2 "
+      "AND h.ACTOR GLOB 'key:*' AND (k.KEY_ID IS NULL OR k.STORE_ID <> h.STORE_ID OR k.CREATED_TIME > h.PAYMENT_TIME "
+      "OR k.REVOKED_TIME <= h.PAYMENT_TIME) ORDER BY h.CARD_ID");
+  if (!rows.ok()) return rows.status();
+  rows->Bind(1, scope.card_first).Bind(2, scope.card_last);
+  while (true) {
+    auto row = rows->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    problem("store key", "card " + std::to_string(rows->Int(0)) + " has a row at " + FormatTime(rows->Int(1)) +
+                             " at store " + std::to_string(rows->Int(3)) + " by " + std::string(rows->Text(2)) +
+                             ", whose key is of store " + std::string(rows->Text(4)) + ", made at " +
+                             std::string(rows->Text(5)) + ", revoked at " + std::string(rows->Text(6)));
+  }
+  return Status::Ok();
+}
+
 // Invariant 8 (check.h) for one window: each card's bonus, recomputed from
 // the period's charges, and what the grant gave it (its rows in the window
 // plus its credit not yet folded), both in card order for a merge.
@@ -381,6 +405,12 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn, const CheckScope& 
   if (!closable.ok()) return closable.status();
   if (*closable > 0) {
     if (Status s = CheckCardStates(conn, scope, problem); !s.ok()) return s;
+  }
+  // Store keys (a file migrated to point-card schema 4).
+  auto keyed = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'M_STORE_KEY'");
+  if (!keyed.ok()) return keyed.status();
+  if (*keyed > 0) {
+    if (Status s = CheckKeyRows(conn, scope, problem); !s.ok()) return s;
   }
   // The stall-free grants' tables (a file migrated to point-card schema 1).
   auto staged_tables = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'P_GRANT_CREDIT'");

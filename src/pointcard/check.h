@@ -36,7 +36,10 @@
 //   10. every card's state: STATUS active or closed, CLOSED_TIME set
 //      exactly when closed, EXTERNAL_REF 1-64 characters without a space,
 //      and no payment or charge on a closed card after its close; a card
-//      closed before a grant applied is owed nothing by it (8.).
+//      closed before a grant applied is owed nothing by it (8.);
+//   11. every row a store key wrote (ACTOR key:<KEY_ID>, point-card schema
+//      4) names a key of M_STORE_KEY, of the row's store, made before the
+//      row and not revoked before it.
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over

@@ -44,6 +44,13 @@ inline constexpr int64_t kRatePercentMax = 100;
 inline constexpr std::string_view kCardActive = "active";
 inline constexpr std::string_view kCardClosed = "closed";
 
+// The credential a write came with, checked inside its transaction: a
+// revocation holds on every instance at once.
+struct KeyUse {
+  std::string key_id;
+  std::string secret_sha256;  // hex of SHA-256 of the secret sent
+};
+
 struct Card {
   int64_t card_id = 0;
   int64_t balance = 0;  // what the card holds, pending_points included
@@ -64,6 +71,7 @@ struct NewCard {
   int64_t region_id = 0;
   std::optional<std::string> external_ref{};  // 1-64 visible code points, no space
   std::optional<std::string> idempotency_key{};
+  std::optional<KeyUse> key{};  // a store key's (any store's): checked in the transaction
 };
 
 // Closing a card; the key is scoped to the card, as a payment's.
@@ -153,6 +161,27 @@ inline constexpr int64_t kStoreIdMax = 2147483647;
 inline constexpr size_t kStoreNameLengthMax = 100;
 inline constexpr size_t kStoreAddressLengthMax = 200;
 
+// A store key (M_STORE_KEY): a terminal's credential, "<keyId>.<secret>".
+// The server keeps SHA-256 of the secret only (hex), so the key is shown
+// once, when it is made. LAST_USED_TIME moves at most once a minute
+// (kKeyUseResolutionUs): a terminal's payments do not all write its key's
+// row.
+struct StoreKey {
+  std::string key_id;  // kKeyIdLength lowercase hex digits
+  int64_t store_id = 0;
+  int64_t created_us = 0;
+  std::optional<int64_t> last_used_us{};
+  std::optional<int64_t> revoked_us{};
+};
+inline constexpr size_t kKeyIdLength = 16;
+inline constexpr size_t kKeySecretLength = 64;
+inline constexpr int64_t kKeyUseResolutionUs = 60'000'000;
+// A store has at most this many keys that are not revoked.
+inline constexpr int64_t kStoreKeysMax = 100;
+
+// "key:<keyId>", the ACTOR of a row a store key wrote.
+inline std::string KeyActor(std::string_view key_id) { return "key:" + std::string(key_id); }
+
 // A point use: a charge (amount > 0) or a payment (amount < 0).
 struct Payment {
   int64_t card_id = 0;
@@ -162,6 +191,7 @@ struct Payment {
   std::optional<std::string> reference{};  // 1-64 visible code points
   std::optional<std::string> reason{};     // 1-200 code points, one line
   std::string actor{kActorAnonymous};      // who asked: kept in the row
+  std::optional<KeyUse> key{};             // a store key's: checked in the transaction
 };
 
 // What a point use came to. Both outcomes are answers (201 or 409), and
@@ -248,6 +278,24 @@ inline Status NoSuchStore(int64_t store_id) { return Status::NotFound("no store 
 // last id leaves none (409, nothing written).
 inline Status NoStoreIdLeft() {
   return Status::Conflict("no store id is left: a store has id 2147483647, the largest a store id can be");
+}
+// A store key that is unknown, revoked or not the secret sent: one answer
+// for the three, so a guess learns nothing.
+inline Status BadStoreKey() {
+  return Status(ErrorCode::kUnauthorized, "the store key is unknown, revoked or wrong", "Authorization");
+}
+inline Status KeyOfAnotherStore(int64_t key_store, int64_t store_id) {
+  return Status(
+      ErrorCode::kForbidden,
+      "this store key belongs to store " + std::to_string(key_store) + ", not store " + std::to_string(store_id),
+      "Authorization");
+}
+inline Status NoSuchKey(std::string_view key_id, int64_t store_id) {
+  return Status::NotFound("store " + std::to_string(store_id) + " has no key '" + std::string(key_id) + "'");
+}
+inline Status TooManyKeys(int64_t store_id) {
+  return Status::Conflict("store " + std::to_string(store_id) + " has " + std::to_string(kStoreKeysMax) +
+                          " keys that are not revoked, the most it may have: revoke one first");
 }
 inline Status NoSuchGrant(int64_t grant_id) { return Status::NotFound("no grant with id " + std::to_string(grant_id)); }
 

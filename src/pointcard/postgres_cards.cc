@@ -130,7 +130,8 @@ namespace {
 constexpr pg::NamedSql kSelectCard{"pointcard_card", HOTROW_SELECT_CARD "WHERE a.CARD_ID = $1"};
 constexpr pg::NamedSql kSelectCardByRef{"pointcard_card_by_ref", HOTROW_SELECT_CARD "WHERE a.EXTERNAL_REF = $1"};
 #undef HOTROW_SELECT_CARD
-constexpr pg::NamedSql kCreateCard{"pointcard_card_create", "SELECT * FROM hotrow_card_create_v1($1, $2, $3, $4)"};
+constexpr pg::NamedSql kCreateCard{"pointcard_card_create",
+                                   "SELECT * FROM hotrow_card_create_v2($1, $2, $3, $4, $5, $6)"};
 constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT * FROM hotrow_card_close_v1($1, $2, $3)"};
 
 // The card in the first row's columns from `at` on (kSelectCard's, and
@@ -211,18 +212,22 @@ void PostgresPointCardStore::CreateCard(NewCard card, std::string fingerprint, s
         if (!c.ok()) return done(c.status());
         auto rows = RunSerializableRetried(
             **c, 0, kCreateCard,
-            {std::to_string(card.region_id), Optional(card.external_ref), Optional(card.idempotency_key), fp});
+            {std::to_string(card.region_id), Optional(card.external_ref), Optional(card.idempotency_key), fp,
+             card.key ? pg::Param(card.key->key_id) : pg::Param(),
+             card.key ? pg::Param(card.key->secret_sha256) : pg::Param()});
         if (!rows.ok()) return done(rows.status());
         switch (rows->Int(0, 0)) {
           case 0:
           case 1:  // a replay answers the card as it is now
-            return done(WrittenCard(*rows, rows->Int(0, 0) == 1, "hotrow_card_create_v1"));
+            return done(WrittenCard(*rows, rows->Int(0, 0) == 1, "hotrow_card_create_v2"));
           case 2:
             return done(KeyMismatch(*card.idempotency_key, ""));
           case 3:
             return done(ExternalRefTaken(*card.external_ref));
+          case 4:
+            return done(BadStoreKey());
           default:
-            return done(Status::Internal("hotrow_card_create_v1 answered outcome " + std::to_string(rows->Int(0, 0))));
+            return done(Status::Internal("hotrow_card_create_v2 answered outcome " + std::to_string(rows->Int(0, 0))));
         }
       });
 }

@@ -115,6 +115,22 @@ constexpr std::string_view kCards = R"sql(
   CREATE INDEX P_REQUEST_KEY_CREATED ON P_REQUEST_KEY (CREATED);
 )sql";
 
+// 4 (v0.10.0): store keys, a terminal's credential (M_STORE_KEY):
+// SHA-256 of the secret in hex, never the secret; a revoked key keeps its
+// row, so the rows it wrote (ACTOR key:<KEY_ID>) still name it. A new
+// table: no lock on another.
+constexpr std::string_view kStoreKeys = R"sql(
+  CREATE TABLE M_STORE_KEY (
+    KEY_ID         text      PRIMARY KEY,
+    STORE_ID       int       NOT NULL,
+    SECRET_SHA256  text      NOT NULL,
+    CREATED_TIME   timestamp NOT NULL,
+    LAST_USED_TIME timestamp,
+    REVOKED_TIME   timestamp
+  );
+  CREATE INDEX M_STORE_KEY_STORE ON M_STORE_KEY (STORE_ID, CREATED_TIME);
+)sql";
+
 Status CreateFunctions(pg::Connection& conn);
 
 // Created as v0.1.0 made them, then migrated (pg::Migrate); the functions
@@ -192,7 +208,8 @@ Status CreateSchema(pg::Connection& conn) {
   )sql");
       !s.ok())
     return s;
-  if (Status s = pg::Migrate(conn, "pointcard", {{.sql = kStagedGrants}, {.sql = kRowFields}, {.sql = kCards}});
+  if (Status s = pg::Migrate(conn, "pointcard",
+                             {{.sql = kStagedGrants}, {.sql = kRowFields}, {.sql = kCards}, {.sql = kStoreKeys}});
       !s.ok())
     return s;
   return CreateFunctions(conn);
@@ -289,13 +306,22 @@ Status CreateFunctions(pg::Connection& conn) {
     -- hotrow_pay_v2's, and 6: the card is closed (v0.9.0; nothing written,
     -- a key's earlier answer still replays), 7: no such store (checked
     -- here, first, since stores are made while serving: one another
-    -- instance made counts at once).
-    CREATE OR REPLACE FUNCTION hotrow_pay_v5(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
-                                             p_actor text, p_reference text, p_reason text)
+    -- instance made counts at once). v0.10.0 (v6): the store key, when one
+    -- came (p_key_id, p_key_sha: hex of SHA-256 of its secret), checked
+    -- first, in this transaction: 8, unknown, revoked or not this secret;
+    -- 9, the key is another store's (its store in new_balance). A used
+    -- key's LAST_USED_TIME moves on, at most once a minute, and its row
+    -- stays locked until this commits (hotrow_store_key_check_v1). A payment
+    -- refused for its key does not lock the card's row; every other outcome
+    -- is as v5's.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v6(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
+                                             p_actor text, p_reference text, p_reason text, p_key_id text,
+                                             p_key_sha text)
     RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
                    reference text, reason text) LANGUAGE plpgsql
     SET enable_seqscan = off SET jit = off AS $$
     DECLARE
+      key_store int;
       k P_IDEMPOTENCY%ROWTYPE;
       h H_TRANSACTION%ROWTYPE;
       b bigint;
@@ -306,6 +332,19 @@ Status CreateFunctions(pg::Connection& conn) {
       id bigint;
       st text;
     BEGIN
+      IF p_key_id IS NOT NULL THEN
+        key_store := hotrow_store_key_check_v1(p_key_id, p_key_sha);
+        IF key_store = 0 THEN
+          RETURN QUERY SELECT 8::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text,
+                              NULL::text;
+          RETURN;
+        END IF;
+        IF key_store <> p_store THEN
+          RETURN QUERY SELECT 9::smallint, NULL::bigint, key_store::bigint, NULL::bigint, NULL::text, NULL::text,
+                              NULL::text;
+          RETURN;
+        END IF;
+      END IF;
       IF NOT EXISTS (SELECT 1 FROM M_STORE m WHERE m.STORE_ID = p_store) THEN
         RETURN QUERY SELECT 7::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
         RETURN;
@@ -370,6 +409,14 @@ Status CreateFunctions(pg::Connection& conn) {
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount, id, p_actor, p_reference, p_reason;
     END $$;
+    -- v0.9.0's point use, kept for instances of that release still running
+    -- beside this one: no store key.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v5(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
+                                             p_actor text, p_reference text, p_reason text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
+                   reference text, reason text) LANGUAGE sql AS $$
+      SELECT * FROM hotrow_pay_v6(p_card, p_store, p_amount, p_key, p_fp, p_actor, p_reference, p_reason, NULL,
+                                  NULL) $$;
     -- v0.8.0's point use, kept for instances of that release still running
     -- beside this one: v0.9.0's without the closed outcome, which it does
     -- not know (an error instead), nor a missing store (it checked its
@@ -494,6 +541,7 @@ Status CreateFunctions(pg::Connection& conn) {
     return s;
   if (Status s = CreatePostgresCardFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresStoreFunctions(conn); !s.ok()) return s;
+  if (Status s = CreatePostgresKeyFunctions(conn); !s.ok()) return s;
   return CreatePostgresGrantFunctions(conn);
 }
 }  // namespace

@@ -254,6 +254,14 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "FROM S_ACCOUNT a JOIN H_TRANSACTION h ON h.CARD_ID = a.CARD_ID AND h.PAYMENT_TIME > a.CLOSED_TIME "
        "AND h.CARD_ID >= $1 AND h.CARD_ID <= $2 WHERE a.STATUS = 'closed' AND a.CARD_ID >= $1 AND a.CARD_ID <= $2 "
        "AND h.KIND IN ('payment', 'charge') ORDER BY h.CARD_ID"},
+      {"store key",
+       "SELECT h.CARD_ID, 'has a row at ' || h.PAYMENT_TIME || ' at store ' || h.STORE_ID || ' by ' || h.ACTOR || "
+       "', whose key is of store ' || COALESCE(k.STORE_ID::text, 'none') || ', made at ' || "
+       "COALESCE(k.CREATED_TIME::text, 'none') || ', revoked at ' || COALESCE(k.REVOKED_TIME::text, 'none') "
+       "FROM H_TRANSACTION h LEFT JOIN M_STORE_KEY k ON k.KEY_ID = substr(h.ACTOR, 5) "
+       "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND h.ACTOR LIKE 'key:%' AND (k.KEY_ID IS NULL "
+       "OR k.STORE_ID <> h.STORE_ID OR k.CREATED_TIME > h.PAYMENT_TIME OR k.REVOKED_TIME <= h.PAYMENT_TIME) "
+       "ORDER BY h.CARD_ID"},
       {"orphan credit",
        "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || ' to a card that does not exist' FROM P_GRANT_CREDIT c "
        "WHERE c.CARD_ID >= $1 AND c.CARD_ID <= $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
@@ -269,28 +277,32 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "WHERE POINTS <= 0 AND CARD_ID >= $1 AND CARD_ID <= $2 ORDER BY CARD_ID"},
   };
   const std::vector<pg::Param> bounds = {std::to_string(scope.card_first), std::to_string(scope.card_last)};
-  // The rows' own fields exist from point-card schema 2 on: a database no
-  // 0.8.0 server has migrated yet is checked without them.
-  auto numbered = conn.Query(
-      "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() "
-      "AND table_name = 'h_transaction' AND column_name = 'transaction_id'");
-  if (!numbered.ok()) {
-    log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
-    return numbered.status();
+  // What the schema has: a database an older release made, not migrated
+  // yet, is checked without the probes of later steps.
+  auto has = [&](const char* sql) -> Result<bool> {
+    auto rows = conn.Query(std::string("SELECT COUNT(*) FROM information_schema.") + sql);
+    if (!rows.ok()) return rows.status();
+    return rows->Int(0, 0) > 0;
+  };
+  auto numbered =
+      has("columns WHERE table_schema = current_schema() AND table_name = 'h_transaction' "
+          "AND column_name = 'transaction_id'");  // schema 2
+  auto closable =
+      has("columns WHERE table_schema = current_schema() AND table_name = 's_account' "
+          "AND column_name = 'status'");                                                            // schema 3
+  auto keyed = has("tables WHERE table_schema = current_schema() AND table_name = 'm_store_key'");  // schema 4
+  for (const auto* r : {&numbered, &closable, &keyed}) {
+    if (!r->ok()) {
+      log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
+      return r->status();
+    }
   }
-  // Card states from point-card schema 3 on.
-  auto closable = conn.Query(
-      "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() "
-      "AND table_name = 's_account' AND column_name = 'status'");
-  if (!closable.ok()) {
-    log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
-    return closable.status();
-  }
-  const bool has_states = closable->Int(0, 0) > 0;
+  const bool has_states = *closable;
   for (const auto& p : probes) {
-    if (std::string_view(p.kind) == "row fields" && numbered->Int(0, 0) == 0) continue;
+    if (std::string_view(p.kind) == "row fields" && !*numbered) continue;
     if ((std::string_view(p.kind) == "card state" || std::string_view(p.kind) == "closed card") && !has_states)
       continue;
+    if (std::string_view(p.kind) == "store key" && !*keyed) continue;
     auto rows = conn.Query(p.sql, bounds);
     if (!rows.ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");

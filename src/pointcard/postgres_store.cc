@@ -85,7 +85,7 @@ constexpr pg::NamedSql kLockCard{"pointcard_lock_card", "SELECT pg_advisory_lock
 constexpr pg::NamedSql kUnlockCard{"pointcard_unlock_card", "SELECT pg_advisory_unlock($1::int, $2::int)"};
 constexpr pg::NamedSql kPay{"pointcard_pay",
                             "SELECT outcome, time_us, new_balance, transaction_id, actor, reference, reason "
-                            "FROM hotrow_pay_v5($1, $2, $3, $4, $5, $6, $7, $8)"};
+                            "FROM hotrow_pay_v6($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"};
 // One statement, one snapshot: the card's existence and its balance at a
 // time (its newest row at or before it, by the card index).
 constexpr pg::NamedSql kSelectBalanceAt{"pointcard_balance_at", R"(
@@ -227,7 +227,7 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
 
 namespace {
 
-// The outcome column of hotrow_pay_v5 (the numbers are the SQL function's
+// The outcome column of hotrow_pay_v6 (the numbers are the SQL function's
 // contract, written beside it in postgres_schema.cc).
 //
 // Why the payment rule exists twice, here in PL/pgSQL and in C++ in
@@ -246,7 +246,9 @@ enum class PayResult : int64_t {
   kReplayed,
   kReplayedRefused,
   kClosed,
-  kNoStore
+  kNoStore,
+  kBadKey,
+  kKeyOfAnotherStore
 };
 
 constexpr int kTries = 3;
@@ -325,7 +327,9 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
                                      fp,
                                      p.actor,
                                      optional(p.reference),
-                                     optional(p.reason)};
+                                     optional(p.reason),
+                                     p.key ? pg::Param(p.key->key_id) : pg::Param(),
+                                     p.key ? pg::Param(p.key->secret_sha256) : pg::Param()};
     Result<pg::Rows> rows = Status::Internal("unset");
     for (int attempt = 0; attempt < kTries; ++attempt) {
       if (attempt > 0) RetryBackoff(attempt);
@@ -341,12 +345,14 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     if (outcome == PayResult::kNoCard) return done(NoSuchCard(p.card_id));
     if (outcome == PayResult::kClosed) return done(CardIsClosed(p.card_id));
     if (outcome == PayResult::kNoStore) return done(NoSuchStore(p.store_id));
+    if (outcome == PayResult::kBadKey) return done(BadStoreKey());
+    if (outcome == PayResult::kKeyOfAnotherStore) return done(KeyOfAnotherStore(rows->Int(0, 2), p.store_id));
     if (outcome == PayResult::kMismatch)
       return done(Status(ErrorCode::kIdempotencyMismatch,
                          "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",
                          "Idempotency-Key"));
     if (outcome < PayResult::kOk || outcome > PayResult::kReplayedRefused)
-      return done(Status::Internal("hotrow_pay_v5 answered outcome " + std::to_string(rows->Int(0, 0))));
+      return done(Status::Internal("hotrow_pay_v6 answered outcome " + std::to_string(rows->Int(0, 0))));
     PaymentOutcome out;
     out.replayed = outcome == PayResult::kReplayed || outcome == PayResult::kReplayedRefused;
     out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;

@@ -129,6 +129,9 @@ class PostgresPointCardStore final : public PointCardStore {
                    std::function<void(Result<std::pair<StoreInfo, bool>>)> done) override;
   void GetStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done) override;
   void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) override;
+  void CreateStoreKey(StoreKey key, std::string secret_sha256, std::function<void(Result<StoreKey>)> done) override;
+  void ListStoreKeys(int64_t store_id, std::function<void(Result<std::vector<StoreKey>>)> done) override;
+  void RevokeStoreKey(int64_t store_id, std::string key_id, std::function<void(Result<StoreKey>)> done) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
   void CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) override;
   void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) override;
@@ -206,6 +209,9 @@ Result<db::pg::Rows> RunSerializableRetried(db::pg::Connection& c, int64_t lock_
 Status CreatePostgresCardFunctions(db::pg::Connection& conn);
 // postgres_stores.cc: making stores, (re)created at every start.
 Status CreatePostgresStoreFunctions(db::pg::Connection& conn);
+
+// postgres_keys.cc: store keys, (re)created at every start.
+Status CreatePostgresKeyFunctions(db::pg::Connection& conn);
 
 // postgres_schema.cc: tables, migrations and functions, under the schema
 // lock (on one connection, or on one of the pool's at start-up).

@@ -46,24 +46,115 @@ Result<std::optional<std::string>> OptionalText(const http::JsonObject& body, st
   return std::optional<std::string>(std::move(text).value());
 }
 
-// Who asks, for the row's ACTOR: the admin token, or nobody. A credential
-// that is given must be valid (401 or 403 otherwise): a wrong token is not
-// recorded as an anonymous request.
-Result<std::string_view> Actor(const AdminAuth& admin, const Request& req) {
-  if (!req.HasHeader("Authorization")) return kActorAnonymous;
-  auto bearer = http::BearerToken(req);
-  if (!bearer)
-    return Status(ErrorCode::kUnauthorized,
-                  "Authorization must be 'Bearer <admin token>'; leave it out for an anonymous payment",
-                  "Authorization");
-  if (Status s = admin.Check(bearer); !s.ok()) return Status(s.code(), s.message(), "Authorization");
-  return kActorAdmin;
+// The address part of a peer ("203.0.113.7:51234" -> "203.0.113.7",
+// "[::1]:80" -> "[::1]"): the throttle's client.
+std::string_view ClientAddress(std::string_view peer) {
+  size_t colon = peer.rfind(':');
+  if (colon == std::string_view::npos || (!peer.empty() && peer[0] == '[' && peer[colon - 1] != ']')) return peer;
+  return peer.substr(0, colon);
 }
+
+// Who asks for a write: the admin token, a store key (its use checked in
+// the write's transaction), or nobody.
+struct Caller {
+  std::string_view actor = kActorAnonymous;  // the row's ACTOR; key:<keyId> is in `key_actor`
+  std::optional<KeyUse> key{};
+  std::string key_actor{};
+};
+
+// Credentials and their throttle: the admin token, store keys
+// (--require-store-keys), and 429 for a client whose credentials failed
+// too often (AuthFailureThrottle, per address, one-minute windows).
+class Gate : public std::enable_shared_from_this<Gate> {
+ public:
+  Gate(const AdminAuth& admin, RouteOptions options)
+      : admin_(admin), options_(options), throttle_(options.auth_failures_max, std::chrono::minutes(1)) {}
+
+  bool require_store_keys() const { return options_.require_store_keys; }
+
+  // The admin token (401, 403 otherwise; a wrong one counts as a failure).
+  Status Admin(const Request& req) {
+    if (Status s = Throttled(req); !s.ok()) return s;
+    Status s = admin_.Check(http::BearerToken(req));
+    if (!s.ok() && req.HasHeader("Authorization")) Failed(req);
+    return s;
+  }
+
+  // A payment's caller. Without credentials: anonymous, or 401 under
+  // --require-store-keys. A credential that is given must be the admin
+  // token or have a store key's shape (a wrong one is not recorded as an
+  // anonymous request); a store key itself is checked by the store.
+  Result<Caller> StoreCaller(const Request& req) {
+    if (!req.HasHeader("Authorization")) {
+      if (options_.require_store_keys)
+        return Status(ErrorCode::kUnauthorized,
+                      "this server takes point uses with a store key only: 'Authorization: Bearer <keyId>.<secret>'",
+                      "Authorization");
+      return Caller{};
+    }
+    if (Status s = Throttled(req); !s.ok()) return s;
+    auto bearer = http::BearerToken(req);
+    if (bearer && admin_.Matches(bearer)) return Caller{.actor = kActorAdmin};
+    if (bearer) {
+      if (auto key = PointCardService::ParseStoreKey(*bearer)) {
+        Caller c{.key = std::move(key)};
+        c.key_actor = KeyActor(c.key->key_id);
+        return c;
+      }
+    }
+    Failed(req);
+    return Status(ErrorCode::kUnauthorized,
+                  "Authorization must be 'Bearer <keyId>.<secret>' (a store key) or 'Bearer <admin token>'" +
+                      std::string(options_.require_store_keys ? "" : "; leave it out for an anonymous request"),
+                  "Authorization");
+  }
+
+  // The admin token or any store's key (POST /api/v1/cards): anonymous is
+  // 401.
+  Result<Caller> AdminOrStoreKey(const Request& req) {
+    if (!req.HasHeader("Authorization"))
+      return Status(ErrorCode::kUnauthorized, "this action needs 'Authorization: Bearer <admin token>' or a store key",
+                    "Authorization");
+    return StoreCaller(req);
+  }
+
+  void Failed(const Request& req) { throttle_.Failed(ClientAddress(req.peer)); }
+  void Failed(std::string_view client) { throttle_.Failed(client); }
+
+  // The error's response; a 429 says when to try again.
+  Response Refusal(const Request& req, const Status& s) {
+    Response res = http::ErrorResponse(s);
+    if (s.code() == ErrorCode::kRateLimited)
+      res.AddHeader("Retry-After",
+                    std::to_string(std::max<int64_t>(1, throttle_.RetryAfterSeconds(ClientAddress(req.peer)))));
+    return res;
+  }
+
+ private:
+  Status Throttled(const Request& req) {
+    if (int64_t wait = throttle_.RetryAfterSeconds(ClientAddress(req.peer)); wait > 0)
+      return Status(ErrorCode::kRateLimited,
+                    "too many failed credentials from this address; retry after " + std::to_string(wait) + " s");
+    return Status::Ok();
+  }
+
+  const AdminAuth& admin_;
+  const RouteOptions options_;
+  AuthFailureThrottle throttle_;
+};
 
 Result<int64_t> PathId(const Request& req, const char* field) {
   auto id = ParsePositiveId(req.params.at(0));
   if (!id) return Status::InvalidField(field, std::string(field) + " must be an integer from 1 to 9223372036854775807");
   return *id;
+}
+
+// A body that is empty or {} (routes whose request is their path).
+Status NoFields(const Request& req) {
+  if (req.body.empty()) return Status::Ok();
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return body.status();
+  return body->OnlyFields({});
 }
 
 std::optional<std::string> IdempotencyKey(const Request& req) {
@@ -114,9 +205,9 @@ CardMetrics& Metrics() {
   return m;
 }
 
-void Pay(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
-  auto actor = Actor(admin, req);
-  if (!actor.ok()) return responder.Send(Error(actor.status()));
+void Pay(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  auto caller = gate.StoreCaller(req);
+  if (!caller.ok()) return responder.Send(gate.Refusal(req, caller.status()));
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
   auto body = http::JsonObject::Parse(req.body);
@@ -137,11 +228,18 @@ void Pay(PointCardService& service, const AdminAuth& admin, Request& req, Respon
             IdempotencyKey(req),
             std::move(reference).value(),
             std::move(reason).value(),
-            std::string(*actor)};
-  service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
+            caller->key ? std::move(caller->key_actor) : std::string(caller->actor),
+            std::move(caller->key)};
+  // A store key is checked in the payment's transaction: its failure counts
+  // against the client's address then (no allocation without a key).
+  std::string client = p.key ? std::string(ClientAddress(req.peer)) : std::string();
+  std::shared_ptr<Gate> keyed = p.key ? gate.shared_from_this() : nullptr;
+  service.Pay(std::move(p), [responder, keyed = std::move(keyed), client = std::move(client),
+                             body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
     CardMetrics& m = Metrics();
     if (!r.ok()) {
       m.failed->Add();
+      if (r.status().code() == ErrorCode::kUnauthorized && keyed) keyed->Failed(client);
       return responder.Send(Error(r.status()));
     }
     (r->replayed ? m.replayed : r->refused ? m.refused : m.paid)->Add();
@@ -226,9 +324,10 @@ void GetCard(PointCardService& service, Request& req, Responder responder) {
   });
 }
 
-// POST /api/v1/cards (admin): a new card.
-void CreateCard(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
-  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+// POST /api/v1/cards (admin, or any store's key): a new card.
+void CreateCard(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  auto caller = gate.AdminOrStoreKey(req);
+  if (!caller.ok()) return responder.Send(gate.Refusal(req, caller.status()));
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
   if (Status s = body->OnlyFields({"regionId", "externalRef"}); !s.ok()) return responder.Send(Error(s));
@@ -236,8 +335,18 @@ void CreateCard(PointCardService& service, const AdminAuth& admin, Request& req,
   if (!region.ok()) return responder.Send(Error(region.status()));
   auto ref = OptionalText(*body, "externalRef");
   if (!ref.ok()) return responder.Send(Error(ref.status()));
-  NewCard card{.region_id = *region, .external_ref = std::move(ref).value(), .idempotency_key = IdempotencyKey(req)};
-  service.CreateCard(std::move(card), CardAnswer(std::move(responder), 201));
+  NewCard card{.region_id = *region,
+               .external_ref = std::move(ref).value(),
+               .idempotency_key = IdempotencyKey(req),
+               .key = std::move(caller->key)};
+  if (!card.key) return service.CreateCard(std::move(card), CardAnswer(std::move(responder), 201));
+  // The key is checked in the transaction: a refusal counts then.
+  auto answer = CardAnswer(std::move(responder), 201);
+  service.CreateCard(std::move(card), [answer = std::move(answer), gate = gate.shared_from_this(),
+                                       client = std::string(ClientAddress(req.peer))](Result<Card> r) mutable {
+    if (!r.ok() && r.status().code() == ErrorCode::kUnauthorized) gate->Failed(client);
+    answer(std::move(r));
+  });
 }
 
 // GET /api/v1/cards?externalRef=: the card with that reference, in a list
@@ -264,15 +373,11 @@ void FindCard(PointCardService& service, const Request& req, Responder responder
 }
 
 // POST /api/v1/cards/{cardId}/close (admin): no body, or {}.
-void CloseCard(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
-  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+void CloseCard(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
-  if (!req.body.empty()) {
-    auto body = http::JsonObject::Parse(req.body);
-    if (!body.ok()) return responder.Send(Error(body.status()));
-    if (Status s = body->OnlyFields({}); !s.ok()) return responder.Send(Error(s));
-  }
+  if (Status s = NoFields(req); !s.ok()) return responder.Send(Error(s));
   service.CloseCard(CardClose{.card_id = *card, .idempotency_key = IdempotencyKey(req)},
                     CardAnswer(std::move(responder), 200));
 }
@@ -371,8 +476,8 @@ void GetStore(PointCardService& service, const Request& req, Responder responder
 }
 
 // POST /api/v1/stores (admin): a new store.
-void CreateStore(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
-  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+void CreateStore(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
   if (Status s = body->OnlyFields({"name", "regionId", "zipcode", "address", "latitude", "longitude"}); !s.ok())
@@ -407,6 +512,87 @@ void CreateStore(PointCardService& service, const AdminAuth& admin, Request& req
   });
 }
 
+void WriteKey(JsonWriter& w, const StoreKey& k) {
+  w.Field("keyId", k.key_id);
+  w.Field("storeId", k.store_id);
+  w.Field("createdAt", FormatTime(k.created_us));
+  w.Key("lastUsedAt");
+  if (k.last_used_us)
+    w.String(FormatTime(*k.last_used_us));
+  else
+    w.Null();
+  if (k.revoked_us) w.Field("revokedAt", FormatTime(*k.revoked_us));
+}
+
+// POST /api/v1/stores/{storeId}/keys (admin): no body, or {}. The key is
+// in this answer only (Cache-Control: no-store). Not idempotent: the
+// server cannot show a secret twice, so a retry makes a second key (revoke
+// the one that went unused).
+void CreateStoreKey(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+  auto store = PathId(req, "storeId");
+  if (!store.ok()) return responder.Send(Error(store.status()));
+  if (Status s = NoFields(req); !s.ok()) return responder.Send(Error(s));
+  if (req.HasHeader("Idempotency-Key"))
+    return responder.Send(
+        Error(Status::InvalidField("Idempotency-Key",
+                                   "a store key is shown once and cannot be replayed: leave out Idempotency-Key, and "
+                                   "revoke a key whose answer was lost")));
+  service.CreateStoreKey(*store, [responder](Result<std::pair<StoreKey, std::string>> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    res.status = 201;
+    JsonWriter w(res.body);
+    w.StartObject();
+    WriteKey(w, r->first);
+    w.Field("key", r->second);
+    w.EndObject();
+    res.AddHeader("Cache-Control", "no-store");
+    responder.Send(std::move(res));
+  });
+}
+
+// GET /api/v1/stores/{storeId}/keys (admin): metadata only, never a secret.
+void ListStoreKeys(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+  auto store = PathId(req, "storeId");
+  if (!store.ok()) return responder.Send(Error(store.status()));
+  service.ListStoreKeys(*store, [responder](Result<std::vector<StoreKey>> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    JsonWriter w(res.body);
+    w.StartObject();
+    w.Key("keys");
+    w.StartArray();
+    for (const auto& k : *r) {
+      w.StartObject();
+      WriteKey(w, k);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    res.AddHeader("Cache-Control", "no-store");
+    responder.Send(std::move(res));
+  });
+}
+
+// DELETE /api/v1/stores/{storeId}/keys/{keyId} (admin): 204, again for a
+// key revoked before; 404 when the store has no such key.
+void RevokeStoreKey(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+  auto store = PathId(req, "storeId");
+  if (!store.ok()) return responder.Send(Error(store.status()));
+  const std::string& key_id = req.params.at(1);
+  if (!PointCardService::ParseStoreKey(key_id + "." + std::string(kKeySecretLength, '0')))
+    return responder.Send(Error(NoSuchKey(key_id, *store)));
+  service.RevokeStoreKey(*store, key_id, [responder](Result<StoreKey> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    res.status = 204;
+    responder.Send(std::move(res));
+  });
+}
+
 Result<int64_t> TimeField(const http::JsonObject& body, const char* name) {
   auto text = body.String(name);
   if (!text.ok()) return text.status();
@@ -416,8 +602,8 @@ Result<int64_t> TimeField(const http::JsonObject& body, const char* name) {
   return *t;
 }
 
-void Grant(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
-  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+void Grant(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
   req.long_running = true;  // seconds on a million cards: exempt from --handler-timeout-ms
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
@@ -466,8 +652,8 @@ void Grant(PointCardService& service, const AdminAuth& admin, Request& req, Resp
   });
 }
 
-void GetGrant(PointCardService& service, const AdminAuth& admin, Request& req, Responder responder) {
-  if (Status s = admin.Check(http::BearerToken(req)); !s.ok()) return responder.Send(Error(s));
+void GetGrant(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
   auto id = PathId(req, "grantId");
   if (!id.ok()) return responder.Send(Error(id.status()));
   service.GetGrant(*id, [responder](Result<GrantInfo> r) mutable {
@@ -513,7 +699,10 @@ void GetGrant(PointCardService& service, const AdminAuth& admin, Request& req, R
 
 }  // namespace
 
-void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin) {
+void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin, RouteOptions options) {
+  // Lives as long as the router's handlers: they share it.
+  auto gate_owner = std::make_shared<Gate>(admin, options);
+  Gate* gate = gate_owner.get();
   using http::BodyPolicy;
   using http::Method;
   auto bind = [&service](auto fn) {
@@ -521,31 +710,46 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
   };
   router.Add(
       Method::kPost, "/api/v1/cards/{cardId}/transactions",
-      [&service, &admin](Request& req, Responder res) { Pay(service, admin, req, std::move(res)); }, BodyPolicy::kJson);
+      [&service, gate, gate_owner](Request& req, Responder res) { Pay(service, *gate, req, std::move(res)); },
+      BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/transactions", bind(History));
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
   router.Add(
       Method::kPost, "/api/v1/cards",
-      [&service, &admin](Request& req, Responder res) { CreateCard(service, admin, req, std::move(res)); },
+      [&service, gate, gate_owner](Request& req, Responder res) { CreateCard(service, *gate, req, std::move(res)); },
       BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards", bind(FindCard));
   router.Add(
       Method::kPost, "/api/v1/cards/{cardId}/close",
-      [&service, &admin](Request& req, Responder res) { CloseCard(service, admin, req, std::move(res)); },
+      [&service, gate, gate_owner](Request& req, Responder res) { CloseCard(service, *gate, req, std::move(res)); },
       BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
   router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
   router.Add(Method::kGet, "/api/v1/stores/{storeId}", bind(GetStore));
   router.Add(
       Method::kPost, "/api/v1/stores",
-      [&service, &admin](Request& req, Responder res) { CreateStore(service, admin, req, std::move(res)); },
+      [&service, gate, gate_owner](Request& req, Responder res) { CreateStore(service, *gate, req, std::move(res)); },
       BodyPolicy::kJson);
   router.Add(
-      Method::kPost, "/api/v1/grants",
-      [&service, &admin](Request& req, Responder res) { Grant(service, admin, req, std::move(res)); },
+      Method::kPost, "/api/v1/stores/{storeId}/keys",
+      [&service, gate, gate_owner](Request& req, Responder res) {
+        CreateStoreKey(service, *gate, req, std::move(res));
+      },
       BodyPolicy::kJson);
-  router.Add(Method::kGet, "/api/v1/grants/{grantId}",
-             [&service, &admin](Request& req, Responder res) { GetGrant(service, admin, req, std::move(res)); });
+  router.Add(Method::kGet, "/api/v1/stores/{storeId}/keys", [&service, gate, gate_owner](Request& req, Responder res) {
+    ListStoreKeys(service, *gate, req, std::move(res));
+  });
+  router.Add(Method::kDelete, "/api/v1/stores/{storeId}/keys/{keyId}",
+             [&service, gate, gate_owner](Request& req, Responder res) {
+               RevokeStoreKey(service, *gate, req, std::move(res));
+             });
+  router.Add(
+      Method::kPost, "/api/v1/grants",
+      [&service, gate, gate_owner](Request& req, Responder res) { Grant(service, *gate, req, std::move(res)); },
+      BodyPolicy::kJson);
+  router.Add(Method::kGet, "/api/v1/grants/{grantId}", [&service, gate, gate_owner](Request& req, Responder res) {
+    GetGrant(service, *gate, req, std::move(res));
+  });
 }
 
 }  // namespace hotrow::pointcard

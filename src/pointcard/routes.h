@@ -5,6 +5,8 @@
 //   GET  /api/v1/regions
 //   GET  /api/v1/regions/{regionId}/stores
 //   POST /api/v1/grants                        admin; Idempotency-Key optional
+//   POST, GET /api/v1/stores/{storeId}/keys, DELETE .../keys/{keyId}   admin
+// (and cards, stores: docs/api.md).
 #pragma once
 
 #include "base/auth.h"
@@ -13,6 +15,14 @@
 
 namespace hotrow::pointcard {
 
-void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin);
+struct RouteOptions {
+  // Point uses need a store key or the admin token (401 without).
+  bool require_store_keys = false;
+  // Failed credentials from one address within a minute before it gets 429
+  // until the minute ends (0: never).
+  int64_t auth_failures_max = 30;
+};
+
+void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin, RouteOptions options = {});
 
 }  // namespace hotrow::pointcard

@@ -6,6 +6,7 @@
 
 #include <unicode/uchar.h>
 
+#include "base/crypto.h"
 #include "ops/log.h"
 
 namespace hotrow::pointcard {
@@ -204,6 +205,41 @@ void PointCardService::FindStore(int64_t store_id, std::function<void(Result<Sto
 void PointCardService::ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) {
   if (!IsRegion(region_id)) return done(Status::NotFound("no region with id " + std::to_string(region_id)));
   store_.ListStores(region_id, std::move(done));
+}
+
+void PointCardService::CreateStoreKey(int64_t store_id,
+                                      std::function<void(Result<std::pair<StoreKey, std::string>>)> done) {
+  if (store_id > kStoreIdMax) return done(NoSuchStore(store_id));
+  StoreKey key{.key_id = RandomToken(kKeyIdLength / 2), .store_id = store_id};
+  std::string secret = RandomToken(kKeySecretLength / 2);
+  std::string digest = HexEncode(Sha256(secret));
+  std::string shown = key.key_id + "." + secret;
+  store_.CreateStoreKey(std::move(key), std::move(digest),
+                        [shown = std::move(shown), done = std::move(done)](Result<StoreKey> r) mutable {
+                          if (!r.ok()) return done(r.status());
+                          done(std::make_pair(std::move(r).value(), std::move(shown)));
+                        });
+}
+
+void PointCardService::ListStoreKeys(int64_t store_id, std::function<void(Result<std::vector<StoreKey>>)> done) {
+  if (store_id > kStoreIdMax) return done(NoSuchStore(store_id));
+  store_.ListStoreKeys(store_id, std::move(done));
+}
+
+void PointCardService::RevokeStoreKey(int64_t store_id, std::string key_id,
+                                      std::function<void(Result<StoreKey>)> done) {
+  if (store_id > kStoreIdMax) return done(NoSuchStore(store_id));
+  store_.RevokeStoreKey(store_id, std::move(key_id), std::move(done));
+}
+
+std::optional<KeyUse> PointCardService::ParseStoreKey(std::string_view bearer) {
+  auto lower_hex = [](std::string_view t) {
+    return std::all_of(t.begin(), t.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  };
+  if (bearer.size() != kKeyIdLength + 1 + kKeySecretLength || bearer[kKeyIdLength] != '.') return std::nullopt;
+  std::string_view id = bearer.substr(0, kKeyIdLength), secret = bearer.substr(kKeyIdLength + 1);
+  if (!lower_hex(id) || !lower_hex(secret)) return std::nullopt;
+  return KeyUse{std::string(id), HexEncode(Sha256(secret))};
 }
 
 void PointCardService::CreateCard(NewCard card, std::function<void(Result<Card>)> done) {

@@ -55,6 +55,17 @@ class PointCardService final : public DomainService {
   // A region's stores, from the database; not_found for an unknown region.
   void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done);
 
+  // POST /api/v1/stores/{id}/keys (admin): a new key, "<keyId>.<secret>",
+  // its secret from the OS CSPRNG; only its SHA-256 is kept, so the answer
+  // is the one time the key is seen. not_found for an unknown store.
+  void CreateStoreKey(int64_t store_id, std::function<void(Result<std::pair<StoreKey, std::string>>)> done);
+  void ListStoreKeys(int64_t store_id, std::function<void(Result<std::vector<StoreKey>>)> done);
+  // Idempotent; not_found when the store has no such key.
+  void RevokeStoreKey(int64_t store_id, std::string key_id, std::function<void(Result<StoreKey>)> done);
+  // "Bearer <keyId>.<secret>" as a KeyUse (the secret hashed), or nullopt
+  // when `bearer` does not have a store key's shape.
+  static std::optional<KeyUse> ParseStoreKey(std::string_view bearer);
+
   void GetCard(int64_t card_id, Callback<Result<Card>> done);
   // as_of_us at least the settle time in the past (invalid_field "asOf"
   // otherwise): a write stamped before a later time may still be committing

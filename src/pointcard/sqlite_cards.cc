@@ -89,6 +89,10 @@ void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std
       db_.writer(),
       [this, card = std::move(card), fp = std::move(fingerprint)](sqlite::Connection& c) -> Result<Issued> {
         const int64_t now = NextTime();
+        if (card.key) {  // any store's key issues cards
+          auto key_store = CheckStoreKey(c, *card.key, now);
+          if (!key_store.ok()) return key_store.status();
+        }
         auto remember = [&](int64_t id) -> Status {
           if (!card.idempotency_key) return Status::Ok();
           auto key = c.Prepare(

@@ -154,6 +154,20 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                ) WITHOUT ROWID;
                                CREATE INDEX P_REQUEST_KEY_CREATED ON P_REQUEST_KEY (CREATED);
                              )sql"},
+                             // 4 (v0.10.0): store keys, a terminal's credential. SHA-256 of the
+                             // secret (hex), never the secret; a revoked key keeps its row, so
+                             // the rows it wrote (ACTOR key:<KEY_ID>) still name it.
+                             {.sql = R"sql(
+                               CREATE TABLE M_STORE_KEY (
+                                 KEY_ID         TEXT    PRIMARY KEY,
+                                 STORE_ID       INTEGER NOT NULL,
+                                 SECRET_SHA256  TEXT    NOT NULL,
+                                 CREATED_TIME   INTEGER NOT NULL,
+                                 LAST_USED_TIME INTEGER,
+                                 REVOKED_TIME   INTEGER
+                               ) WITHOUT ROWID;
+                               CREATE INDEX M_STORE_KEY_STORE ON M_STORE_KEY (STORE_ID, CREATED_TIME);
+                             )sql"},
                          },
                          "point card");
 }

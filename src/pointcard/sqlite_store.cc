@@ -298,7 +298,14 @@ class PayOp final : public db::sqlite::WriteOp {
 
 Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c, const Payment& p,
                                                           const std::string& fp) {
-  // The store first, as the service did when stores lived in its memory:
+  // The key first (who asks, then what), in this transaction: a key
+  // revoked a moment ago, on any instance, no longer pays.
+  if (p.key) {
+    auto key_store = CheckStoreKey(c, *p.key, NowUs());
+    if (!key_store.ok()) return key_store.status();
+    if (*key_store != p.store_id) return KeyOfAnotherStore(*key_store, p.store_id);
+  }
+  // Then the store, as the service did when stores lived in its memory:
   // one made a moment ago counts.
   auto store = c.Prepare("SELECT 1 FROM M_STORE WHERE STORE_ID = ?1");
   if (!store.ok()) return store.status();

@@ -98,6 +98,9 @@ class SqlitePointCardStore final : public PointCardStore {
                    std::function<void(Result<std::pair<StoreInfo, bool>>)> done) override;
   void GetStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done) override;
   void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) override;
+  void CreateStoreKey(StoreKey key, std::string secret_sha256, std::function<void(Result<StoreKey>)> done) override;
+  void ListStoreKeys(int64_t store_id, std::function<void(Result<std::vector<StoreKey>>)> done) override;
+  void RevokeStoreKey(int64_t store_id, std::string key_id, std::function<void(Result<StoreKey>)> done) override;
   void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) override;
   void CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) override;
   void FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) override;
@@ -185,6 +188,10 @@ Result<int64_t> LastTransactionId(db::sqlite::Connection& conn);
 // downgrade, then this release again): numbered after every other row, in
 // one transaction (Open runs it).
 Status NumberNewRows(db::sqlite::Connection& conn);
+// Checks a write's store key inside its transaction (the writer's): the
+// key's store, or BadStoreKey; its LAST_USED_TIME moves to now_us when it is
+// kKeyUseResolutionUs old or unset.
+Result<int64_t> CheckStoreKey(db::sqlite::Connection& c, const KeyUse& key, int64_t now_us);
 // What an earlier request on `route` ("cards", "stores") with this key made
 // (P_REQUEST_KEY.RESULT_ID: an id, or 0 for a refusal kept with the key),
 // if any; idempotency_mismatch for another fingerprint.

@@ -40,6 +40,17 @@ class PointCardStore {
   // A region's stores in id order (the region is the caller's to check).
   virtual void ListStores(int64_t region_id, std::function<void(Result<std::vector<StoreInfo>>)> done) = 0;
 
+  // Store keys (M_STORE_KEY). A new key of the store, its secret's SHA-256
+  // (hex) kept: not_found for an unknown store, conflict when it has
+  // kStoreKeysMax keys not revoked.
+  virtual void CreateStoreKey(StoreKey key, std::string secret_sha256, std::function<void(Result<StoreKey>)> done) = 0;
+  // The store's keys, revoked ones too, oldest first; not_found for an
+  // unknown store.
+  virtual void ListStoreKeys(int64_t store_id, std::function<void(Result<std::vector<StoreKey>>)> done) = 0;
+  // Revokes the key (idempotent: a revoked key answers as it is); not_found
+  // when the store has no such key.
+  virtual void RevokeStoreKey(int64_t store_id, std::string key_id, std::function<void(Result<StoreKey>)> done) = 0;
+
   // not_found for an unknown card.
   virtual void GetCard(int64_t card_id, StoreCallback<Result<Card>> done) = 0;
   // A new card, balance 0, with the next id (one past the largest on
@@ -65,7 +76,9 @@ class PointCardStore {
   virtual void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                        std::function<void(Result<HistoryPage>)> done) = 0;
 
-  // One point use, one SERIALIZABLE transaction: check the store (not_found:
+  // One point use, one SERIALIZABLE transaction: check the store key, if
+  // one came (BadStoreKey, KeyOfAnotherStore; a used key's LAST_USED_TIME
+  // moves on), then the store (not_found:
   // a store made on another instance counts at once), read the balance, write
   // BALANCE + amount and LAST_UPDATE, append the history row. A payment
   // larger than the balance is refused and writes nothing (except, with an

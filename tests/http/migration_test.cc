@@ -212,7 +212,7 @@ TEST(FromV072, HistoryRowsGetTheirIdsAndActorsAndAreServed) {
     EXPECT_EQ(JsonInt(fresh.body, "transactionId"), rows + 1) << "after every numbered row";
     ASSERT_EQ(p->Stop(), 0);
   }
-  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 3) << "schema 2, then 3 (0.9.0's cards)";
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 4) << "schema 2, then 3 (0.9.0's cards), then 4 (keys)";
   // Numbered 1..rows in primary-key order, each once.
   EXPECT_EQ(QueryOne(cards,
                      "SELECT COUNT(*) FROM (SELECT TRANSACTION_ID, row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, "
@@ -279,8 +279,51 @@ TEST(FromV080, CardsGetTheirStatesAndNewCardsTheNextIds) {
     EXPECT_NE(refused.body.find(R"("code":"card_closed")"), std::string::npos) << refused.body;
     ASSERT_EQ(p->Stop(), 0);
   }
-  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 3);
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 4) << "3, then 0.10.0's keys";
   EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM S_ACCOUNT WHERE STATUS = 'closed'"), 1);
+  auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+// 0.10.0 adds store keys (point-card schema 4) to what 0.9.0 wrote: its
+// issued and closed cards and the store it made keep serving, and a key of
+// that store pays.
+TEST(FromV090, StoresOfTheReleaseBeforeGetKeys) {
+  TempDir dir;
+  const std::string path = dir.File("hotrow.db"),
+                    fixture = std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.9.0.db";
+  const std::string cards = pointcard::PointCardPath(path);
+  fs::copy_file(fixture, path);
+  fs::copy_file(fixture + ".pointcard.db", cards);
+  ASSERT_EQ(QueryOne(cards, "PRAGMA user_version"), 3) << "the fixture is v0.9.0's";
+  ASSERT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM S_ACCOUNT WHERE STATUS = 'closed'"), 1);
+  const int64_t stores = QueryOne(cards, "SELECT MAX(STORE_ID) FROM M_STORE");
+  {
+    auto p = ServerProcess::Start({"--db", "sqlite:" + path, "--admin-token", kTestAdminToken, "--require-store-keys"},
+                                  dir.File("log"));
+    ASSERT_TRUE(p);
+    HttpClient c(p->port());
+    const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+    auto key = c.Post("/api/v1/stores/" + std::to_string(stores) + "/keys", "", admin);
+    ASSERT_EQ(key.status, 201) << key.body;
+    const Headers terminal = {{"Authorization", "Bearer " + JsonString(key.body, "key")}};
+    auto paid = c.Post("/api/v1/cards/51/transactions", R"({"storeId":)" + std::to_string(stores) + R"(,"amount":40})",
+                       terminal);
+    EXPECT_EQ(paid.status, 201) << "0.9.0's issued card, at 0.9.0's store: " << paid.body;
+    EXPECT_EQ(JsonString(paid.body, "actor"), "key:" + JsonString(key.body, "keyId"));
+    auto closed =
+        c.Post("/api/v1/cards/2/transactions", R"({"storeId":)" + std::to_string(stores) + R"(,"amount":1})", terminal);
+    EXPECT_EQ(closed.status, 409) << closed.body;
+    auto anonymous =
+        c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})", {{"Idempotency-Key", "fixture-1"}});
+    EXPECT_EQ(anonymous.status, 401) << "--require-store-keys: " << anonymous.body;
+    auto replay = c.Post("/api/v1/cards/1/transactions", R"({"storeId":1,"amount":700})",
+                         {{"Idempotency-Key", "fixture-1"}, admin[0]});
+    EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true") << "the admin token still pays; 0.9.0's key replays";
+    ASSERT_EQ(p->Stop(), 0);
+  }
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 4);
+  EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM M_STORE_KEY"), 1);
   auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }

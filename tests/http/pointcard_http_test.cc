@@ -50,6 +50,100 @@ TEST(PointCardHttp, ACardClosedBeforeAGrantsApplyGetsNothingFromIt) {
   CloseACardDuringAGrant(server);
 }
 
+// Store keys end to end, under --require-store-keys: made (shown once,
+// not cached), listed without secrets, paying at their store only, and
+// refused from the next request after their revocation.
+TEST(PointCardHttp, StoreKeysPayAtTheirStoreUntilRevoked) {
+  TestServer server(TestServerOptions{0, true, {"--require-store-keys"}, {}});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  EXPECT_EQ(c.Post("/api/v1/stores/2/keys", "").status, 401) << "making keys is the admin's";
+  EXPECT_EQ(c.Post("/api/v1/stores/2/keys", "", {{"Authorization", "Bearer x"}}).status, 403);
+  EXPECT_EQ(c.Post("/api/v1/stores/21/keys", "", admin).status, 404);
+  EXPECT_EQ(c.Post("/api/v1/stores/2/keys", "", {admin[0], {"Idempotency-Key", "k"}}).status, 400);
+  EXPECT_EQ(c.Post("/api/v1/stores/2/keys", R"({"name":"till 1"})", admin).status, 400);
+  auto made = c.Post("/api/v1/stores/2/keys", "{}", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.Header("Cache-Control"), "no-store");
+  const std::string key = JsonString(made.body, "key"), key_id = JsonString(made.body, "keyId");
+  EXPECT_EQ(key.substr(0, key_id.size() + 1), key_id + ".");
+  EXPECT_NE(made.body.find(R"("lastUsedAt":null)"), std::string::npos) << made.body;
+  const Headers terminal = {{"Authorization", "Bearer " + key}};
+
+  auto anonymous = c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})");
+  EXPECT_EQ(anonymous.status, 401) << anonymous.body;
+  EXPECT_EQ(anonymous.Header("WWW-Authenticate"), "Bearer");
+  auto paid = c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":30})", terminal);
+  ASSERT_EQ(paid.status, 201) << paid.body;
+  EXPECT_EQ(JsonString(paid.body, "actor"), "key:" + key_id);
+  EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", admin).status, 201)
+      << "the admin token pays wherever a store key does";
+  auto elsewhere = c.Post("/api/v1/cards/5/transactions", R"({"storeId":3,"amount":-1})", terminal);
+  EXPECT_EQ(elsewhere.status, 403) << elsewhere.body;
+  EXPECT_NE(elsewhere.body.find("belongs to store 2, not store 3"), std::string::npos) << elsewhere.body;
+  std::string wrong = key;
+  wrong.back() = wrong.back() == 'a' ? 'b' : 'a';
+  auto guessed =
+      c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", {{"Authorization", "Bearer " + wrong}});
+  EXPECT_EQ(guessed.status, 401) << guessed.body;
+  EXPECT_NE(guessed.body.find("unknown, revoked or wrong"), std::string::npos) << guessed.body;
+
+  auto listed = c.Get("/api/v1/stores/2/keys", admin);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_NE(listed.body.find(key_id), std::string::npos);
+  EXPECT_EQ(listed.body.find(key.substr(key_id.size() + 1)), std::string::npos) << "never the secret";
+  EXPECT_EQ(listed.body.find(R"("lastUsedAt":null)"), std::string::npos) << "the key was used: " << listed.body;
+  EXPECT_EQ(c.Get("/api/v1/stores/2/keys").status, 401);
+
+  EXPECT_EQ(c.Delete("/api/v1/stores/3/keys/" + key_id, admin).status, 404) << "another store's key";
+  EXPECT_EQ(c.Delete("/api/v1/stores/2/keys/not-a-key", admin).status, 404);
+  EXPECT_EQ(c.Delete("/api/v1/stores/2/keys/" + key_id).status, 401);
+  EXPECT_EQ(c.Delete("/api/v1/stores/2/keys/" + key_id, admin).status, 204);
+  EXPECT_EQ(c.Delete("/api/v1/stores/2/keys/" + key_id, admin).status, 204) << "revoking twice is no error";
+  EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", terminal).status, 401);
+  EXPECT_NE(c.Get("/api/v1/stores/2/keys", admin).body.find(R"("revokedAt":")"), std::string::npos);
+  EXPECT_EQ(server.Stop(), 0);
+  auto check = RunHotrow({"check", "pointcard", "--db", server.db_url()});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+// Guessing is throttled per address: past --auth-failures-max failed
+// credentials within a minute, 429 with Retry-After, even for a right key;
+// requests without credentials still pass.
+TEST(PointCardHttp, RepeatedFailedCredentialsAreThrottled) {
+  TestServer server(TestServerOptions{0, true, {"--auth-failures-max", "3"}, {}});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto made = c.Post("/api/v1/stores/2/keys", "", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string key = JsonString(made.body, "key");
+  std::string wrong = key;
+  wrong.back() = wrong.back() == 'a' ? 'b' : 'a';
+  // Three failures of three kinds: a wrong key (found out by the store), a
+  // wrong admin token, and a credential of no known shape.
+  EXPECT_EQ(
+      c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", {{"Authorization", "Bearer " + wrong}})
+          .status,
+      401);
+  EXPECT_EQ(c.Post("/api/v1/stores", "{}", {{"Authorization", "Bearer nope"}}).status, 403);
+  EXPECT_EQ(
+      c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", {{"Authorization", "Bearer ?"}}).status,
+      401);
+  auto throttled =
+      c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", {{"Authorization", "Bearer " + key}});
+  EXPECT_EQ(throttled.status, 429) << throttled.body;
+  EXPECT_NE(throttled.body.find(R"("code":"rate_limited")"), std::string::npos) << throttled.body;
+  const std::string wait = throttled.Header("Retry-After");
+  ASSERT_FALSE(wait.empty());
+  EXPECT_GE(std::stoi(wait), 1);
+  EXPECT_LE(std::stoi(wait), 60);
+  EXPECT_EQ(c.Get("/api/v1/stores/2/keys", admin).status, 429) << "the admin token too, from this address";
+  EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":1})").status, 201)
+      << "no credential, nothing to throttle";
+}
+
 TEST(PointCardHttp, CheckRunsBesideALiveServer) {
   TestServer server(TestServerOptions{0, true, {}, {}});
   ASSERT_TRUE(server.ok());

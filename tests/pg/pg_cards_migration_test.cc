@@ -212,5 +212,46 @@ TEST(PostgresPointCard, ADatabaseOfV080GetsCardStatesAndRefusesOlderPaymentsOnCl
   service.Stop();
 }
 
+// A database v0.9.0 made (the last release before point-card migration 4):
+// its stores get keys, a key pays at its store, and v0.9.0's own payment
+// function (hotrow_pay_v5, now a wrapper of v6 with no key) still pays and
+// still refuses a closed card.
+TEST(PostgresPointCard, ADatabaseOfV090GetsStoreKeysAndKeepsOlderPaymentsWorking) {
+  std::string url = RestoreFixture("v0.9.0-postgres.sql");
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'm_store_key'"), 0)
+      << "the fixture is from before the migration";
+  ASSERT_EQ(count("SELECT COUNT(*) FROM S_ACCOUNT WHERE STATUS = 'closed'"), 1);
+  const int64_t last_store = count("SELECT MAX(STORE_ID) FROM M_STORE");
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  using MadeKey = Result<std::pair<pointcard::StoreKey, std::string>>;
+  auto key = Wait<MadeKey>([&](auto done) { service.CreateStoreKey(last_store, done); });
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  pointcard::Payment p{51, last_store, 40};
+  p.key = pointcard::PointCardService::ParseStoreKey(key->second);
+  p.actor = pointcard::KeyActor(key->first.key_id);
+  auto paid = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) { service.Pay(p, done); });
+  ASSERT_TRUE(paid.ok()) << "0.9.0's issued card at 0.9.0's store: " << paid.status().ToString();
+  EXPECT_EQ(paid->row.actor, "key:" + key->first.key_id);
+  auto replay = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    service.Pay(pointcard::Payment{1, 1, 700, "fixture-1"}, done);
+  });
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  // An instance of 0.9.0 still running beside this one.
+  auto older = OrThrow(conn->Query("SELECT outcome FROM hotrow_pay_v5(3, 1, 7, NULL, NULL, 'anonymous', NULL, NULL)"));
+  EXPECT_EQ(older.Int(0, 0), 0) << "v0.9.0's function still pays";
+  auto closed = OrThrow(conn->Query("SELECT outcome FROM hotrow_pay_v5(2, 1, 7, NULL, NULL, 'anonymous', NULL, NULL)"));
+  EXPECT_EQ(closed.Int(0, 0), 6) << "and still refuses the closed card";
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  service.Stop();
+}
+
 }  // namespace
 }  // namespace hotrow::testing

@@ -184,6 +184,44 @@ TEST(PgHttp, AStoreMadeOnOneInstancePaysOnTheOther) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// A key made on one instance pays on the other; revoked on the first, the
+// other refuses its next payment at once (the key is checked in the
+// payment's transaction: no cache to expire). Without
+// --require-store-keys, serve on PostgreSQL warns.
+TEST(PgHttp, AKeyRevokedOnOneInstanceIsRefusedOnTheOtherAtOnce) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  std::string url = pg->CreateDatabase();
+  auto seeded =
+      RunHotrow({"seed", "pointcard", "--cards", "20", "--stores", "5", "--history", "40", "--seed", "7", "--db", url});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  TestServer a(TestServerOptions{0, false, {}, {}, url});
+  TestServer b(TestServerOptions{0, false, {"--require-store-keys"}, {}, url});
+  ASSERT_TRUE(a.ok() && b.ok());
+  HttpClient ca(a.port()), cb(b.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto made = ca.Post("/api/v1/stores/3/keys", "", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const Headers terminal = {{"Authorization", "Bearer " + JsonString(made.body, "key")}};
+  EXPECT_EQ(cb.Post("/api/v1/cards/4/transactions", R"({"storeId":3,"amount":-1})").status, 401) << "b requires a key";
+  auto paid = cb.Post("/api/v1/cards/4/transactions", R"({"storeId":3,"amount":20})", terminal);
+  ASSERT_EQ(paid.status, 201) << paid.body;
+  EXPECT_EQ(cb.Post("/api/v1/cards/4/transactions", R"({"storeId":4,"amount":-1})", terminal).status, 403);
+  auto signup = cb.Post("/api/v1/cards", R"({"regionId":13})", terminal);
+  EXPECT_EQ(signup.status, 201) << "a store key issues cards: " << signup.body;
+  ASSERT_EQ(ca.Delete("/api/v1/stores/3/keys/" + JsonString(made.body, "keyId"), admin).status, 204);
+  EXPECT_EQ(cb.Post("/api/v1/cards/4/transactions", R"({"storeId":3,"amount":-1})", terminal).status, 401);
+  EXPECT_EQ(cb.Post("/api/v1/cards", R"({"regionId":13})", terminal).status, 401);
+  auto listed = cb.Get("/api/v1/stores/3/keys", admin);
+  EXPECT_NE(listed.body.find(R"("revokedAt":")"), std::string::npos) << listed.body;
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+  EXPECT_NE(a.process().Log().find("--require-store-keys is off"), std::string::npos) << "a warns";
+  EXPECT_EQ(b.process().Log().find("--require-store-keys is off"), std::string::npos) << "b does not";
+  auto check = RunHotrow({"check", "pointcard", "--db", url});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
 TEST(PostgresServer, ARestartKeepsEverything) {
   PostgresProcess* pg = PostgresProcess::Shared();
   ASSERT_TRUE(pg);

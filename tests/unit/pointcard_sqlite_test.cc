@@ -199,6 +199,26 @@ TEST_F(Checker, FindsABadCardStateAndAPaymentAfterAClose) {
               "closed card");
 }
 
+// Invariant 11: a store key's rows.
+TEST_F(Checker, FindsARowOfAnUnknownKeyAnotherStoresKeyAndARevokedKey) {
+  auto [card, time] = CardWithHistory();
+  std::string row = " WHERE CARD_ID = " + std::to_string(card) + " AND PAYMENT_TIME = " + std::to_string(time);
+  auto store = db::sqlite::QueryInt(*conn_, "SELECT STORE_ID FROM H_TRANSACTION" + row);
+  ASSERT_TRUE(store.ok());
+  ExpectFound("UPDATE H_TRANSACTION SET ACTOR = 'key:0123456789abcdef'" + row, "store key");
+  ASSERT_TRUE(conn_
+                  ->Exec("INSERT INTO M_STORE_KEY VALUES ('0123456789abcdef', " + std::to_string(*store) +
+                         ", 'digest', " + std::to_string(time - 10) + ", NULL, NULL)")
+                  .ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok()) << "a key of the row's store, made before it";
+  ExpectFound("UPDATE M_STORE_KEY SET STORE_ID = STORE_ID + 1", "store key");
+  ASSERT_TRUE(conn_->Exec("UPDATE M_STORE_KEY SET STORE_ID = STORE_ID - 1").ok());
+  ExpectFound("UPDATE M_STORE_KEY SET REVOKED_TIME = " + std::to_string(time), "store key");
+  ASSERT_TRUE(conn_->Exec("UPDATE M_STORE_KEY SET REVOKED_TIME = " + std::to_string(time + 1)).ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok()) << "revoked after the row";
+  ExpectFound("UPDATE M_STORE_KEY SET CREATED_TIME = " + std::to_string(time + 1), "store key");
+}
+
 TEST_F(Checker, FindsHistoryOfACardThatDoesNotExist) {
   ExpectFound(std::string(kInsertRow) + "1, 999999, 1, 100, 100, 'charge', " + kNextId + ", 'anonymous')",
               "orphan history");

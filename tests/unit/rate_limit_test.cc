@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/auth.h"
+
 namespace hotrow::leaderboard {
 namespace {
 
@@ -73,3 +75,48 @@ TEST(ScoreRateLimiter, OffAdmitsEverything) {
 
 }  // namespace
 }  // namespace hotrow::leaderboard
+
+namespace hotrow {
+namespace {
+
+using Clock = AuthFailureThrottle::Clock;
+
+// --auth-failures-max: a client is refused once it has failed `max` times
+// within a window of its first failure, until that window ends; others are
+// not; 0 never refuses.
+TEST(AuthFailureThrottle, RefusesAClientPastItsFailuresUntilTheWindowEnds) {
+  AuthFailureThrottle t(3, std::chrono::seconds(60));
+  const Clock::time_point t0 = Clock::now();
+  EXPECT_EQ(t.RetryAfterSeconds("a", t0), 0);
+  t.Failed("a", t0);
+  t.Failed("a", t0 + std::chrono::seconds(10));
+  EXPECT_EQ(t.RetryAfterSeconds("a", t0 + std::chrono::seconds(10)), 0) << "two failures of three";
+  t.Failed("a", t0 + std::chrono::seconds(20));
+  EXPECT_EQ(t.RetryAfterSeconds("a", t0 + std::chrono::seconds(20)), 40) << "until 60 s after the first";
+  EXPECT_EQ(t.RetryAfterSeconds("a", t0 + std::chrono::milliseconds(59500)), 1) << "at least 1 s, rounded up";
+  EXPECT_EQ(t.RetryAfterSeconds("b", t0 + std::chrono::seconds(20)), 0) << "another client";
+  EXPECT_EQ(t.RetryAfterSeconds("a", t0 + std::chrono::seconds(60)), 0) << "the window is over";
+  t.Failed("a", t0 + std::chrono::seconds(61));
+  EXPECT_EQ(t.RetryAfterSeconds("a", t0 + std::chrono::seconds(61)), 0) << "a new window starts at one failure";
+
+  AuthFailureThrottle off(0, std::chrono::seconds(60));
+  for (int i = 0; i < 100; ++i) off.Failed("a", t0);
+  EXPECT_EQ(off.RetryAfterSeconds("a", t0), 0);
+}
+
+// The table is bounded: past kClientsMax clients, expired windows are
+// forgotten, and with none expired a new client goes untracked.
+TEST(AuthFailureThrottle, TracksABoundedNumberOfClients) {
+  AuthFailureThrottle t(1, std::chrono::seconds(60));
+  const Clock::time_point t0 = Clock::now();
+  for (size_t i = 0; i < AuthFailureThrottle::kClientsMax; ++i) t.Failed(std::to_string(i), t0);
+  EXPECT_GT(t.RetryAfterSeconds("0", t0), 0);
+  t.Failed("new", t0);
+  EXPECT_EQ(t.RetryAfterSeconds("new", t0), 0) << "untracked while every window is live";
+  t.Failed("new", t0 + std::chrono::seconds(61));
+  EXPECT_GT(t.RetryAfterSeconds("new", t0 + std::chrono::seconds(61)), 0) << "expired windows made room";
+  EXPECT_EQ(t.RetryAfterSeconds("0", t0 + std::chrono::seconds(61)), 0);
+}
+
+}  // namespace
+}  // namespace hotrow
