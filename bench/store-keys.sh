@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# What a store key costs a payment: an older build (--before, such as 0.9.0
+# built from its tag in a worktree) against this one paying anonymously and
+# this one paying with a store key, in alternating rounds.
+#   SQLite: hey -z 10s -c 32 of +1 charges on one card (the writer is the
+#     limit); each run on a fresh copy of one seeded template.
+#   PostgreSQL (--pg): a throwaway PostgreSQL 15 cluster, a database seeded
+#     per run, wrk -t2 -c32 -d10s of +1 charges on random cards 1..10000,
+#     every connection with the same key (its row is held FOR SHARE by every
+#     payment: the new cost).
+# docs/benchmarks.md ("0.10.0: store keys") has the figures.
+#
+#   bench/store-keys.sh --before /tmp/v090/build/hotrow [--pg] [--rounds 3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib/common.sh
+
+BEFORE= PG=0 ROUNDS=3
+while (($#)); do
+  case $1 in
+    --before) BEFORE=$2; shift 2 ;;
+    --pg) PG=1; shift ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -x $BEFORE ]] || { echo "--before must name an older hotrow binary" >&2; exit 2; }
+bench_init
+HOTROW=$(realpath "$HOTROW")
+PORT=$(free_port)
+trap '[[ $PG == 1 ]] && { bench_stop_pids; pg_stop; }; bench_cleanup' EXIT
+
+if [[ $PG == 1 ]]; then
+  pg_start
+  cat >"$WORK/pay.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"storeId":3,"amount":1}'
+local key = os.getenv("KEY")
+if key and key ~= "" then wrk.headers["Authorization"] = "Bearer " .. key end
+request = function()
+  return wrk.format(nil, "/api/v1/cards/" .. math.random(1, 10000) .. "/transactions")
+end
+LUA
+else
+  "$HOTROW" seed pointcard --cards 10000 --stores 20 --history 10000 --db "sqlite:$WORK/t.db" >/dev/null 2>&1
+fi
+
+n=0
+run() {  # name binary anon|key
+  n=$((n + 1))
+  local db
+  if [[ $PG == 1 ]]; then
+    db="postgresql://hotrow@127.0.0.1:$PGPORT/b$n"
+    "$PGBIN/psql" "postgresql://hotrow@127.0.0.1:$PGPORT/postgres" -XAtqc "CREATE DATABASE b$n"
+    "$2" seed pointcard --cards 10000 --stores 20 --history 10000 --db "$db" >/dev/null 2>&1
+  else
+    rm -rf "$WORK/r" && mkdir "$WORK/r"
+    cp "$WORK/t.db" "$WORK/t.db.pointcard.db" "$WORK/r/"
+    db="sqlite:$WORK/r/t.db"
+  fi
+  HOTROW_BIN=$2 start_hotrow "$PORT" --db "$db" --db-pool 8 --admin-token bench >/dev/null 2>&1
+  wait_http "http://127.0.0.1:$PORT/readyz" 60
+  local key=""
+  if [[ $3 == key ]]; then
+    key=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/stores/3/keys" -H 'Authorization: Bearer bench' |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  fi
+  if [[ $PG == 1 ]]; then
+    local out
+    out=$(KEY=$key wrk -t2 -c32 -d10s --latency -s "$WORK/pay.lua" "http://127.0.0.1:$PORT")
+    printf '%-14s %s/s  p50 %s  p99 %s  non-2xx %s\n' "$1" "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" \
+      "$(awk '$1 == "50%" {print $2}' <<<"$out")" "$(awk '$1 == "99%" {print $2}' <<<"$out")" \
+      "$(awk '/Non-2xx/ {print $NF}' <<<"$out" | grep . || echo 0)"
+  else
+    local auth=()
+    [[ -n $key ]] && auth=(-H "Authorization: Bearer $key")
+    local out
+    out=$(hey -z 10s -c 32 -m POST -T application/json "${auth[@]}" -d '{"storeId":3,"amount":1}' \
+      "http://127.0.0.1:$PORT/api/v1/cards/7/transactions")
+    printf '%-14s %s/s  p50 %s s  p99 %s s  %s\n' "$1" "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" \
+      "$(awk '/50% in/ {print $3}' <<<"$out")" "$(awk '/99% in/ {print $3}' <<<"$out")" \
+      "$(sed -n '/Status code distribution/,$p' <<<"$out" | grep '\[' | tr -s ' ' | tr '\n' ' ')"
+  fi
+  bench_stop_pids
+}
+
+echo "payments, $([[ $PG == 1 ]] && echo PostgreSQL || echo SQLite); before: $("$BEFORE" --version); this: $("$HOTROW" --version)"
+for _ in $(seq "$ROUNDS"); do
+  run before "$BEFORE" anon
+  run anonymous "$HOTROW" anon
+  run "with a key" "$HOTROW" key
+done
