@@ -2,6 +2,7 @@
 // in constant time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -33,11 +34,21 @@ class AdminAuth {
   std::string what_;  // "admin token", "metrics token": named in the refusals
 };
 
-// Throttles guessing: a client (an address) whose credentials failed
-// `max_failures` times within `window` of its first failure is refused
-// until that window ends. Fixed windows, at most kClientsMax clients
-// tracked (past that, expired ones are forgotten; if none has expired, a new
-// client goes untracked: the table never grows without bound).
+// A credential that names itself, "<id>.<secret>" with an id of
+// kCredentialIdLength lowercase hex digits and a secret of
+// kCredentialSecretLength (a point-card store key): its id, or nullopt for
+// any other shape.
+inline constexpr size_t kCredentialIdLength = 16;
+inline constexpr size_t kCredentialSecretLength = 64;
+std::optional<std::string_view> NamedCredentialId(std::string_view bearer);
+
+// Throttles guessing, for every route that checks an Authorization header
+// (the HTTP layer counts its 401 and 403 answers: http/server.h). A client
+// whose credentials failed `max_failures` times within `window` of its
+// first failure is refused until that window ends. Fixed windows, at most
+// kClientsMax clients tracked: past that, expired ones are forgotten (at
+// most once a second), and if none has expired a new client goes untracked,
+// so the table never grows without bound.
 class AuthFailureThrottle {
  public:
   using Clock = std::chrono::steady_clock;
@@ -45,9 +56,20 @@ class AuthFailureThrottle {
   // max_failures 0: never throttles.
   AuthFailureThrottle(int64_t max_failures, Clock::duration window) : max_(max_failures), window_(window) {}
 
+  // Who a request is, for the throttle: its address (an IPv6 address by its
+  // /64, which one host can fill), and for a credential that names itself
+  // ("<id>.<secret>") that id too. So a client whose key is revoked uses up
+  // its key's failures, not those of every client behind the same address;
+  // guessing a 256-bit secret gains nothing from more tries, and any other
+  // bearer (the admin token) is counted by address. `peer` as in
+  // http::Request ("203.0.113.7:51234", "[2001:db8::1]:443").
+  static std::string ClientOf(std::string_view peer, std::optional<std::string_view> bearer);
+
   // Whole seconds (at least 1) until `client` may try again; 0 when it may now.
   int64_t RetryAfterSeconds(std::string_view client, Clock::time_point now = Clock::now());
-  void Failed(std::string_view client, Clock::time_point now = Clock::now());
+  // Counts a failure; true when it is the one that makes `client` refused.
+  bool Failed(std::string_view client, Clock::time_point now = Clock::now());
+  int64_t max_failures() const { return max_; }
 
  private:
   struct Window {
@@ -56,8 +78,10 @@ class AuthFailureThrottle {
   };
   const int64_t max_;
   const Clock::duration window_;
+  std::atomic<size_t> tracked_{0};  // clients_.size(): no lock while nobody failed
   std::mutex mutex_;
   std::unordered_map<std::string, Window> clients_;  // guarded by mutex_
+  Clock::time_point last_sweep_{};                   // guarded by mutex_
 };
 
 }  // namespace hotrow

@@ -386,6 +386,13 @@ int RunServe(const ServeFlags& f) {
     }
     access_log = std::move(opened).value();
   }
+  if (NamedCredentialId(f.admin_token) || NamedCredentialId(f.metrics_token)) {
+    // The throttle counts such a credential by its id, not by address
+    // (AuthFailureThrottle::ClientOf): a token of that shape could be
+    // guessed past it.
+    log::Error("--admin-token and --metrics-token must not have a store key's shape (<16 hex>.<64 hex>)");
+    return 2;
+  }
   AdminAuth admin(f.admin_token);  // before b: the services keep a reference
   AdminAuth metrics_auth(f.metrics_token, "metrics token");
   Operations ops;  // before b: b clears its listener pointer
@@ -434,8 +441,7 @@ int RunServe(const ServeFlags& f) {
   http::AddEchoRoute(router);
   dateplan::AddRoutes(router, *b.plans);
   leaderboard::AddRoutes(router, *b.board, admin);
-  pointcard::AddRoutes(router, *b.cards, admin,
-                       {.require_store_keys = f.require_store_keys, .auth_failures_max = f.auth_failures_max});
+  pointcard::AddRoutes(router, *b.cards, admin, {.require_store_keys = f.require_store_keys});
   if (postgres && !f.require_store_keys)
     log::Warn(
         "--require-store-keys is off: anyone who reaches this server can spend from any card; give each store "
@@ -446,7 +452,10 @@ int RunServe(const ServeFlags& f) {
     return 0;
   }
 
+  // Guessing credentials, on every route (http/server.h): outlives the server.
+  AuthFailureThrottle auth_throttle(f.auth_failures_max, std::chrono::minutes(1));
   http::ServerOptions options;
+  options.auth_throttle = &auth_throttle;
   options.host = f.host;
   options.port = static_cast<uint16_t>(f.port);
   options.threads = f.threads;

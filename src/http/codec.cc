@@ -341,6 +341,15 @@ void Codec::Observe(const Response& r, size_t bytes_out) {
           : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_).count());
   RouteStats* route = built_ && request_.route ? request_.route : &UnmatchedRoute();
   route->Record(built_ ? request_.method : method_, r.status, ns);
+  if (AuthFailureThrottle* throttle = options_->auth_throttle;
+      throttle && built_ && (r.status == 401 || r.status == 403) && request_.HasHeader("Authorization")) {
+    std::string client = AuthFailureThrottle::ClientOf(peer_, BearerToken(request_));
+    if (throttle->Failed(client))
+      log::Warn(
+          "{}: {} failed credentials within a minute; answering its requests with credentials 429 until the "
+          "minute ends",
+          client, throttle->max_failures());
+  }
   if (AccessLog* log = AccessLog::Active()) {
     AccessLog::Line line;
     line.request_id = request_id();

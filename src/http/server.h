@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "base/auth.h"
 #include "base/status.h"
 #include "http/router.h"
 
@@ -91,6 +92,13 @@ struct ServerOptions {
   // Origins whose browser requests get CORS headers ("*": any origin);
   // empty: no CORS headers at all.
   std::vector<std::string> cors_origins;
+  // Failed credentials: every 401 and 403 answered to a request that had an
+  // Authorization header counts against its client
+  // (AuthFailureThrottle::ClientOf); a client past the limit gets 429 with
+  // Retry-After for any request with an Authorization header, before its
+  // handler runs. Requests without one pass. Null: no throttle. Owned by
+  // the caller; outlives the server.
+  AuthFailureThrottle* auth_throttle = nullptr;
 };
 
 class Server {

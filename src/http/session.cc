@@ -216,6 +216,18 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     Request& request = codec_.BuildRequest();
     handler_deadline_ = asio::steady_timer::clock_type::now() + server_.options.handler_timeout;
     uint64_t n = BeginRequest();
+    if (AuthFailureThrottle* throttle = server_.options.auth_throttle; throttle && request.HasHeader("Authorization")) {
+      if (int64_t wait =
+              throttle->RetryAfterSeconds(AuthFailureThrottle::ClientOf(request.peer, BearerToken(request)))) {
+        Response r = ErrorResponse(Status(ErrorCode::kRateLimited,
+                                          "too many failed credentials from this client within a minute; retry "
+                                          "after " +
+                                              std::to_string(wait) + " s"));
+        r.AddHeader("Retry-After", std::to_string(wait));
+        Responder(shared_from_this(), n).Send(std::move(r));
+        return;
+      }
+    }
     try {
       server_.handler(request, Responder(shared_from_this(), n));
     } catch (const std::exception& e) {

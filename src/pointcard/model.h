@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/auth.h"
 #include "base/status.h"
 #include "base/text.h"
 #include "base/time.h"
@@ -173,8 +174,8 @@ struct StoreKey {
   std::optional<int64_t> last_used_us{};
   std::optional<int64_t> revoked_us{};
 };
-inline constexpr size_t kKeyIdLength = 16;
-inline constexpr size_t kKeySecretLength = 64;
+inline constexpr size_t kKeyIdLength = kCredentialIdLength;  // base/auth.h: the throttle knows the shape
+inline constexpr size_t kKeySecretLength = kCredentialSecretLength;
 inline constexpr int64_t kKeyUseResolutionUs = 60'000'000;
 // A store has at most this many keys that are not revoked.
 inline constexpr int64_t kStoreKeysMax = 100;

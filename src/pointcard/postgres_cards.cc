@@ -31,7 +31,14 @@ Status CreatePostgresCardFunctions(pg::Connection& conn) {
     -- card (hotrow_card_v1's columns; NULL for 2 and 3). The id comes from
     -- S_ACCOUNT_CARD_ID_SEQ; one a seed of an older release took moves the
     -- sequence past every card.
-    CREATE OR REPLACE FUNCTION hotrow_card_create_v1(p_region int, p_ref text, p_key text, p_fp text)
+    -- v0.10.0 (v2): with a store key (p_key_id, p_key_sha: hex of SHA-256
+    -- of its secret), checked first in this transaction (outcome 4: unknown,
+    -- revoked or not this secret; nothing written), and the idempotency key
+    -- scoped to the store key (route 'cards:key:<keyId>'; the admin's are
+    -- route 'cards'), so two stores' tills that number their requests alike
+    -- never get each other's cards.
+    CREATE OR REPLACE FUNCTION hotrow_card_create_v2(p_region int, p_ref text, p_key text, p_fp text, p_key_id text,
+                                                     p_key_sha text)
     RETURNS TABLE (o_outcome smallint, c_card bigint, c_balance bigint, c_region int, c_last_us bigint,
                    c_pending bigint, c_ref text, c_status text, c_closed_us bigint)
     LANGUAGE plpgsql SET enable_seqscan = off AS $$
@@ -40,9 +47,15 @@ Status CreatePostgresCardFunctions(pg::Connection& conn) {
       id bigint;
       res smallint;
       now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
+      v_route text := CASE WHEN p_key_id IS NULL THEN 'cards' ELSE 'cards:key:' || p_key_id END;
     BEGIN
+      IF p_key_id IS NOT NULL AND hotrow_store_key_check_v1(p_key_id, p_key_sha) = 0 THEN
+        RETURN QUERY SELECT 4::smallint, NULL::bigint, NULL::bigint, NULL::int, NULL::bigint, NULL::bigint,
+                            NULL::text, NULL::text, NULL::bigint;
+        RETURN;
+      END IF;
       IF p_key IS NOT NULL THEN
-        SELECT * INTO k FROM P_REQUEST_KEY r WHERE r.ROUTE = 'cards' AND r.KEY = p_key;
+        SELECT * INTO k FROM P_REQUEST_KEY r WHERE r.ROUTE = v_route AND r.KEY = p_key;
       END IF;
       IF p_key IS NOT NULL AND FOUND THEN
         res := CASE WHEN k.FINGERPRINT <> p_fp THEN 2 WHEN k.RESULT_ID = 0 THEN 3 ELSE 1 END;
@@ -51,7 +64,7 @@ Status CreatePostgresCardFunctions(pg::Connection& conn) {
         -- Kept with its key (RESULT_ID 0), as a refused payment is: a retry
         -- is refused again, another body with the key is a mismatch.
         IF p_key IS NOT NULL THEN
-          INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', p_key, p_fp, now_t, 0);
+          INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES (v_route, p_key, p_fp, now_t, 0);
         END IF;
         res := 3;
       ELSE
@@ -64,12 +77,20 @@ Status CreatePostgresCardFunctions(pg::Connection& conn) {
           VALUES (id, 0, p_region, now_t, p_ref, 'active');
         IF p_key IS NOT NULL THEN
           INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID)
-            VALUES ('cards', p_key, p_fp, now_t, id);
+            VALUES (v_route, p_key, p_fp, now_t, id);
         END IF;
         res := 0;
       END IF;
+      IF p_key_id IS NOT NULL AND res <> 2 THEN
+        PERFORM hotrow_store_key_touch_v1(p_key_id);  -- what commits counts as the key's use
+      END IF;
       RETURN QUERY SELECT res, c.* FROM (SELECT 1) one LEFT JOIN LATERAL hotrow_card_v1(id) c ON true;
     END $$;
+    -- v0.9.0's, kept for its instances: the admin's, no store key.
+    CREATE OR REPLACE FUNCTION hotrow_card_create_v1(p_region int, p_ref text, p_key text, p_fp text)
+    RETURNS TABLE (o_outcome smallint, c_card bigint, c_balance bigint, c_region int, c_last_us bigint,
+                   c_pending bigint, c_ref text, c_status text, c_closed_us bigint)
+    LANGUAGE sql AS $$ SELECT * FROM hotrow_card_create_v2(p_region, p_ref, p_key, p_fp, NULL, NULL) $$;
 
     -- Closes a card (v0.9.0), under its row lock, at a time after its
     -- newest row. outcome: 0 closed now, 1 closed already, 2 key mismatch

@@ -1,8 +1,9 @@
 // Store keys on PostgreSQL (M_STORE_KEY): made behind the stores' advisory
-// lock (so the per-store limit holds across instances), listed and revoked
-// in one statement each; a payment checks its key inside hotrow_pay_v6,
-// and a revocation is stamped after every payment that checked the key
-// (postgres_store.h).
+// lock (so the per-store limit holds across instances), listed in one
+// statement, revoked in one READ COMMITTED transaction; a write checks its
+// key inside its own transaction (hotrow_store_key_check_v1, called by
+// hotrow_pay_v6 and hotrow_card_create_v2), and a revocation is stamped
+// after every write that checked the key (postgres_store.h).
 #include "pointcard/postgres_store.h"
 
 namespace hotrow::pointcard {
@@ -28,58 +29,64 @@ Status CreatePostgresKeyFunctions(pg::Connection& conn) {
       END IF;
     END $$;
     -- A write's store key (v0.10.0), in the write's transaction: its store,
-    -- or 0 when it is unknown, revoked or not this secret. The key's row
-    -- stays locked until the write commits, so a revocation waits for it
-    -- and is stamped after it (hotrow_store_key_revoke_v1): shared, so one
-    -- key's writes do not queue on each other; exclusive for the one write
-    -- a minute that moves LAST_USED_TIME (two shared holders upgrading
-    -- would deadlock).
+    -- or 0 when it is unknown, revoked or not this secret (decided before
+    -- any lock: a wrong secret locks nothing). Then the key is held until the
+    -- write commits, so that a revocation waits for it and is stamped after
+    -- it (hotrow_store_key_revoke_v1):
+    --   - a shared advisory lock on the key, which a revocation takes
+    --     exclusively. The lock manager serves a waiting exclusive lock
+    --     before later shared ones, so a busy key's payments cannot starve
+    --     its revocation (row locks alone let each new FOR SHARE jump it);
+    --   - the key's row, FOR SHARE: under SERIALIZABLE, a revocation that
+    --     committed after this transaction's snapshot makes the lock fail
+    --     (40001, retried, and the retry sees the key revoked). FOR UPDATE
+    --     instead for the one write a minute that will move LAST_USED_TIME
+    --     (two shared holders upgrading would deadlock); it is marked for
+    --     hotrow_store_key_touch_v1, which the write calls when it commits
+    --     something, so a refused write leaves LAST_USED_TIME as it was.
     CREATE OR REPLACE FUNCTION hotrow_store_key_check_v1(p_key_id text, p_key_sha text) RETURNS int
     LANGUAGE plpgsql SET enable_seqscan = off AS $$
     DECLARE
       sk M_STORE_KEY%ROWTYPE;
-      used boolean;
+      stale boolean;
     BEGIN
       SELECT * INTO sk FROM M_STORE_KEY s WHERE s.KEY_ID = p_key_id;
-      used := FOUND AND (sk.LAST_USED_TIME IS NULL
-                         OR sk.LAST_USED_TIME <= (clock_timestamp() AT TIME ZONE 'UTC') - interval '60 seconds');
-      IF used THEN
+      IF NOT FOUND OR sk.REVOKED_TIME IS NOT NULL OR sk.SECRET_SHA256 <> p_key_sha THEN
+        RETURN 0;
+      END IF;
+      PERFORM pg_advisory_xact_lock_shared(72720005, hashtext(p_key_id));
+      stale := sk.LAST_USED_TIME IS NULL
+               OR sk.LAST_USED_TIME <= (clock_timestamp() AT TIME ZONE 'UTC') - interval '60 seconds';
+      IF stale THEN
         SELECT * INTO sk FROM M_STORE_KEY s WHERE s.KEY_ID = p_key_id FOR UPDATE;
       ELSE
         SELECT * INTO sk FROM M_STORE_KEY s WHERE s.KEY_ID = p_key_id FOR SHARE;
       END IF;
-      IF NOT FOUND OR sk.REVOKED_TIME IS NOT NULL OR sk.SECRET_SHA256 <> p_key_sha THEN
+      IF sk.REVOKED_TIME IS NOT NULL THEN
         RETURN 0;
       END IF;
-      IF used THEN
-        UPDATE M_STORE_KEY SET LAST_USED_TIME = clock_timestamp() AT TIME ZONE 'UTC' WHERE KEY_ID = p_key_id;
-      END IF;
+      PERFORM set_config('hotrow.key_touch', CASE WHEN stale THEN p_key_id ELSE '' END, true);
       RETURN sk.STORE_ID;
     END $$;
-    -- Issues a card with a store key (v0.10.0): hotrow_card_create_v1, after
-    -- the key; outcome 4, the key is unknown, revoked or not this secret.
-    CREATE OR REPLACE FUNCTION hotrow_card_create_v2(p_region int, p_ref text, p_key text, p_fp text, p_key_id text,
-                                                     p_key_sha text)
-    RETURNS TABLE (o_outcome smallint, c_card bigint, c_balance bigint, c_region int, c_last_us bigint,
-                   c_pending bigint, c_ref text, c_status text, c_closed_us bigint)
-    LANGUAGE plpgsql AS $$
+    -- Moves LAST_USED_TIME of a key that hotrow_store_key_check_v1 marked (it
+    -- holds the row FOR UPDATE); nothing for any other.
+    CREATE OR REPLACE FUNCTION hotrow_store_key_touch_v1(p_key_id text) RETURNS void LANGUAGE plpgsql AS $$
     BEGIN
-      IF p_key_id IS NOT NULL AND hotrow_store_key_check_v1(p_key_id, p_key_sha) = 0 THEN
-        RETURN QUERY SELECT 4::smallint, NULL::bigint, NULL::bigint, NULL::int, NULL::bigint, NULL::bigint,
-                            NULL::text, NULL::text, NULL::bigint;
-        RETURN;
+      IF current_setting('hotrow.key_touch', true) = p_key_id THEN
+        UPDATE M_STORE_KEY SET LAST_USED_TIME = clock_timestamp() AT TIME ZONE 'UTC' WHERE KEY_ID = p_key_id;
       END IF;
-      RETURN QUERY SELECT * FROM hotrow_card_create_v1(p_region, p_ref, p_key, p_fp);
     END $$;
-    -- Revokes a key (v0.10.0), stamped after every payment that checked
-    -- it: the row is locked first, which waits for those payments' shared
-    -- locks (hotrow_pay_v6), and the time is taken after. A key revoked
-    -- before answers as it is; no row, the store has no such key.
+    -- Revokes a key (v0.10.0), stamped after every write that checked it:
+    -- the key's advisory lock, exclusively, waits for those writes (and
+    -- later ones queue behind it), and the time is taken after. Run at READ
+    -- COMMITTED (postgres_keys.cc), so the UPDATE reads the row as those
+    -- writes left it. A key revoked before answers as it is; no row, the
+    -- store has no such key.
     CREATE OR REPLACE FUNCTION hotrow_store_key_revoke_v1(p_store int, p_key_id text)
     RETURNS TABLE (o_key text, o_store int, o_created_us bigint, o_last_used_us bigint, o_revoked_us bigint)
     LANGUAGE plpgsql AS $$
     BEGIN
-      PERFORM 1 FROM M_STORE_KEY k WHERE k.KEY_ID = p_key_id AND k.STORE_ID = p_store FOR UPDATE;
+      PERFORM pg_advisory_xact_lock(72720005, hashtext(p_key_id));
       UPDATE M_STORE_KEY k SET REVOKED_TIME = clock_timestamp() AT TIME ZONE 'UTC'
         WHERE k.KEY_ID = p_key_id AND k.STORE_ID = p_store AND k.REVOKED_TIME IS NULL;
       RETURN QUERY SELECT k.KEY_ID, k.STORE_ID, hotrow_us(k.CREATED_TIME), hotrow_us(k.LAST_USED_TIME),
@@ -150,10 +157,21 @@ void PostgresPointCardStore::RevokeStoreKey(int64_t store_id, std::string key_id
                                             std::function<void(Result<StoreKey>)> done) {
   pool_.Submit([store_id, key_id = std::move(key_id), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto rows = (*c)->Query(kRevokeKey, {std::to_string(store_id), key_id});
-    if (!rows.ok()) return done(rows.status());
-    if (rows->empty()) return done(NoSuchKey(key_id, store_id));
-    done(ReadKey(*rows, 0, 0));
+    // READ COMMITTED whatever the server's default: the revocation waits for
+    // the key's writes, then updates the row as they left it (under
+    // SERIALIZABLE its snapshot would predate their commits: 40001).
+    // The COMMIT in a segment of its own ends the block whatever became of
+    // the work (as RunSerializable's).
+    const pg::Connection::Statement work[] = {{"BEGIN ISOLATION LEVEL READ COMMITTED"},
+                                              {kRevokeKey, {std::to_string(store_id), key_id}}};
+    const pg::Connection::Statement end[] = {{"COMMIT"}};
+    const std::span<const pg::Connection::Statement> segments[] = {work, end};
+    auto results = (*c)->PipelineSegments(segments);
+    if (!results[0].ok()) return done(results[0].status());
+    if (!results[1].ok()) return done(results[1].status());
+    const pg::Rows& rows = (*results[0])[1];
+    if (rows.empty()) return done(NoSuchKey(key_id, store_id));
+    done(ReadKey(rows, 0, 0));
   });
 }
 

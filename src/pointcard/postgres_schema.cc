@@ -310,10 +310,10 @@ Status CreateFunctions(pg::Connection& conn) {
     -- came (p_key_id, p_key_sha: hex of SHA-256 of its secret), checked
     -- first, in this transaction: 8, unknown, revoked or not this secret;
     -- 9, the key is another store's (its store in new_balance). A used
-    -- key's LAST_USED_TIME moves on, at most once a minute, and its row
-    -- stays locked until this commits (hotrow_store_key_check_v1). A payment
-    -- refused for its key does not lock the card's row; every other outcome
-    -- is as v5's.
+    -- key's LAST_USED_TIME moves on, at most once a minute, when the answer
+    -- commits something (0, 1, 4, 5), and the key stays held until this
+    -- commits (hotrow_store_key_check_v1). A payment refused for its key
+    -- does not lock the card's row; every other outcome is as v5's.
     CREATE OR REPLACE FUNCTION hotrow_pay_v6(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
                                              p_actor text, p_reference text, p_reason text, p_key_id text,
                                              p_key_sha text)
@@ -364,6 +364,9 @@ Status CreateFunctions(pg::Connection& conn) {
             RETURN QUERY SELECT 4::smallint, hotrow_us(k.PAYMENT_TIME), k.BALANCE, h.TRANSACTION_ID, h.ACTOR,
                                 h.REFERENCE, h.REASON;
           END IF;
+          IF p_key_id IS NOT NULL AND k.FINGERPRINT = p_fp THEN
+            PERFORM hotrow_store_key_touch_v1(p_key_id);  -- what commits counts as the key's use
+          END IF;
           RETURN;
         END IF;
       END IF;
@@ -386,6 +389,9 @@ Status CreateFunctions(pg::Connection& conn) {
           INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
                                             p_store, p_amount, b + credit);
         END IF;
+        IF p_key_id IS NOT NULL THEN
+          PERFORM hotrow_store_key_touch_v1(p_key_id);
+        END IF;
         RETURN QUERY SELECT 1::smallint, NULL::bigint, b + credit, NULL::bigint, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
@@ -406,6 +412,9 @@ Status CreateFunctions(pg::Connection& conn) {
       IF p_key IS NOT NULL THEN
         INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
                                           p_store, p_amount, b + p_amount);
+      END IF;
+      IF p_key_id IS NOT NULL THEN
+        PERFORM hotrow_store_key_touch_v1(p_key_id);
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount, id, p_actor, p_reference, p_reason;
     END $$;

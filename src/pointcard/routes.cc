@@ -46,14 +46,6 @@ Result<std::optional<std::string>> OptionalText(const http::JsonObject& body, st
   return std::optional<std::string>(std::move(text).value());
 }
 
-// The address part of a peer ("203.0.113.7:51234" -> "203.0.113.7",
-// "[::1]:80" -> "[::1]"): the throttle's client.
-std::string_view ClientAddress(std::string_view peer) {
-  size_t colon = peer.rfind(':');
-  if (colon == std::string_view::npos || (!peer.empty() && peer[0] == '[' && peer[colon - 1] != ']')) return peer;
-  return peer.substr(0, colon);
-}
-
 // Who asks for a write: the admin token, a store key (its use checked in
 // the write's transaction), or nobody.
 struct Caller {
@@ -62,29 +54,22 @@ struct Caller {
   std::string key_actor{};
 };
 
-// Credentials and their throttle: the admin token, store keys
-// (--require-store-keys), and 429 for a client whose credentials failed
-// too often (AuthFailureThrottle, per address, one-minute windows).
-class Gate : public std::enable_shared_from_this<Gate> {
+// Credentials: the admin token and store keys (--require-store-keys). The
+// HTTP layer throttles clients whose credentials fail (http/server.h,
+// --auth-failures-max): every 401 and 403 here counts, a store key's
+// refusal in its transaction too.
+class Gate {
  public:
-  Gate(const AdminAuth& admin, RouteOptions options)
-      : admin_(admin), options_(options), throttle_(options.auth_failures_max, std::chrono::minutes(1)) {}
+  Gate(const AdminAuth& admin, RouteOptions options) : admin_(admin), options_(options) {}
 
-  bool require_store_keys() const { return options_.require_store_keys; }
+  // The admin token (401, 403 otherwise).
+  Status Admin(const Request& req) const { return admin_.Check(http::BearerToken(req)); }
 
-  // The admin token (401, 403 otherwise; a wrong one counts as a failure).
-  Status Admin(const Request& req) {
-    if (Status s = Throttled(req); !s.ok()) return s;
-    Status s = admin_.Check(http::BearerToken(req));
-    if (!s.ok() && req.HasHeader("Authorization")) Failed(req);
-    return s;
-  }
-
-  // A payment's caller. Without credentials: anonymous, or 401 under
+  // A point use's caller. Without credentials: anonymous, or 401 under
   // --require-store-keys. A credential that is given must be the admin
   // token or have a store key's shape (a wrong one is not recorded as an
   // anonymous request); a store key itself is checked by the store.
-  Result<Caller> StoreCaller(const Request& req) {
+  Result<Caller> StoreCaller(const Request& req) const {
     if (!req.HasHeader("Authorization")) {
       if (options_.require_store_keys)
         return Status(ErrorCode::kUnauthorized,
@@ -92,7 +77,19 @@ class Gate : public std::enable_shared_from_this<Gate> {
                       "Authorization");
       return Caller{};
     }
-    if (Status s = Throttled(req); !s.ok()) return s;
+    return Credential(req, options_.require_store_keys ? "" : "; leave it out for an anonymous request");
+  }
+
+  // The admin token or any store's key (POST /api/v1/cards).
+  Result<Caller> AdminOrStoreKey(const Request& req) const {
+    if (!req.HasHeader("Authorization"))
+      return Status(ErrorCode::kUnauthorized, "this action needs 'Authorization: Bearer <admin token>' or a store key",
+                    "Authorization");
+    return Credential(req, "");
+  }
+
+ private:
+  Result<Caller> Credential(const Request& req, std::string_view hint) const {
     auto bearer = http::BearerToken(req);
     if (bearer && admin_.Matches(bearer)) return Caller{.actor = kActorAdmin};
     if (bearer) {
@@ -102,45 +99,14 @@ class Gate : public std::enable_shared_from_this<Gate> {
         return c;
       }
     }
-    Failed(req);
-    return Status(ErrorCode::kUnauthorized,
-                  "Authorization must be 'Bearer <keyId>.<secret>' (a store key) or 'Bearer <admin token>'" +
-                      std::string(options_.require_store_keys ? "" : "; leave it out for an anonymous request"),
-                  "Authorization");
-  }
-
-  // The admin token or any store's key (POST /api/v1/cards): anonymous is
-  // 401.
-  Result<Caller> AdminOrStoreKey(const Request& req) {
-    if (!req.HasHeader("Authorization"))
-      return Status(ErrorCode::kUnauthorized, "this action needs 'Authorization: Bearer <admin token>' or a store key",
-                    "Authorization");
-    return StoreCaller(req);
-  }
-
-  void Failed(const Request& req) { throttle_.Failed(ClientAddress(req.peer)); }
-  void Failed(std::string_view client) { throttle_.Failed(client); }
-
-  // The error's response; a 429 says when to try again.
-  Response Refusal(const Request& req, const Status& s) {
-    Response res = http::ErrorResponse(s);
-    if (s.code() == ErrorCode::kRateLimited)
-      res.AddHeader("Retry-After",
-                    std::to_string(std::max<int64_t>(1, throttle_.RetryAfterSeconds(ClientAddress(req.peer)))));
-    return res;
-  }
-
- private:
-  Status Throttled(const Request& req) {
-    if (int64_t wait = throttle_.RetryAfterSeconds(ClientAddress(req.peer)); wait > 0)
-      return Status(ErrorCode::kRateLimited,
-                    "too many failed credentials from this address; retry after " + std::to_string(wait) + " s");
-    return Status::Ok();
+    return Status(
+        ErrorCode::kUnauthorized,
+        "Authorization must be 'Bearer <keyId>.<secret>' (a store key) or 'Bearer <admin token>'" + std::string(hint),
+        "Authorization");
   }
 
   const AdminAuth& admin_;
   const RouteOptions options_;
-  AuthFailureThrottle throttle_;
 };
 
 Result<int64_t> PathId(const Request& req, const char* field) {
@@ -205,9 +171,9 @@ CardMetrics& Metrics() {
   return m;
 }
 
-void Pay(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+void Pay(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
   auto caller = gate.StoreCaller(req);
-  if (!caller.ok()) return responder.Send(gate.Refusal(req, caller.status()));
+  if (!caller.ok()) return responder.Send(Error(caller.status()));
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
   auto body = http::JsonObject::Parse(req.body);
@@ -230,16 +196,10 @@ void Pay(PointCardService& service, Gate& gate, Request& req, Responder responde
             std::move(reason).value(),
             caller->key ? std::move(caller->key_actor) : std::string(caller->actor),
             std::move(caller->key)};
-  // A store key is checked in the payment's transaction: its failure counts
-  // against the client's address then (no allocation without a key).
-  std::string client = p.key ? std::string(ClientAddress(req.peer)) : std::string();
-  std::shared_ptr<Gate> keyed = p.key ? gate.shared_from_this() : nullptr;
-  service.Pay(std::move(p), [responder, keyed = std::move(keyed), client = std::move(client),
-                             body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
+  service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
     CardMetrics& m = Metrics();
     if (!r.ok()) {
       m.failed->Add();
-      if (r.status().code() == ErrorCode::kUnauthorized && keyed) keyed->Failed(client);
       return responder.Send(Error(r.status()));
     }
     (r->replayed ? m.replayed : r->refused ? m.refused : m.paid)->Add();
@@ -325,9 +285,9 @@ void GetCard(PointCardService& service, Request& req, Responder responder) {
 }
 
 // POST /api/v1/cards (admin, or any store's key): a new card.
-void CreateCard(PointCardService& service, Gate& gate, Request& req, Responder responder) {
+void CreateCard(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
   auto caller = gate.AdminOrStoreKey(req);
-  if (!caller.ok()) return responder.Send(gate.Refusal(req, caller.status()));
+  if (!caller.ok()) return responder.Send(Error(caller.status()));
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
   if (Status s = body->OnlyFields({"regionId", "externalRef"}); !s.ok()) return responder.Send(Error(s));
@@ -339,14 +299,7 @@ void CreateCard(PointCardService& service, Gate& gate, Request& req, Responder r
                .external_ref = std::move(ref).value(),
                .idempotency_key = IdempotencyKey(req),
                .key = std::move(caller->key)};
-  if (!card.key) return service.CreateCard(std::move(card), CardAnswer(std::move(responder), 201));
-  // The key is checked in the transaction: a refusal counts then.
-  auto answer = CardAnswer(std::move(responder), 201);
-  service.CreateCard(std::move(card), [answer = std::move(answer), gate = gate.shared_from_this(),
-                                       client = std::string(ClientAddress(req.peer))](Result<Card> r) mutable {
-    if (!r.ok() && r.status().code() == ErrorCode::kUnauthorized) gate->Failed(client);
-    answer(std::move(r));
-  });
+  service.CreateCard(std::move(card), CardAnswer(std::move(responder), 201));
 }
 
 // GET /api/v1/cards?externalRef=: the card with that reference, in a list
@@ -373,8 +326,8 @@ void FindCard(PointCardService& service, const Request& req, Responder responder
 }
 
 // POST /api/v1/cards/{cardId}/close (admin): no body, or {}.
-void CloseCard(PointCardService& service, Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+void CloseCard(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
   if (Status s = NoFields(req); !s.ok()) return responder.Send(Error(s));
@@ -476,8 +429,8 @@ void GetStore(PointCardService& service, const Request& req, Responder responder
 }
 
 // POST /api/v1/stores (admin): a new store.
-void CreateStore(PointCardService& service, Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+void CreateStore(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
   if (Status s = body->OnlyFields({"name", "regionId", "zipcode", "address", "latitude", "longitude"}); !s.ok())
@@ -528,8 +481,8 @@ void WriteKey(JsonWriter& w, const StoreKey& k) {
 // in this answer only (Cache-Control: no-store). Not idempotent: the
 // server cannot show a secret twice, so a retry makes a second key (revoke
 // the one that went unused).
-void CreateStoreKey(PointCardService& service, Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+void CreateStoreKey(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
   auto store = PathId(req, "storeId");
   if (!store.ok()) return responder.Send(Error(store.status()));
   if (Status s = NoFields(req); !s.ok()) return responder.Send(Error(s));
@@ -553,8 +506,8 @@ void CreateStoreKey(PointCardService& service, Gate& gate, Request& req, Respond
 }
 
 // GET /api/v1/stores/{storeId}/keys (admin): metadata only, never a secret.
-void ListStoreKeys(PointCardService& service, Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+void ListStoreKeys(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
   auto store = PathId(req, "storeId");
   if (!store.ok()) return responder.Send(Error(store.status()));
   service.ListStoreKeys(*store, [responder](Result<std::vector<StoreKey>> r) mutable {
@@ -578,13 +531,13 @@ void ListStoreKeys(PointCardService& service, Gate& gate, Request& req, Responde
 
 // DELETE /api/v1/stores/{storeId}/keys/{keyId} (admin): 204, again for a
 // key revoked before; 404 when the store has no such key.
-void RevokeStoreKey(PointCardService& service, Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+void RevokeStoreKey(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
   auto store = PathId(req, "storeId");
   if (!store.ok()) return responder.Send(Error(store.status()));
   const std::string& key_id = req.params.at(1);
   if (!PointCardService::ParseStoreKey(key_id + "." + std::string(kKeySecretLength, '0')))
-    return responder.Send(Error(NoSuchKey(key_id, *store)));
+    return responder.Send(Error(Status::NotFound("store " + std::to_string(*store) + " has no such key")));
   service.RevokeStoreKey(*store, key_id, [responder](Result<StoreKey> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res;
@@ -602,8 +555,8 @@ Result<int64_t> TimeField(const http::JsonObject& body, const char* name) {
   return *t;
 }
 
-void Grant(PointCardService& service, Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+void Grant(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
   req.long_running = true;  // seconds on a million cards: exempt from --handler-timeout-ms
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
@@ -652,8 +605,8 @@ void Grant(PointCardService& service, Gate& gate, Request& req, Responder respon
   });
 }
 
-void GetGrant(PointCardService& service, Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(gate.Refusal(req, s));
+void GetGrant(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
   auto id = PathId(req, "grantId");
   if (!id.ok()) return responder.Send(Error(id.status()));
   service.GetGrant(*id, [responder](Result<GrantInfo> r) mutable {
@@ -701,8 +654,8 @@ void GetGrant(PointCardService& service, Gate& gate, Request& req, Responder res
 
 void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin, RouteOptions options) {
   // Lives as long as the router's handlers: they share it.
-  auto gate_owner = std::make_shared<Gate>(admin, options);
-  Gate* gate = gate_owner.get();
+  auto gate_owner = std::make_shared<const Gate>(admin, options);
+  const Gate* gate = gate_owner.get();
   using http::BodyPolicy;
   using http::Method;
   auto bind = [&service](auto fn) {

@@ -18,9 +18,6 @@ namespace hotrow::pointcard {
 struct RouteOptions {
   // Point uses need a store key or the admin token (401 without).
   bool require_store_keys = false;
-  // Failed credentials from one address within a minute before it gets 429
-  // until the minute ends (0: never).
-  int64_t auth_failures_max = 30;
 };
 
 void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin, RouteOptions options = {});

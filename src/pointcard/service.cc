@@ -233,13 +233,9 @@ void PointCardService::RevokeStoreKey(int64_t store_id, std::string key_id,
 }
 
 std::optional<KeyUse> PointCardService::ParseStoreKey(std::string_view bearer) {
-  auto lower_hex = [](std::string_view t) {
-    return std::all_of(t.begin(), t.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-  };
-  if (bearer.size() != kKeyIdLength + 1 + kKeySecretLength || bearer[kKeyIdLength] != '.') return std::nullopt;
-  std::string_view id = bearer.substr(0, kKeyIdLength), secret = bearer.substr(kKeyIdLength + 1);
-  if (!lower_hex(id) || !lower_hex(secret)) return std::nullopt;
-  return KeyUse{std::string(id), HexEncode(Sha256(secret))};
+  auto id = NamedCredentialId(bearer);
+  if (!id) return std::nullopt;
+  return KeyUse{std::string(*id), HexEncode(Sha256(bearer.substr(kKeyIdLength + 1)))};
 }
 
 void PointCardService::CreateCard(NewCard card, std::function<void(Result<Card>)> done) {

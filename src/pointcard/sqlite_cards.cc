@@ -93,16 +93,19 @@ void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std
           auto key_store = CheckStoreKey(c, *card.key, now);
           if (!key_store.ok()) return key_store.status();
         }
+        // A store key's idempotency keys are its own (two stores' tills that
+        // number their requests alike never get each other's cards); the
+        // admin's are route "cards", as before.
+        const std::string route = card.key ? "cards:key:" + card.key->key_id : std::string("cards");
         auto remember = [&](int64_t id) -> Status {
           if (!card.idempotency_key) return Status::Ok();
           auto key = c.Prepare(
-              "INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES ('cards', ?1, ?2, ?3, "
-              "?4)");
+              "INSERT INTO P_REQUEST_KEY (ROUTE, KEY, FINGERPRINT, CREATED, RESULT_ID) VALUES (?5, ?1, ?2, ?3, ?4)");
           if (!key.ok()) return key.status();
-          return key->Bind(1, *card.idempotency_key).Bind(2, fp).Bind(3, now).Bind(4, id).Run();
+          return key->Bind(1, *card.idempotency_key).Bind(2, fp).Bind(3, now).Bind(4, id).Bind(5, route).Run();
         };
         if (card.idempotency_key) {
-          auto earlier = FindRequestKey(c, "cards", *card.idempotency_key, fp);
+          auto earlier = FindRequestKey(c, route, *card.idempotency_key, fp);
           if (!earlier.ok()) return earlier.status();
           if (*earlier) {
             if (**earlier == 0) return Issued();  // refused then: refused again

@@ -65,7 +65,8 @@ void SqlitePointCardStore::CreateStoreKey(StoreKey key, std::string secret_sha25
                                           std::function<void(Result<StoreKey>)> done) {
   sqlite::SubmitCall<StoreKey>(
       db_.writer(),
-      [key = std::move(key), digest = std::move(secret_sha256)](sqlite::Connection& c) mutable -> Result<StoreKey> {
+      [this, key = std::move(key),
+       digest = std::move(secret_sha256)](sqlite::Connection& c) mutable -> Result<StoreKey> {
         if (Status s = StoreExists(c, key.store_id); !s.ok()) return s;
         auto q = c.Prepare("SELECT COUNT(*) FROM M_STORE_KEY WHERE STORE_ID = ?1 AND REVOKED_TIME IS NULL");
         if (!q.ok()) return q.status();
@@ -74,7 +75,7 @@ void SqlitePointCardStore::CreateStoreKey(StoreKey key, std::string secret_sha25
         const int64_t live = q->Int(0);
         if (Status s = q->Run(); !s.ok()) return s;
         if (live >= kStoreKeysMax) return TooManyKeys(key.store_id);
-        key.created_us = NowUs();
+        key.created_us = NextTime();  // the writer's clock: before every row the key writes
         auto insert = c.Prepare(
             "INSERT INTO M_STORE_KEY (KEY_ID, STORE_ID, SECRET_SHA256, CREATED_TIME, LAST_USED_TIME, REVOKED_TIME) "
             "VALUES (?1, ?2, ?3, ?4, NULL, NULL)");

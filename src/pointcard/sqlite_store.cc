@@ -80,7 +80,13 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
   if (!history.ok()) return history.status();
   if (!accounts.ok()) return accounts.status();
   if (!grants.ok()) return grants.status();
-  store->clock_last_us_ = std::max({*history, *accounts, *grants});
+  // And past every store key's times (point-card schema 4): a key's rows
+  // come after its creation and before its revocation.
+  auto keys = sqlite::QueryInt(conn,
+                               "SELECT COALESCE(MAX(MAX(CREATED_TIME, COALESCE(LAST_USED_TIME, 0), "
+                               "COALESCE(REVOKED_TIME, 0))), 0) FROM M_STORE_KEY");
+  if (!keys.ok()) return keys.status();
+  store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys});
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
   store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),

@@ -108,9 +108,11 @@ TEST(PointCardHttp, StoreKeysPayAtTheirStoreUntilRevoked) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
-// Guessing is throttled per address: past --auth-failures-max failed
-// credentials within a minute, 429 with Retry-After, even for a right key;
-// requests without credentials still pass.
+// Guessing is throttled on every route (the HTTP layer counts each 401 and
+// 403 to a request with Authorization): past --auth-failures-max failures
+// within a minute, 429 with Retry-After. A store key's failures count under
+// its own id, so a till whose key fails shuts out that key only; any other
+// credential counts by address. Requests without credentials pass.
 TEST(PointCardHttp, RepeatedFailedCredentialsAreThrottled) {
   TestServer server(TestServerOptions{0, true, {"--auth-failures-max", "3"}, {}});
   ASSERT_TRUE(server.ok());
@@ -118,30 +120,38 @@ TEST(PointCardHttp, RepeatedFailedCredentialsAreThrottled) {
   const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
   auto made = c.Post("/api/v1/stores/2/keys", "", admin);
   ASSERT_EQ(made.status, 201) << made.body;
+  auto other = c.Post("/api/v1/stores/2/keys", "", admin);
+  ASSERT_EQ(other.status, 201) << other.body;
   const std::string key = JsonString(made.body, "key");
   std::string wrong = key;
   wrong.back() = wrong.back() == 'a' ? 'b' : 'a';
-  // Three failures of three kinds: a wrong key (found out by the store), a
-  // wrong admin token, and a credential of no known shape.
-  EXPECT_EQ(
-      c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", {{"Authorization", "Bearer " + wrong}})
-          .status,
-      401);
-  EXPECT_EQ(c.Post("/api/v1/stores", "{}", {{"Authorization", "Bearer nope"}}).status, 403);
-  EXPECT_EQ(
-      c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", {{"Authorization", "Bearer ?"}}).status,
-      401);
-  auto throttled =
-      c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":-1})", {{"Authorization", "Bearer " + key}});
-  EXPECT_EQ(throttled.status, 429) << throttled.body;
+  const std::string pay = R"({"storeId":2,"amount":-1})";
+  // A wrong secret, three times (found out by the payment's transaction).
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", pay, {{"Authorization", "Bearer " + wrong}}).status, 401);
+  auto throttled = c.Post("/api/v1/cards/5/transactions", pay, {{"Authorization", "Bearer " + key}});
+  EXPECT_EQ(throttled.status, 429) << "this key, even with its secret: " << throttled.body;
   EXPECT_NE(throttled.body.find(R"("code":"rate_limited")"), std::string::npos) << throttled.body;
   const std::string wait = throttled.Header("Retry-After");
   ASSERT_FALSE(wait.empty());
   EXPECT_GE(std::stoi(wait), 1);
   EXPECT_LE(std::stoi(wait), 60);
-  EXPECT_EQ(c.Get("/api/v1/stores/2/keys", admin).status, 429) << "the admin token too, from this address";
-  EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":1})").status, 201)
-      << "no credential, nothing to throttle";
+  EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", pay, {{"Authorization", "Bearer " + JsonString(other.body, "key")}})
+                .status,
+            201)
+      << "another key from the same address";
+  EXPECT_EQ(c.Get("/api/v1/stores/2/keys", admin).status, 200) << "the admin token from the same address";
+  // Three failures of other kinds, on three domains: counted by address.
+  EXPECT_EQ(c.Post("/api/v1/stores", "{}", {{"Authorization", "Bearer nope"}}).status, 403);
+  EXPECT_EQ(c.Delete("/api/v1/leaderboard/nobody", {{"Authorization", "Bearer nope"}}).status, 403);
+  EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", pay, {{"Authorization", "Bearer ?"}}).status, 401);
+  EXPECT_EQ(c.Get("/api/v1/stores/2/keys", admin).status, 429) << "now the admin token too, from this address";
+  EXPECT_EQ(c.Delete("/api/v1/leaderboard/nobody", admin).status, 429) << "on every route";
+  EXPECT_EQ(c.Get("/api/v1/stores/2/keys").status, 401) << "no credential, nothing to throttle";
+  EXPECT_EQ(c.Post("/api/v1/cards/5/transactions", R"({"storeId":2,"amount":1})").status, 201);
+  EXPECT_EQ(server.Stop(), 0);
+  EXPECT_NE(server.process().Log().find("failed credentials within a minute"), std::string::npos)
+      << "a throttled client is logged";
 }
 
 TEST(PointCardHttp, CheckRunsBesideALiveServer) {

@@ -104,6 +104,24 @@ TEST(AuthFailureThrottle, RefusesAClientPastItsFailuresUntilTheWindowEnds) {
   EXPECT_EQ(off.RetryAfterSeconds("a", t0), 0);
 }
 
+// Who counts: the address without its port, an IPv6 address by its /64,
+// and a credential that names itself ("<id>.<secret>") by its id too.
+TEST(AuthFailureThrottle, CountsByAddressAndByTheIdOfACredentialThatNamesOne) {
+  using T = AuthFailureThrottle;
+  EXPECT_EQ(T::ClientOf("203.0.113.7:51234", std::nullopt), "203.0.113.7");
+  EXPECT_EQ(T::ClientOf("203.0.113.7:51234", "admin-token"), "203.0.113.7");
+  EXPECT_EQ(T::ClientOf("[2001:db8:1:2:3:4:5:6]:443", std::nullopt), "2001:db8:1:2::/64");
+  EXPECT_EQ(T::ClientOf("[2001:db8:1:2:ffff::1]:443", std::nullopt), "2001:db8:1:2::/64") << "one /64, one client";
+  EXPECT_EQ(T::ClientOf("[::1]:8080", std::nullopt), "::/64");
+  EXPECT_EQ(T::ClientOf("-", std::nullopt), "-");
+  const std::string key = "0123456789abcdef." + std::string(64, 'a');
+  EXPECT_EQ(T::ClientOf("203.0.113.7:1", key), "203.0.113.7#0123456789abcdef");
+  EXPECT_EQ(T::ClientOf("203.0.113.7:1", key + "a"), "203.0.113.7") << "not a key's shape: by address";
+  EXPECT_FALSE(NamedCredentialId("0123456789ABCDEF." + std::string(64, 'a')));
+  EXPECT_FALSE(NamedCredentialId("0123456789abcdef." + std::string(63, 'a')));
+  EXPECT_EQ(NamedCredentialId(key), "0123456789abcdef");
+}
+
 // The table is bounded: past kClientsMax clients, expired windows are
 // forgotten, and with none expired a new client goes untracked.
 TEST(AuthFailureThrottle, TracksABoundedNumberOfClients) {
