@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <boost/asio/ip/address_v6.hpp>
-
 #include "base/crypto.h"
 
 namespace hotrow {
@@ -34,36 +32,18 @@ std::optional<std::string_view> NamedCredentialId(std::string_view bearer) {
   return id;
 }
 
-std::string AuthFailureThrottle::ClientOf(std::string_view peer, std::optional<std::string_view> bearer) {
-  std::string client;
-  if (!peer.empty() && peer[0] == '[') {
-    // IPv6: its first four groups (the /64), as written.
-    size_t end = peer.find(']');
-    std::string_view address = peer.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1);
-    boost::system::error_code ec;
-    auto v6 = boost::asio::ip::make_address_v6(std::string(address), ec);
-    if (!ec) {
-      auto bytes = v6.to_bytes();
-      std::fill(bytes.begin() + 8, bytes.end(), 0);
-      client = boost::asio::ip::address_v6(bytes).to_string() + "/64";
-    } else {
-      client = std::string(address);
-    }
-  } else {
-    size_t colon = peer.rfind(':');
-    client = std::string(colon == std::string_view::npos ? peer : peer.substr(0, colon));
-  }
-  if (bearer) {
-    if (auto id = NamedCredentialId(*bearer)) client.append("#").append(*id);
-  }
-  return client;
+void AuthFailureThrottle::Sweep(Clock::time_point now) {
+  last_sweep_ = now;
+  std::erase_if(clients_, [&](const auto& e) { return e.second.start + window_ <= now; });
+  tracked_.store(clients_.size(), std::memory_order_relaxed);
 }
 
 int64_t AuthFailureThrottle::RetryAfterSeconds(std::string_view client, Clock::time_point now) {
-  if (max_ <= 0 || tracked_.load(std::memory_order_relaxed) == 0) return 0;
+  if (idle()) return 0;
   std::lock_guard lock(mutex_);
+  if (now - last_sweep_ >= std::chrono::minutes(1)) Sweep(now);
   auto it = clients_.find(std::string(client));
-  if (it == clients_.end() || it->second.failures < max_) return 0;
+  if (it == clients_.end() || it->second.failures < LimitOf(client)) return 0;
   auto left = it->second.start + window_ - now;
   if (left <= Clock::duration::zero()) return 0;
   return std::max<int64_t>(1, std::chrono::ceil<std::chrono::seconds>(left).count());
@@ -72,19 +52,20 @@ int64_t AuthFailureThrottle::RetryAfterSeconds(std::string_view client, Clock::t
 bool AuthFailureThrottle::Failed(std::string_view client, Clock::time_point now) {
   if (max_ <= 0) return false;
   std::lock_guard lock(mutex_);
+  // Once a minute (or when full, at most once a second): so the table
+  // empties, and idle() holds again, once failures stop.
+  if (now - last_sweep_ >= std::chrono::minutes(1) ||
+      (clients_.size() >= kClientsMax && now - last_sweep_ >= std::chrono::seconds(1)))
+    Sweep(now);
   auto it = clients_.find(std::string(client));
   if (it == clients_.end()) {
-    if (clients_.size() >= kClientsMax && now - last_sweep_ >= std::chrono::seconds(1)) {
-      last_sweep_ = now;
-      std::erase_if(clients_, [&](const auto& e) { return e.second.start + window_ <= now; });
-    }
     if (clients_.size() >= kClientsMax) return false;
     it = clients_.emplace(std::string(client), Window{now, 0}).first;
     tracked_.store(clients_.size(), std::memory_order_relaxed);
   } else if (it->second.start + window_ <= now) {
     it->second = Window{now, 0};
   }
-  return ++it->second.failures == max_;
+  return ++it->second.failures == LimitOf(client);
 }
 
 }  // namespace hotrow

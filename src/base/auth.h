@@ -43,39 +43,43 @@ inline constexpr size_t kCredentialSecretLength = 64;
 std::optional<std::string_view> NamedCredentialId(std::string_view bearer);
 
 // Throttles guessing, for every route that checks an Authorization header
-// (the HTTP layer counts its 401 and 403 answers: http/server.h). A client
-// whose credentials failed `max_failures` times within `window` of its
-// first failure is refused until that window ends. Fixed windows, at most
-// kClientsMax clients tracked: past that, expired ones are forgotten (at
-// most once a second), and if none has expired a new client goes untracked,
-// so the table never grows without bound.
+// (the HTTP layer counts its 401 and 403 answers and names the client:
+// http::AuthThrottleClient). A client whose credentials failed its limit
+// within `window` of its first failure is refused until that window ends.
+// The limit is `max_failures`, or kStoreKeyFactor times that for a client
+// named with kStoreKeySuffix (the failures of store keys from one address,
+// counted apart: guessing a 256-bit secret gains nothing from more tries,
+// and a till whose key was revoked should not shut out the admin behind the
+// same address). Fixed windows; expired windows are forgotten once a
+// minute, and at most kClientsMax clients are tracked (past that a new
+// client goes untracked until the next sweep), so the table never grows
+// without bound.
 class AuthFailureThrottle {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr size_t kClientsMax = 65536;
+  static constexpr int64_t kStoreKeyFactor = 10;
+  static constexpr std::string_view kStoreKeySuffix = "#keys";
   // max_failures 0: never throttles.
   AuthFailureThrottle(int64_t max_failures, Clock::duration window) : max_(max_failures), window_(window) {}
 
-  // Who a request is, for the throttle: its address (an IPv6 address by its
-  // /64, which one host can fill), and for a credential that names itself
-  // ("<id>.<secret>") that id too. So a client whose key is revoked uses up
-  // its key's failures, not those of every client behind the same address;
-  // guessing a 256-bit secret gains nothing from more tries, and any other
-  // bearer (the admin token) is counted by address. `peer` as in
-  // http::Request ("203.0.113.7:51234", "[2001:db8::1]:443").
-  static std::string ClientOf(std::string_view peer, std::optional<std::string_view> bearer);
-
+  // No client is tracked: nothing to look up (no lock, no allocation).
+  bool idle() const { return max_ <= 0 || tracked_.load(std::memory_order_relaxed) == 0; }
   // Whole seconds (at least 1) until `client` may try again; 0 when it may now.
   int64_t RetryAfterSeconds(std::string_view client, Clock::time_point now = Clock::now());
   // Counts a failure; true when it is the one that makes `client` refused.
   bool Failed(std::string_view client, Clock::time_point now = Clock::now());
-  int64_t max_failures() const { return max_; }
+  int64_t LimitOf(std::string_view client) const {
+    return client.ends_with(kStoreKeySuffix) ? max_ * kStoreKeyFactor : max_;
+  }
 
  private:
   struct Window {
     Clock::time_point start;
     int64_t failures = 0;
   };
+  // Forgets expired windows; mutex_ held.
+  void Sweep(Clock::time_point now);
   const int64_t max_;
   const Clock::duration window_;
   std::atomic<size_t> tracked_{0};  // clients_.size(): no lock while nobody failed

@@ -387,9 +387,9 @@ int RunServe(const ServeFlags& f) {
     access_log = std::move(opened).value();
   }
   if (NamedCredentialId(f.admin_token) || NamedCredentialId(f.metrics_token)) {
-    // The throttle counts such a credential by its id, not by address
-    // (AuthFailureThrottle::ClientOf): a token of that shape could be
-    // guessed past it.
+    // The throttle counts such a credential apart, with a larger limit
+    // (http::AuthThrottleClient): a token of that shape could be guessed
+    // faster.
     log::Error("--admin-token and --metrics-token must not have a store key's shape (<16 hex>.<64 hex>)");
     return 2;
   }
@@ -455,7 +455,7 @@ int RunServe(const ServeFlags& f) {
   // Guessing credentials, on every route (http/server.h): outlives the server.
   AuthFailureThrottle auth_throttle(f.auth_failures_max, std::chrono::minutes(1));
   http::ServerOptions options;
-  options.auth_throttle = &auth_throttle;
+  if (f.auth_failures_max > 0) options.auth_throttle = &auth_throttle;
   options.host = f.host;
   options.port = static_cast<uint16_t>(f.port);
   options.threads = f.threads;

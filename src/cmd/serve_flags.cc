@@ -145,8 +145,8 @@ CLI::App* AddServe(CLI::App& app, ServeFlags& f) {
       ->envname("HOTROW_REQUIRE_STORE_KEYS");
   c->add_option("--auth-failures-max", f.auth_failures_max,
                 "Failed credentials (401, 403 on any route) from one client within a minute: its requests with "
-                "Authorization then get 429 until the minute ends. A client is an address (IPv6: its /64); a store "
-                "key counts apart, by its id (0: never)")
+                "Authorization then get 429 until the minute ends. A client is an address (IPv6: its /64); store "
+                "keys from an address count apart, with 10 times the limit (0: never)")
       ->envname("HOTROW_AUTH_FAILURES_MAX")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
       ->capture_default_str();

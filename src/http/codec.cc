@@ -343,12 +343,12 @@ void Codec::Observe(const Response& r, size_t bytes_out) {
   route->Record(built_ ? request_.method : method_, r.status, ns);
   if (AuthFailureThrottle* throttle = options_->auth_throttle;
       throttle && built_ && (r.status == 401 || r.status == 403) && request_.HasHeader("Authorization")) {
-    std::string client = AuthFailureThrottle::ClientOf(peer_, BearerToken(request_));
+    std::string client = AuthThrottleClient(request_);
     if (throttle->Failed(client))
       log::Warn(
           "{}: {} failed credentials within a minute; answering its requests with credentials 429 until the "
           "minute ends",
-          client, throttle->max_failures());
+          client, throttle->LimitOf(client));
   }
   if (AccessLog* log = AccessLog::Active()) {
     AccessLog::Line line;

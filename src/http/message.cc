@@ -2,6 +2,9 @@
 
 #include <cassert>
 
+#include <boost/asio/ip/address.hpp>
+
+#include "base/auth.h"
 #include "ops/pooling.h"
 
 namespace hotrow::http {
@@ -72,6 +75,32 @@ Response ResponseWithBody(std::string body, int status) {
   r.status = status;
   r.body = std::move(body);
   return r;
+}
+
+std::string AuthThrottleClient(const Request& request) {
+  std::string_view peer = request.peer;
+  std::string client;
+  if (!peer.empty() && peer[0] == '[') {
+    size_t end = peer.find(']');
+    std::string_view text = peer.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1);
+    boost::system::error_code ec;
+    auto v6 = boost::asio::ip::make_address_v6(std::string(text), ec);
+    if (ec) {
+      client = std::string(text);
+    } else if (v6.is_v4_mapped()) {
+      client = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_string();
+    } else {
+      auto bytes = v6.to_bytes();
+      std::fill(bytes.begin() + 8, bytes.end(), 0);
+      client = boost::asio::ip::address_v6(bytes).to_string() + "/64";
+    }
+  } else {
+    size_t colon = peer.rfind(':');
+    client = std::string(colon == std::string_view::npos ? peer : peer.substr(0, colon));
+  }
+  auto bearer = BearerToken(request);
+  if (bearer && NamedCredentialId(*bearer)) client.append(AuthFailureThrottle::kStoreKeySuffix);
+  return client;
 }
 
 std::optional<std::string_view> BearerToken(const Request& request) {

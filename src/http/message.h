@@ -191,6 +191,13 @@ class Responder {
 // there is no such header (or it uses another scheme).
 std::optional<std::string_view> BearerToken(const Request& request);
 
+// Who a request is for the failed-credential throttle (base/auth.h): its
+// address (an IPv6 address by its /64, which one host can fill; an
+// IPv4-mapped one as IPv4), and for a bearer with a store key's shape
+// ("<16 hex>.<64 hex>") that address with AuthFailureThrottle's
+// kStoreKeySuffix, a bucket of its own with a larger limit.
+std::string AuthThrottleClient(const Request& request);
+
 // Case-insensitive ASCII comparison, for header names and tokens.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 

@@ -93,8 +93,8 @@ struct ServerOptions {
   // empty: no CORS headers at all.
   std::vector<std::string> cors_origins;
   // Failed credentials: every 401 and 403 answered to a request that had an
-  // Authorization header counts against its client
-  // (AuthFailureThrottle::ClientOf); a client past the limit gets 429 with
+  // Authorization header counts against its client (AuthThrottleClient,
+  // message.h); a client past the limit gets 429 with
   // Retry-After for any request with an Authorization header, before its
   // handler runs. Requests without one pass. Null: no throttle. Owned by
   // the caller; outlives the server.

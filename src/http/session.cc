@@ -216,9 +216,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseSin
     Request& request = codec_.BuildRequest();
     handler_deadline_ = asio::steady_timer::clock_type::now() + server_.options.handler_timeout;
     uint64_t n = BeginRequest();
-    if (AuthFailureThrottle* throttle = server_.options.auth_throttle; throttle && request.HasHeader("Authorization")) {
-      if (int64_t wait =
-              throttle->RetryAfterSeconds(AuthFailureThrottle::ClientOf(request.peer, BearerToken(request)))) {
+    if (AuthFailureThrottle* throttle = server_.options.auth_throttle;
+        throttle && !throttle->idle() && request.HasHeader("Authorization")) {
+      if (int64_t wait = throttle->RetryAfterSeconds(AuthThrottleClient(request))) {
         Response r = ErrorResponse(Status(ErrorCode::kRateLimited,
                                           "too many failed credentials from this client within a minute; retry "
                                           "after " +

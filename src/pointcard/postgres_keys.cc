@@ -54,7 +54,7 @@ Status CreatePostgresKeyFunctions(pg::Connection& conn) {
       IF NOT FOUND OR sk.REVOKED_TIME IS NOT NULL OR sk.SECRET_SHA256 <> p_key_sha THEN
         RETURN 0;
       END IF;
-      PERFORM pg_advisory_xact_lock_shared(72720005, hashtext(p_key_id));
+      PERFORM pg_advisory_xact_lock_shared(72720007, hashtext(p_key_id));
       stale := sk.LAST_USED_TIME IS NULL
                OR sk.LAST_USED_TIME <= (clock_timestamp() AT TIME ZONE 'UTC') - interval '60 seconds';
       IF stale THEN
@@ -86,7 +86,7 @@ Status CreatePostgresKeyFunctions(pg::Connection& conn) {
     RETURNS TABLE (o_key text, o_store int, o_created_us bigint, o_last_used_us bigint, o_revoked_us bigint)
     LANGUAGE plpgsql AS $$
     BEGIN
-      PERFORM pg_advisory_xact_lock(72720005, hashtext(p_key_id));
+      PERFORM pg_advisory_xact_lock(72720007, hashtext(p_key_id));
       UPDATE M_STORE_KEY k SET REVOKED_TIME = clock_timestamp() AT TIME ZONE 'UTC'
         WHERE k.KEY_ID = p_key_id AND k.STORE_ID = p_store AND k.REVOKED_TIME IS NULL;
       RETURN QUERY SELECT k.KEY_ID, k.STORE_ID, hotrow_us(k.CREATED_TIME), hotrow_us(k.LAST_USED_TIME),

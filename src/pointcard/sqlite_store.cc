@@ -307,7 +307,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   // The key first (who asks, then what), in this transaction: a key
   // revoked a moment ago, on any instance, no longer pays.
   if (p.key) {
-    auto key_store = CheckStoreKey(c, *p.key, NowUs());
+    auto key_store = CheckStoreKey(c, *p.key, NextTime());  // the writer's clock, as the key's own times
     if (!key_store.ok()) return key_store.status();
     if (*key_store != p.store_id) return KeyOfAnotherStore(*key_store, p.store_id);
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "base/auth.h"
+#include "http/message.h"
 
 namespace hotrow::leaderboard {
 namespace {
@@ -104,22 +105,58 @@ TEST(AuthFailureThrottle, RefusesAClientPastItsFailuresUntilTheWindowEnds) {
   EXPECT_EQ(off.RetryAfterSeconds("a", t0), 0);
 }
 
-// Who counts: the address without its port, an IPv6 address by its /64,
-// and a credential that names itself ("<id>.<secret>") by its id too.
-TEST(AuthFailureThrottle, CountsByAddressAndByTheIdOfACredentialThatNamesOne) {
-  using T = AuthFailureThrottle;
-  EXPECT_EQ(T::ClientOf("203.0.113.7:51234", std::nullopt), "203.0.113.7");
-  EXPECT_EQ(T::ClientOf("203.0.113.7:51234", "admin-token"), "203.0.113.7");
-  EXPECT_EQ(T::ClientOf("[2001:db8:1:2:3:4:5:6]:443", std::nullopt), "2001:db8:1:2::/64");
-  EXPECT_EQ(T::ClientOf("[2001:db8:1:2:ffff::1]:443", std::nullopt), "2001:db8:1:2::/64") << "one /64, one client";
-  EXPECT_EQ(T::ClientOf("[::1]:8080", std::nullopt), "::/64");
-  EXPECT_EQ(T::ClientOf("-", std::nullopt), "-");
+// Who counts: the address without its port, an IPv6 address by its /64
+// (an IPv4-mapped one as IPv4), and store keys from an address apart, with
+// ten times the limit.
+TEST(AuthFailureThrottle, CountsByAddressAndStoreKeysApart) {
+  auto client = [](std::string_view peer, std::optional<std::string> bearer) {
+    http::Request r;
+    r.peer = peer;
+    std::string header = bearer ? "Bearer " + *bearer : std::string();
+    if (bearer) r.headers.emplace_back("Authorization", header);
+    return http::AuthThrottleClient(r);
+  };
+  EXPECT_EQ(client("203.0.113.7:51234", std::nullopt), "203.0.113.7");
+  EXPECT_EQ(client("203.0.113.7:51234", "admin-token"), "203.0.113.7");
+  EXPECT_EQ(client("[2001:db8:1:2:3:4:5:6]:443", std::nullopt), "2001:db8:1:2::/64");
+  EXPECT_EQ(client("[2001:db8:1:2:ffff::1]:443", std::nullopt), "2001:db8:1:2::/64") << "one /64, one client";
+  EXPECT_EQ(client("[::ffff:198.51.100.9]:443", std::nullopt), "198.51.100.9") << "a dual-stack listener's IPv4";
+  EXPECT_EQ(client("-", std::nullopt), "-");
   const std::string key = "0123456789abcdef." + std::string(64, 'a');
-  EXPECT_EQ(T::ClientOf("203.0.113.7:1", key), "203.0.113.7#0123456789abcdef");
-  EXPECT_EQ(T::ClientOf("203.0.113.7:1", key + "a"), "203.0.113.7") << "not a key's shape: by address";
+  EXPECT_EQ(client("203.0.113.7:1", key), "203.0.113.7#keys");
+  EXPECT_EQ(client("203.0.113.7:1", key + "a"), "203.0.113.7") << "not a key's shape: by address";
   EXPECT_FALSE(NamedCredentialId("0123456789ABCDEF." + std::string(64, 'a')));
   EXPECT_FALSE(NamedCredentialId("0123456789abcdef." + std::string(63, 'a')));
   EXPECT_EQ(NamedCredentialId(key), "0123456789abcdef");
+
+  AuthFailureThrottle t(2, std::chrono::seconds(60));
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < 19; ++i) t.Failed("a#keys", t0);
+  EXPECT_EQ(t.RetryAfterSeconds("a#keys", t0), 0) << "19 of 20";
+  EXPECT_TRUE(t.Failed("a#keys", t0)) << "the 20th refuses";
+  EXPECT_GT(t.RetryAfterSeconds("a#keys", t0), 0);
+  EXPECT_EQ(t.RetryAfterSeconds("a", t0), 0) << "the address's own bucket";
+}
+
+// Expired windows are forgotten once a minute, so the throttle is idle (no
+// lookup) again once failures stop.
+TEST(AuthFailureThrottle, IsIdleAgainOnceFailuresStop) {
+  AuthFailureThrottle t(2, std::chrono::seconds(60));
+  const Clock::time_point t0 = Clock::now();
+  EXPECT_TRUE(t.idle());
+  t.Failed("a", t0);
+  EXPECT_FALSE(t.idle());
+  t.Failed("b", t0 + std::chrono::seconds(90));   // sweeps "a" first
+  t.Failed("c", t0 + std::chrono::seconds(200));  // and "b"
+  EXPECT_FALSE(t.idle());
+  EXPECT_EQ(t.RetryAfterSeconds("c", t0 + std::chrono::seconds(200)), 0);
+  t.Failed("c", t0 + std::chrono::seconds(201));
+  EXPECT_GT(t.RetryAfterSeconds("c", t0 + std::chrono::seconds(201)), 0) << "c's two failures";
+  EXPECT_EQ(t.RetryAfterSeconds("c", t0 + std::chrono::seconds(400)), 0);
+  EXPECT_TRUE(t.idle()) << "the lookup a minute after the last sweep forgot every expired window";
+  AuthFailureThrottle off(0, std::chrono::seconds(60));
+  off.Failed("a", t0);
+  EXPECT_TRUE(off.idle());
 }
 
 // The table is bounded: past kClientsMax clients, expired windows are
