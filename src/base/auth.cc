@@ -21,14 +21,21 @@ Status AdminAuth::Check(std::optional<std::string_view> bearer) const {
   return Status::Ok();
 }
 
+namespace {
+
+bool LowerHex(std::string_view t) {
+  return std::all_of(t.begin(), t.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+}  // namespace
+
+bool IsCredentialId(std::string_view id) { return id.size() == kCredentialIdLength && LowerHex(id); }
+
 std::optional<std::string_view> NamedCredentialId(std::string_view bearer) {
-  auto lower_hex = [](std::string_view t) {
-    return std::all_of(t.begin(), t.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-  };
   if (bearer.size() != kCredentialIdLength + 1 + kCredentialSecretLength || bearer[kCredentialIdLength] != '.')
     return std::nullopt;
   std::string_view id = bearer.substr(0, kCredentialIdLength);
-  if (!lower_hex(id) || !lower_hex(bearer.substr(kCredentialIdLength + 1))) return std::nullopt;
+  if (!IsCredentialId(id) || !LowerHex(bearer.substr(kCredentialIdLength + 1))) return std::nullopt;
   return id;
 }
 

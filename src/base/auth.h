@@ -41,6 +41,8 @@ class AdminAuth {
 inline constexpr size_t kCredentialIdLength = 16;
 inline constexpr size_t kCredentialSecretLength = 64;
 std::optional<std::string_view> NamedCredentialId(std::string_view bearer);
+// True when `id` has the shape of such an id.
+bool IsCredentialId(std::string_view id);
 
 // Throttles guessing, for every route that checks an Authorization header
 // (the HTTP layer counts its 401 and 403 answers and names the client:

@@ -9,6 +9,7 @@
 #include "http/json.h"
 #include "http/query.h"
 #include "ops/metrics.h"
+#include "pointcard/route_helpers.h"
 
 namespace hotrow::pointcard {
 
@@ -19,7 +20,13 @@ using http::Response;
 
 namespace {
 
-Response Error(const Status& s) { return http::ErrorResponse(s); }
+using routing::Caller;
+using routing::Error;
+using routing::Gate;
+using routing::IdempotencyKey;
+using routing::NoFields;
+using routing::OptionalText;
+using routing::PathId;
 
 void WriteRow(JsonWriter& w, const HistoryRow& r) {
   char time[kTimeTextMax];
@@ -36,96 +43,6 @@ void WriteRow(JsonWriter& w, const HistoryRow& r) {
   if (r.reason) w.Field("reason", *r.reason);
   if (r.refund_of) w.Field("refundOf", *r.refund_of);
   w.EndObject();
-}
-
-// An optional string field: absent is nullopt; present, it must be a string.
-Result<std::optional<std::string>> OptionalText(const http::JsonObject& body, std::string_view name) {
-  if (!body.Has(name)) return std::optional<std::string>();
-  auto text = body.String(name);
-  if (!text.ok()) return text.status();
-  return std::optional<std::string>(std::move(text).value());
-}
-
-// Who asks for a write: the admin token, a store key (its use checked in
-// the write's transaction), or nobody.
-struct Caller {
-  std::string_view actor = kActorAnonymous;  // the row's ACTOR; key:<keyId> is in `key_actor`
-  std::optional<KeyUse> key{};
-  std::string key_actor{};
-};
-
-// Credentials: the admin token and store keys (--require-store-keys). The
-// HTTP layer throttles clients whose credentials fail (http/server.h,
-// --auth-failures-max): every 401 and 403 here counts, a store key's
-// refusal in its transaction too.
-class Gate {
- public:
-  Gate(const AdminAuth& admin, RouteOptions options) : admin_(admin), options_(options) {}
-
-  // The admin token (401, 403 otherwise).
-  Status Admin(const Request& req) const { return admin_.Check(http::BearerToken(req)); }
-
-  // A point use's caller. Without credentials: anonymous, or 401 under
-  // --require-store-keys. A credential that is given must be the admin
-  // token or have a store key's shape (a wrong one is not recorded as an
-  // anonymous request); a store key itself is checked by the store.
-  Result<Caller> StoreCaller(const Request& req) const {
-    if (!req.HasHeader("Authorization")) {
-      if (options_.require_store_keys)
-        return Status(ErrorCode::kUnauthorized,
-                      "this server takes point uses with a store key only: 'Authorization: Bearer <keyId>.<secret>'",
-                      "Authorization");
-      return Caller{};
-    }
-    return Credential(req, options_.require_store_keys ? "" : "; leave it out for an anonymous request");
-  }
-
-  // The admin token or any store's key (POST /api/v1/cards).
-  Result<Caller> AdminOrStoreKey(const Request& req) const {
-    if (!req.HasHeader("Authorization"))
-      return Status(ErrorCode::kUnauthorized, "this action needs 'Authorization: Bearer <admin token>' or a store key",
-                    "Authorization");
-    return Credential(req, "");
-  }
-
- private:
-  Result<Caller> Credential(const Request& req, std::string_view hint) const {
-    auto bearer = http::BearerToken(req);
-    if (bearer && admin_.Matches(bearer)) return Caller{.actor = kActorAdmin};
-    if (bearer) {
-      if (auto key = PointCardService::ParseStoreKey(*bearer)) {
-        Caller c{.key = std::move(key)};
-        c.key_actor = KeyActor(c.key->key_id);
-        return c;
-      }
-    }
-    return Status(
-        ErrorCode::kUnauthorized,
-        "Authorization must be 'Bearer <keyId>.<secret>' (a store key) or 'Bearer <admin token>'" + std::string(hint),
-        "Authorization");
-  }
-
-  const AdminAuth& admin_;
-  const RouteOptions options_;
-};
-
-Result<int64_t> PathId(const Request& req, const char* field) {
-  auto id = ParsePositiveId(req.params.at(0));
-  if (!id) return Status::InvalidField(field, std::string(field) + " must be an integer from 1 to 9223372036854775807");
-  return *id;
-}
-
-// A body that is empty or {} (routes whose request is their path).
-Status NoFields(const Request& req) {
-  if (req.body.empty()) return Status::Ok();
-  auto body = http::JsonObject::Parse(req.body);
-  if (!body.ok()) return body.status();
-  return body->OnlyFields({});
-}
-
-std::optional<std::string> IdempotencyKey(const Request& req) {
-  if (!req.HasHeader("Idempotency-Key")) return std::nullopt;
-  return std::string(req.Header("Idempotency-Key"));
 }
 
 Status InsufficientBalance(const PaymentOutcome& o) {
@@ -194,7 +111,7 @@ void Pay(PointCardService& service, const Gate& gate, Request& req, Responder re
             IdempotencyKey(req),
             std::move(reference).value(),
             std::move(reason).value(),
-            caller->key ? std::move(caller->key_actor) : std::string(caller->actor),
+            std::move(caller->actor),
             std::move(caller->key)};
   service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
     CardMetrics& m = Metrics();
@@ -368,184 +285,6 @@ void History(PointCardService& service, const Request& req, Responder responder)
   });
 }
 
-void Regions(PointCardService& service, const Request&, Responder responder) {
-  Response res;
-  JsonWriter w(res.body);
-  w.StartObject();
-  w.Key("regions");
-  w.StartArray();
-  for (const auto& r : service.regions()) {
-    w.StartObject();
-    w.Field("regionId", r.region_id);
-    w.Field("name", r.name);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  responder.Send(std::move(res));
-}
-
-void WriteStore(JsonWriter& w, const StoreInfo& s) {
-  w.StartObject();
-  w.Field("storeId", s.store_id);
-  w.Field("zipcode", s.zipcode);
-  w.Field("address", s.address);
-  w.Field("name", s.name);
-  w.Field("regionId", s.region_id);
-  w.Key("latitude");
-  w.Double(s.latitude);
-  w.Key("longitude");
-  w.Double(s.longitude);
-  w.EndObject();
-}
-
-void Stores(PointCardService& service, const Request& req, Responder responder) {
-  auto region = PathId(req, "regionId");
-  if (!region.ok()) return responder.Send(Error(region.status()));
-  service.ListStores(*region, [responder](Result<std::vector<StoreInfo>> stores) mutable {
-    if (!stores.ok()) return responder.Send(Error(stores.status()));
-    Response res;
-    JsonWriter w(res.body);
-    w.StartObject();
-    w.Key("stores");
-    w.StartArray();
-    for (const auto& s : *stores) WriteStore(w, s);
-    w.EndArray();
-    w.EndObject();
-    responder.Send(std::move(res));
-  });
-}
-
-void GetStore(PointCardService& service, const Request& req, Responder responder) {
-  auto id = PathId(req, "storeId");
-  if (!id.ok()) return responder.Send(Error(id.status()));
-  service.FindStore(*id, [responder](Result<StoreInfo> store) mutable {
-    if (!store.ok()) return responder.Send(Error(store.status()));
-    Response res;
-    JsonWriter w(res.body);
-    WriteStore(w, *store);
-    responder.Send(std::move(res));
-  });
-}
-
-// POST /api/v1/stores (admin): a new store.
-void CreateStore(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
-  auto body = http::JsonObject::Parse(req.body);
-  if (!body.ok()) return responder.Send(Error(body.status()));
-  if (Status s = body->OnlyFields({"name", "regionId", "zipcode", "address", "latitude", "longitude"}); !s.ok())
-    return responder.Send(Error(s));
-  auto name = body->String("name");
-  if (!name.ok()) return responder.Send(Error(name.status()));
-  auto region = body->Integer("regionId", 1, INT64_MAX);
-  if (!region.ok()) return responder.Send(Error(region.status()));
-  auto zipcode = body->String("zipcode");
-  if (!zipcode.ok()) return responder.Send(Error(zipcode.status()));
-  auto address = body->String("address");
-  if (!address.ok()) return responder.Send(Error(address.status()));
-  auto latitude = body->Number("latitude");
-  if (!latitude.ok()) return responder.Send(Error(latitude.status()));
-  auto longitude = body->Number("longitude");
-  if (!longitude.ok()) return responder.Send(Error(longitude.status()));
-  NewStore store{.region_id = *region,
-                 .name = std::move(name).value(),
-                 .zipcode = std::move(zipcode).value(),
-                 .address = std::move(address).value(),
-                 .latitude = *latitude,
-                 .longitude = *longitude,
-                 .idempotency_key = IdempotencyKey(req)};
-  service.CreateStore(std::move(store), [responder](Result<std::pair<StoreInfo, bool>> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
-    res.status = 201;
-    JsonWriter w(res.body);
-    WriteStore(w, r->first);
-    if (r->second) res.AddHeader("Idempotent-Replayed", "true");
-    responder.Send(std::move(res));
-  });
-}
-
-void WriteKey(JsonWriter& w, const StoreKey& k) {
-  w.Field("keyId", k.key_id);
-  w.Field("storeId", k.store_id);
-  w.Field("createdAt", FormatTime(k.created_us));
-  w.Key("lastUsedAt");
-  if (k.last_used_us)
-    w.String(FormatTime(*k.last_used_us));
-  else
-    w.Null();
-  if (k.revoked_us) w.Field("revokedAt", FormatTime(*k.revoked_us));
-}
-
-// POST /api/v1/stores/{storeId}/keys (admin): no body, or {}. The key is
-// in this answer only (Cache-Control: no-store). Not idempotent: the
-// server cannot show a secret twice, so a retry makes a second key (revoke
-// the one that went unused).
-void CreateStoreKey(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
-  auto store = PathId(req, "storeId");
-  if (!store.ok()) return responder.Send(Error(store.status()));
-  if (Status s = NoFields(req); !s.ok()) return responder.Send(Error(s));
-  if (req.HasHeader("Idempotency-Key"))
-    return responder.Send(
-        Error(Status::InvalidField("Idempotency-Key",
-                                   "a store key is shown once and cannot be replayed: leave out Idempotency-Key, and "
-                                   "revoke a key whose answer was lost")));
-  service.CreateStoreKey(*store, [responder](Result<std::pair<StoreKey, std::string>> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
-    res.status = 201;
-    JsonWriter w(res.body);
-    w.StartObject();
-    WriteKey(w, r->first);
-    w.Field("key", r->second);
-    w.EndObject();
-    res.AddHeader("Cache-Control", "no-store");
-    responder.Send(std::move(res));
-  });
-}
-
-// GET /api/v1/stores/{storeId}/keys (admin): metadata only, never a secret.
-void ListStoreKeys(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
-  auto store = PathId(req, "storeId");
-  if (!store.ok()) return responder.Send(Error(store.status()));
-  service.ListStoreKeys(*store, [responder](Result<std::vector<StoreKey>> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
-    JsonWriter w(res.body);
-    w.StartObject();
-    w.Key("keys");
-    w.StartArray();
-    for (const auto& k : *r) {
-      w.StartObject();
-      WriteKey(w, k);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-    res.AddHeader("Cache-Control", "no-store");
-    responder.Send(std::move(res));
-  });
-}
-
-// DELETE /api/v1/stores/{storeId}/keys/{keyId} (admin): 204, again for a
-// key revoked before; 404 when the store has no such key.
-void RevokeStoreKey(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
-  if (Status s = gate.Admin(req); !s.ok()) return responder.Send(Error(s));
-  auto store = PathId(req, "storeId");
-  if (!store.ok()) return responder.Send(Error(store.status()));
-  const std::string& key_id = req.params.at(1);
-  if (!PointCardService::ParseStoreKey(key_id + "." + std::string(kKeySecretLength, '0')))
-    return responder.Send(Error(Status::NotFound("store " + std::to_string(*store) + " has no such key")));
-  service.RevokeStoreKey(*store, key_id, [responder](Result<StoreKey> r) mutable {
-    if (!r.ok()) return responder.Send(Error(r.status()));
-    Response res;
-    res.status = 204;
-    responder.Send(std::move(res));
-  });
-}
-
 Result<int64_t> TimeField(const http::JsonObject& body, const char* name) {
   auto text = body.String(name);
   if (!text.ok()) return text.status();
@@ -653,56 +392,24 @@ void GetGrant(PointCardService& service, const Gate& gate, Request& req, Respond
 }  // namespace
 
 void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth& admin, RouteOptions options) {
-  // Lives as long as the router's handlers: they share it.
-  auto gate_owner = std::make_shared<const Gate>(admin, options);
-  const Gate* gate = gate_owner.get();
   using http::BodyPolicy;
   using http::Method;
+  auto gate = std::make_shared<const Gate>(admin, options);  // shared by the handlers
   auto bind = [&service](auto fn) {
     return [&service, fn](Request& req, Responder res) { fn(service, req, std::move(res)); };
   };
-  router.Add(
-      Method::kPost, "/api/v1/cards/{cardId}/transactions",
-      [&service, gate, gate_owner](Request& req, Responder res) { Pay(service, *gate, req, std::move(res)); },
-      BodyPolicy::kJson);
+  auto gated = [&service, gate](auto fn) {
+    return [&service, gate, fn](Request& req, Responder res) { fn(service, *gate, req, std::move(res)); };
+  };
+  router.Add(Method::kPost, "/api/v1/cards/{cardId}/transactions", gated(Pay), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/transactions", bind(History));
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
-  router.Add(
-      Method::kPost, "/api/v1/cards",
-      [&service, gate, gate_owner](Request& req, Responder res) { CreateCard(service, *gate, req, std::move(res)); },
-      BodyPolicy::kJson);
+  router.Add(Method::kPost, "/api/v1/cards", gated(CreateCard), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards", bind(FindCard));
-  router.Add(
-      Method::kPost, "/api/v1/cards/{cardId}/close",
-      [&service, gate, gate_owner](Request& req, Responder res) { CloseCard(service, *gate, req, std::move(res)); },
-      BodyPolicy::kJson);
-  router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
-  router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
-  router.Add(Method::kGet, "/api/v1/stores/{storeId}", bind(GetStore));
-  router.Add(
-      Method::kPost, "/api/v1/stores",
-      [&service, gate, gate_owner](Request& req, Responder res) { CreateStore(service, *gate, req, std::move(res)); },
-      BodyPolicy::kJson);
-  router.Add(
-      Method::kPost, "/api/v1/stores/{storeId}/keys",
-      [&service, gate, gate_owner](Request& req, Responder res) {
-        CreateStoreKey(service, *gate, req, std::move(res));
-      },
-      BodyPolicy::kJson);
-  router.Add(Method::kGet, "/api/v1/stores/{storeId}/keys", [&service, gate, gate_owner](Request& req, Responder res) {
-    ListStoreKeys(service, *gate, req, std::move(res));
-  });
-  router.Add(Method::kDelete, "/api/v1/stores/{storeId}/keys/{keyId}",
-             [&service, gate, gate_owner](Request& req, Responder res) {
-               RevokeStoreKey(service, *gate, req, std::move(res));
-             });
-  router.Add(
-      Method::kPost, "/api/v1/grants",
-      [&service, gate, gate_owner](Request& req, Responder res) { Grant(service, *gate, req, std::move(res)); },
-      BodyPolicy::kJson);
-  router.Add(Method::kGet, "/api/v1/grants/{grantId}", [&service, gate, gate_owner](Request& req, Responder res) {
-    GetGrant(service, *gate, req, std::move(res));
-  });
+  router.Add(Method::kPost, "/api/v1/cards/{cardId}/close", gated(CloseCard), BodyPolicy::kJson);
+  routing::AddStoreRoutes(router, service, gate);
+  router.Add(Method::kPost, "/api/v1/grants", gated(Grant), BodyPolicy::kJson);
+  router.Add(Method::kGet, "/api/v1/grants/{grantId}", gated(GetGrant));
 }
 
 }  // namespace hotrow::pointcard

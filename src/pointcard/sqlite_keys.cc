@@ -22,15 +22,6 @@ StoreKey ReadKey(const sqlite::Query& q) {
   return k;
 }
 
-Status StoreExists(sqlite::Connection& c, int64_t store_id) {
-  auto q = c.Prepare("SELECT 1 FROM M_STORE WHERE STORE_ID = ?1");
-  if (!q.ok()) return q.status();
-  auto row = q->Bind(1, store_id).Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return NoSuchStore(store_id);
-  return q->Run();
-}
-
 Result<StoreKey> KeyById(sqlite::Connection& c, int64_t store_id, const std::string& key_id) {
   auto q = c.Prepare(kSelectKey);
   if (!q.ok()) return q.status();

@@ -313,12 +313,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   }
   // Then the store, as the service did when stores lived in its memory:
   // one made a moment ago counts.
-  auto store = c.Prepare("SELECT 1 FROM M_STORE WHERE STORE_ID = ?1");
-  if (!store.ok()) return store.status();
-  auto found = store->Bind(1, p.store_id).Step();
-  if (!found.ok()) return found.status();
-  if (!*found) return NoSuchStore(p.store_id);
-  if (Status s = store->Run(); !s.ok()) return s;
+  if (Status s = StoreExists(c, p.store_id); !s.ok()) return s;
   if (p.idempotency_key) {
     auto earlier = FindKey(c, p, fp);
     if (!earlier.ok()) return earlier.status();

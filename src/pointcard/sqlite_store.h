@@ -188,6 +188,9 @@ Result<int64_t> LastTransactionId(db::sqlite::Connection& conn);
 // downgrade, then this release again): numbered after every other row, in
 // one transaction (Open runs it).
 Status NumberNewRows(db::sqlite::Connection& conn);
+// not_found unless the store exists (a primary-key lookup in M_STORE, in the
+// caller's transaction: a store made a moment ago counts).
+Status StoreExists(db::sqlite::Connection& c, int64_t store_id);
 // Checks a write's store key inside its transaction (the writer's): the
 // key's store, or BadStoreKey; its LAST_USED_TIME moves to now_us when it is
 // kKeyUseResolutionUs old or unset.

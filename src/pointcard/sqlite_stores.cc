@@ -33,6 +33,15 @@ Result<StoreInfo> StoreById(sqlite::Connection& c, int64_t store_id) {
 
 }  // namespace
 
+Status StoreExists(sqlite::Connection& c, int64_t store_id) {
+  auto q = c.Prepare("SELECT 1 FROM M_STORE WHERE STORE_ID = ?1");
+  if (!q.ok()) return q.status();
+  auto row = q->Bind(1, store_id).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return NoSuchStore(store_id);
+  return q->Run();
+}
+
 void SqlitePointCardStore::GetStore(int64_t store_id, std::function<void(Result<StoreInfo>)> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());

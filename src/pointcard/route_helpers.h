@@ -1,0 +1,113 @@
+// What the point card's route files share (routes.cc: cards, payments,
+// grants; store_routes.cc: regions, stores, store keys): the error answer,
+// path and body helpers, and the Gate that decides who asks.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/auth.h"
+#include "http/errors.h"
+#include "http/json.h"
+#include "http/router.h"
+#include "pointcard/routes.h"
+#include "pointcard/service.h"
+
+namespace hotrow::pointcard::routing {
+
+using http::Request;
+using http::Response;
+
+inline Response Error(const Status& s) { return http::ErrorResponse(s); }
+
+// An optional string field: absent is nullopt; present, it must be a string.
+inline Result<std::optional<std::string>> OptionalText(const http::JsonObject& body, std::string_view name) {
+  if (!body.Has(name)) return std::optional<std::string>();
+  auto text = body.String(name);
+  if (!text.ok()) return text.status();
+  return std::optional<std::string>(std::move(text).value());
+}
+
+// Who asks for a write: the admin token, a store key (its use checked in
+// the write's transaction), or nobody.
+struct Caller {
+  std::string actor{kActorAnonymous};  // the row's ACTOR
+  std::optional<KeyUse> key{};
+};
+
+// Credentials: the admin token and store keys (--require-store-keys). The
+// HTTP layer throttles clients whose credentials fail (http/server.h,
+// --auth-failures-max): every 401 and 403 here counts, a store key's
+// refusal in its transaction too.
+class Gate {
+ public:
+  Gate(const AdminAuth& admin, RouteOptions options) : admin_(admin), options_(options) {}
+
+  // The admin token (401, 403 otherwise).
+  Status Admin(const Request& req) const { return admin_.Check(http::BearerToken(req)); }
+
+  // A point use's caller. Without credentials: anonymous, or 401 under
+  // --require-store-keys. A credential that is given must be the admin
+  // token or have a store key's shape (a wrong one is not recorded as an
+  // anonymous request); a store key itself is checked by the store.
+  Result<Caller> StoreCaller(const Request& req) const {
+    if (!req.HasHeader("Authorization")) {
+      if (options_.require_store_keys)
+        return Status(ErrorCode::kUnauthorized,
+                      "this server takes point uses with a store key only: 'Authorization: Bearer <keyId>.<secret>'",
+                      "Authorization");
+      return Caller{};
+    }
+    return Credential(req, options_.require_store_keys ? "" : "; leave it out for an anonymous request");
+  }
+
+  // The admin token or any store's key (POST /api/v1/cards).
+  Result<Caller> AdminOrStoreKey(const Request& req) const {
+    if (!req.HasHeader("Authorization"))
+      return Status(ErrorCode::kUnauthorized, "this action needs 'Authorization: Bearer <admin token>' or a store key",
+                    "Authorization");
+    return Credential(req, "");
+  }
+
+ private:
+  Result<Caller> Credential(const Request& req, std::string_view hint) const {
+    auto bearer = http::BearerToken(req);
+    if (bearer && admin_.Matches(bearer)) return Caller{.actor = std::string(kActorAdmin)};
+    if (bearer) {
+      if (auto key = PointCardService::ParseStoreKey(*bearer)) return Caller{KeyActor(key->key_id), std::move(key)};
+    }
+    return Status(
+        ErrorCode::kUnauthorized,
+        "Authorization must be 'Bearer <keyId>.<secret>' (a store key) or 'Bearer <admin token>'" + std::string(hint),
+        "Authorization");
+  }
+
+  const AdminAuth& admin_;
+  const RouteOptions options_;
+};
+
+inline Result<int64_t> PathId(const Request& req, const char* field) {
+  auto id = ParsePositiveId(req.params.at(0));
+  if (!id) return Status::InvalidField(field, std::string(field) + " must be an integer from 1 to 9223372036854775807");
+  return *id;
+}
+
+// A body that is empty or {} (routes whose request is their path).
+inline Status NoFields(const Request& req) {
+  if (req.body.empty()) return Status::Ok();
+  auto body = http::JsonObject::Parse(req.body);
+  if (!body.ok()) return body.status();
+  return body->OnlyFields({});
+}
+
+inline std::optional<std::string> IdempotencyKey(const Request& req) {
+  if (!req.HasHeader("Idempotency-Key")) return std::nullopt;
+  return std::string(req.Header("Idempotency-Key"));
+}
+
+// store_routes.cc: GET regions and stores, POST stores, store keys.
+void AddStoreRoutes(http::Router& router, PointCardService& service, std::shared_ptr<const Gate> gate);
+
+}  // namespace hotrow::pointcard::routing
