@@ -28,6 +28,10 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "insufficient_balance";
     case ErrorCode::kCardClosed:
       return "card_closed";
+    case ErrorCode::kNotRefundable:
+      return "not_refundable";
+    case ErrorCode::kRefundExceedsOriginal:
+      return "refund_exceeds_original";
     case ErrorCode::kGrantInProgress:
       return "grant_in_progress";
     case ErrorCode::kPeriodAlreadyGranted:

@@ -19,28 +19,30 @@ namespace hotrow {
 // one; add a code there when you add it here.
 enum class ErrorCode {
   kOk = 0,
-  kBadRequest,            // the request as a whole cannot be understood
-  kInvalidField,          // one field (body, path or query) is wrong
-  kUnauthorized,          // credentials required and missing
-  kForbidden,             // credentials present but not sufficient
-  kBadSignature,          // a signed request whose signature is missing or wrong (401)
-  kNotFound,              // no such resource or route
-  kMethodNotAllowed,      // route exists, method does not
-  kNotImplemented,        // a method or transfer coding the server does not implement (501)
-  kConflict,              // the resource's state forbids the change
-  kAlreadyExists,         // a resource with that id exists already (409)
-  kInsufficientBalance,   // a payment larger than the card's balance (409)
-  kCardClosed,            // a payment or charge on a closed card (409)
-  kGrantInProgress,       // a point grant is already running (409)
-  kPeriodAlreadyGranted,  // a grant's period overlaps an earlier grant's (409)
-  kIdempotencyMismatch,   // an Idempotency-Key reused with a different request (422)
-  kRateLimited,           // more requests than a configured rate allows (429)
-  kPayloadTooLarge,       // body over the limit
-  kUnsupportedMediaType,  // body that is not application/json
-  kHeadersTooLarge,       // header block over the limit
-  kOverloaded,            // a bounded queue or pool is full; retry later
-  kUnavailable,           // shutting down, or a backend is unreachable
-  kInternal,              // a bug or an unexpected backend failure
+  kBadRequest,             // the request as a whole cannot be understood
+  kInvalidField,           // one field (body, path or query) is wrong
+  kUnauthorized,           // credentials required and missing
+  kForbidden,              // credentials present but not sufficient
+  kBadSignature,           // a signed request whose signature is missing or wrong (401)
+  kNotFound,               // no such resource or route
+  kMethodNotAllowed,       // route exists, method does not
+  kNotImplemented,         // a method or transfer coding the server does not implement (501)
+  kConflict,               // the resource's state forbids the change
+  kAlreadyExists,          // a resource with that id exists already (409)
+  kInsufficientBalance,    // a payment larger than the card's balance (409)
+  kCardClosed,             // a payment or charge on a closed card (409)
+  kNotRefundable,          // a refund of a row that is not a payment (409)
+  kRefundExceedsOriginal,  // refunds past what the payment took (409)
+  kGrantInProgress,        // a point grant is already running (409)
+  kPeriodAlreadyGranted,   // a grant's period overlaps an earlier grant's (409)
+  kIdempotencyMismatch,    // an Idempotency-Key reused with a different request (422)
+  kRateLimited,            // more requests than a configured rate allows (429)
+  kPayloadTooLarge,        // body over the limit
+  kUnsupportedMediaType,   // body that is not application/json
+  kHeadersTooLarge,        // header block over the limit
+  kOverloaded,             // a bounded queue or pool is full; retry later
+  kUnavailable,            // shutting down, or a backend is unreachable
+  kInternal,               // a bug or an unexpected backend failure
 };
 
 // The wire name of a code ("invalid_field").

@@ -33,6 +33,10 @@ int HttpStatusFor(ErrorCode code) {
       return 409;
     case ErrorCode::kCardClosed:
       return 409;
+    case ErrorCode::kNotRefundable:
+      return 409;
+    case ErrorCode::kRefundExceedsOriginal:
+      return 409;
     case ErrorCode::kGrantInProgress:
       return 409;
     case ErrorCode::kPeriodAlreadyGranted:

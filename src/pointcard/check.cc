@@ -48,8 +48,8 @@ struct Reporter {
     if (report->examples.size() < kCheckExamplesMax) report->examples.push_back(kind + ": " + detail);
   }
 };
-// 6. every row's KIND matches it (grant rows have STORE_ID 0, charges a
-//    positive amount); 7. every credit belongs to a card and to a grant
+// 6. every row's KIND matches it (grant rows have STORE_ID 0, charges and
+//    refunds a positive amount); 7. every credit belongs to a card and to a grant
 //    that is staging or applied (a folded grant's credit would count twice),
 //    and is positive.
 Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckReport& report, Reporter& problem) {
@@ -57,7 +57,8 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
       "SELECT PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, COALESCE(KIND, 'NULL') FROM H_TRANSACTION "
       "WHERE CARD_ID >= ?1 AND CARD_ID <= ?2 AND (KIND IS NULL OR CASE KIND WHEN 'grant' THEN STORE_ID <> 0 OR AMOUNT "
       "<= 0 "
-      "WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'payment' THEN STORE_ID = 0 OR AMOUNT >= 0 ELSE 1 END)",
+      "WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'payment' THEN STORE_ID = 0 OR AMOUNT >= 0 "
+      "WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 ELSE 1 END)",
       scope));
   if (!kinds.ok()) return kinds.status();
   kinds->Bind(1, scope.card_first).Bind(2, scope.card_last);
@@ -93,7 +94,8 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
 
 // 9. every row's own fields (point-card schema 2): TRANSACTION_ID, ACTOR
 //    (system for a grant's rows and only for them), REFERENCE (its length,
-//    no space) and REASON (its length, one line): the WHERE clause is the
+//    no space), REASON (its length, one line) and REFUND_OF (on refunds,
+//    and only on them): the WHERE clause is the
 //    rule, kept in step with the PostgreSQL checker's. The full text rules
 //    are the service's; this catches a path that wrote around them.
 constexpr const char* kRowFieldsWhere =
@@ -101,7 +103,7 @@ constexpr const char* kRowFieldsWhere =
     "OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR GLOB 'key:?*') "
     "OR (KIND = 'grant') <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
     "OR instr(REFERENCE, ' ') > 0 OR length(REASON) NOT BETWEEN 1 AND 200 OR instr(REASON, char(10)) > 0 "
-    "OR instr(REASON, char(13)) > 0 OR REFUND_OF IS NOT NULL)";
+    "OR instr(REASON, char(13)) > 0 OR (REFUND_OF IS NOT NULL) <> (COALESCE(KIND, '') = 'refund'))";
 
 Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
   auto q = conn.Prepare(ForScope(
@@ -121,6 +123,35 @@ Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporte
                               " has TRANSACTION_ID " + std::string(q->Text(2)) + ", ACTOR " + std::string(q->Text(3)) +
                               ", REFERENCE " + std::string(q->Text(4)) + ", REASON " + std::string(q->Text(5)) +
                               ", REFUND_OF " + std::string(q->Text(6)));
+  }
+}
+
+// 12. every refund returns part of a payment of its own card, at that
+//     payment's store and after it, and a payment's refunds together
+//     return at most what it took. Kept in step with the PostgreSQL
+//     checker's "refund" probe.
+Status CheckRefunds(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
+  auto q = conn.Prepare(ForScope(
+      "SELECT h.CARD_ID, h.REFUND_OF, COUNT(*), SUM(h.AMOUNT), MIN(h.STORE_ID), MAX(h.STORE_ID), "
+      "COALESCE(o.KIND, 'none'), COALESCE(o.CARD_ID, 0), COALESCE(o.STORE_ID, 0), COALESCE(-o.AMOUNT, 0), "
+      "MIN(h.PAYMENT_TIME) > o.PAYMENT_TIME "
+      "FROM H_TRANSACTION h LEFT JOIN H_TRANSACTION o ON o.TRANSACTION_ID = h.REFUND_OF "
+      "WHERE h.CARD_ID >= ?1 AND h.CARD_ID <= ?2 AND h.KIND = 'refund' GROUP BY h.CARD_ID, h.REFUND_OF "
+      "HAVING o.CARD_ID IS NULL OR o.CARD_ID <> h.CARD_ID OR o.KIND <> 'payment' OR MIN(h.STORE_ID) <> o.STORE_ID "
+      "OR MAX(h.STORE_ID) <> o.STORE_ID OR MIN(h.PAYMENT_TIME) <= o.PAYMENT_TIME OR SUM(h.AMOUNT) > -o.AMOUNT",
+      scope));
+  if (!q.ok()) return q.status();
+  q->Bind(1, scope.card_first).Bind(2, scope.card_last);
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    problem("refund", "card " + std::to_string(q->Int(0)) + " has " + std::to_string(q->Int(2)) +
+                          " refund(s) of transaction " + std::to_string(q->Int(1)) + " returning " +
+                          std::to_string(q->Int(3)) + " point(s) at stores " + std::to_string(q->Int(4)) + "-" +
+                          std::to_string(q->Int(5)) + "; it is a " + std::string(q->Text(6)) + " of " +
+                          std::to_string(q->Int(9)) + " point(s) on card " + std::to_string(q->Int(7)) + " at store " +
+                          std::to_string(q->Int(8)) + (q->Int(10) != 0 ? "" : ", made after its first refund"));
   }
 }
 
@@ -425,6 +456,7 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn, const CheckScope& 
   if (!numbered.ok()) return numbered.status();
   if (*numbered > 0) {
     if (Status s = CheckRowFields(conn, scope, problem); !s.ok()) return s;
+    if (Status s = CheckRefunds(conn, scope, problem); !s.ok()) return s;
   }
   log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   return report;

@@ -9,8 +9,8 @@
 //      they were issued);
 //   5. every history row belongs to a card, and a card's times are distinct;
 //   6. every row's KIND matches it (grant: STORE_ID 0 and a positive
-//      amount; charge: a store and a positive amount; payment: a store and a
-//      negative one);
+//      amount; charge and refund: a store and a positive amount; payment: a
+//      store and a negative one);
 //   7. every staged credit (P_GRANT_CREDIT) belongs to a card and to a grant
 //      that is staging or applied -- a folded grant's credit would be added
 //      twice -- and is positive;
@@ -32,14 +32,17 @@
 //      stamped before the apply would count for the grant before it.
 //   9. every row's own fields: a positive TRANSACTION_ID, a known ACTOR
 //      (system on grant rows and only there), REFERENCE and REASON within
-//      their bounds, no REFUND_OF yet;
+//      their bounds, REFUND_OF on refunds and only there;
 //   10. every card's state: STATUS active or closed, CLOSED_TIME set
 //      exactly when closed, EXTERNAL_REF 1-64 characters without a space,
 //      and no payment or charge on a closed card after its close; a card
 //      closed before a grant applied is owed nothing by it (8.);
 //   11. every row a store key wrote (ACTOR key:<KEY_ID>, point-card schema
 //      4) names a key of M_STORE_KEY, of the row's store, made before the
-//      row and not revoked before it.
+//      row and not revoked before it;
+//   12. every refund (KIND refund, 0.11.0) returns part of a payment of its
+//      own card, at that payment's store and after it, and a payment's
+//      refunds together return at most what it took.
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over

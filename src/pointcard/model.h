@@ -195,6 +195,22 @@ struct Payment {
   std::optional<KeyUse> key{};             // a store key's: checked in the transaction
 };
 
+// A refund (POST /api/v1/cards/{id}/transactions/{transactionId}/refund):
+// +amount on the card, in a row of kind "refund" that names the refunded
+// row (refundOf) and carries its store. Only payment rows are refundable
+// (captures too, once holds exist), and their refunds together return at
+// most what the payment took. Decided under the card's lock; always keyed.
+struct RefundRequest {
+  int64_t card_id = 0;
+  int64_t transaction_id = 0;       // the refunded row's
+  std::optional<int64_t> amount{};  // 1 to what remains refundable; nullopt: all of it
+  std::string idempotency_key{};
+  std::optional<std::string> reference{};
+  std::optional<std::string> reason{};
+  std::string actor{kActorAnonymous};
+  std::optional<KeyUse> key{};  // must be the refunded row's store's
+};
+
 // What a point use came to. Both outcomes are answers (201 or 409), and
 // both are kept with an idempotency key so a retry gets the same answer.
 struct PaymentOutcome {
@@ -269,6 +285,26 @@ const std::vector<Region>& Prefectures();
 inline Status NoSuchCard(int64_t card_id) { return Status::NotFound("no card with id " + std::to_string(card_id)); }
 inline Status CardIsClosed(int64_t card_id) {
   return {ErrorCode::kCardClosed, "card " + std::to_string(card_id) + " is closed"};
+}
+inline Status CardKeyMismatch(std::string_view key) {
+  return Status(ErrorCode::kIdempotencyMismatch,
+                "Idempotency-Key '" + std::string(key) + "' was used for a different request on this card",
+                "Idempotency-Key");
+}
+inline Status NoSuchTransaction(int64_t card_id, int64_t transaction_id) {
+  return Status::NotFound("card " + std::to_string(card_id) + " has no transaction with id " +
+                          std::to_string(transaction_id));
+}
+inline Status NotRefundable(int64_t transaction_id, std::string_view kind) {
+  return {ErrorCode::kNotRefundable, "transaction " + std::to_string(transaction_id) + " is a " + std::string(kind) +
+                                         "; only payments are refundable"};
+}
+inline Status RefundExceedsOriginal(int64_t transaction_id, int64_t remaining, int64_t asked) {
+  return {ErrorCode::kRefundExceedsOriginal,
+          remaining == 0 ? "transaction " + std::to_string(transaction_id) + " is refunded in full already"
+                         : "transaction " + std::to_string(transaction_id) + " has " + std::to_string(remaining) +
+                               " point(s) left to refund; a refund of " + std::to_string(asked) + " does not fit",
+          remaining == 0 ? "" : "amount"};
 }
 inline Status ExternalRefTaken(std::string_view ref) {
   return {ErrorCode::kAlreadyExists, "a card with externalRef '" + std::string(ref) + "' exists already",

@@ -551,6 +551,7 @@ Status CreateFunctions(pg::Connection& conn) {
   if (Status s = CreatePostgresCardFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresStoreFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresKeyFunctions(conn); !s.ok()) return s;
+  if (Status s = CreatePostgresRefundFunctions(conn); !s.ok()) return s;
   return CreatePostgresGrantFunctions(conn);
 }
 }  // namespace

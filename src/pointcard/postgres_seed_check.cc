@@ -231,9 +231,9 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "WHERE CARD_ID >= $1 AND CARD_ID <= $2 GROUP BY CARD_ID, PAYMENT_TIME HAVING COUNT(*) > 1"},
       {"kind",
        "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' (store ' || STORE_ID || ', amount ' || AMOUNT || ') has KIND ' "
-       "|| KIND FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND (KIND <> CASE WHEN STORE_ID = 0 THEN "
-       "'grant' WHEN AMOUNT > 0 THEN 'charge' ELSE 'payment' END OR (KIND = 'grant' AND AMOUNT <= 0)) "
-       "ORDER BY CARD_ID"},
+       "|| KIND FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND CASE KIND WHEN 'grant' THEN "
+       "STORE_ID <> 0 OR AMOUNT <= 0 WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'payment' THEN STORE_ID = 0 "
+       "OR AMOUNT >= 0 WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 ELSE true END ORDER BY CARD_ID"},
       {"row fields",
        "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' has TRANSACTION_ID ' || TRANSACTION_ID || ', ACTOR ' || "
        "COALESCE(ACTOR, 'NULL') || ', REFERENCE ' || COALESCE(length(REFERENCE) || ' character(s)', 'none') || "
@@ -242,7 +242,18 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "(TRANSACTION_ID <= 0 OR ACTOR IS NULL OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR LIKE "
        "'key:_%') OR (KIND = 'grant') <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
        "OR strpos(REFERENCE, ' ') > 0 OR length(REASON) NOT BETWEEN 1 AND 200 OR strpos(REASON, chr(10)) > 0 "
-       "OR strpos(REASON, chr(13)) > 0 OR REFUND_OF IS NOT NULL) ORDER BY CARD_ID"},
+       "OR strpos(REASON, chr(13)) > 0 OR (REFUND_OF IS NOT NULL) <> (KIND = 'refund')) ORDER BY CARD_ID"},
+      {"refund",
+       "SELECT h.CARD_ID, 'has ' || COUNT(*) || ' refund(s) of transaction ' || COALESCE(h.REFUND_OF::text, 'none') "
+       "|| ' returning ' || SUM(h.AMOUNT) || ' point(s) at stores ' || MIN(h.STORE_ID) || '-' || MAX(h.STORE_ID) || "
+       "'; it is ' || COALESCE('a ' || MIN(o.KIND) || ' of ' || -MIN(o.AMOUNT) || ' point(s) on card ' || "
+       "MIN(o.CARD_ID) || ' at store ' || MIN(o.STORE_ID) || ' at ' || MIN(o.PAYMENT_TIME), 'not in the history') "
+       "|| ', its first refund at ' || MIN(h.PAYMENT_TIME) "
+       "FROM H_TRANSACTION h LEFT JOIN H_TRANSACTION o ON o.TRANSACTION_ID = h.REFUND_OF "
+       "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND h.KIND = 'refund' GROUP BY h.CARD_ID, h.REFUND_OF "
+       "HAVING MIN(o.CARD_ID) IS NULL OR MIN(o.CARD_ID) <> h.CARD_ID OR MIN(o.KIND) <> 'payment' "
+       "OR MIN(h.STORE_ID) <> MIN(o.STORE_ID) OR MAX(h.STORE_ID) <> MIN(o.STORE_ID) "
+       "OR MIN(h.PAYMENT_TIME) <= MIN(o.PAYMENT_TIME) OR SUM(h.AMOUNT) > -MIN(o.AMOUNT) ORDER BY h.CARD_ID"},
       {"card state",
        "SELECT CARD_ID, 'has STATUS ' || COALESCE(STATUS, 'NULL') || ', CLOSED_TIME ' || "
        "COALESCE(CLOSED_TIME::text, 'NULL') || ', EXTERNAL_REF ' || COALESCE(length(EXTERNAL_REF) || ' character(s)', "
@@ -299,7 +310,7 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
   }
   const bool has_states = *closable;
   for (const auto& p : probes) {
-    if (std::string_view(p.kind) == "row fields" && !*numbered) continue;
+    if ((std::string_view(p.kind) == "row fields" || std::string_view(p.kind) == "refund") && !*numbered) continue;
     if ((std::string_view(p.kind) == "card state" || std::string_view(p.kind) == "closed card") && !has_states)
       continue;
     if (std::string_view(p.kind) == "store key" && !*keyed) continue;

@@ -347,10 +347,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     if (outcome == PayResult::kNoStore) return done(NoSuchStore(p.store_id));
     if (outcome == PayResult::kBadKey) return done(BadStoreKey());
     if (outcome == PayResult::kKeyOfAnotherStore) return done(KeyOfAnotherStore(rows->Int(0, 2), p.store_id));
-    if (outcome == PayResult::kMismatch)
-      return done(Status(ErrorCode::kIdempotencyMismatch,
-                         "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",
-                         "Idempotency-Key"));
+    if (outcome == PayResult::kMismatch) return done(CardKeyMismatch(*p.idempotency_key));
     if (outcome < PayResult::kOk || outcome > PayResult::kReplayedRefused)
       return done(Status::Internal("hotrow_pay_v6 answered outcome " + std::to_string(rows->Int(0, 0))));
     PaymentOutcome out;

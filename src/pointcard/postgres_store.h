@@ -141,6 +141,7 @@ class PostgresPointCardStore final : public PointCardStore {
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
+  void Refund(RefundRequest refund, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:
@@ -212,6 +213,8 @@ Status CreatePostgresStoreFunctions(db::pg::Connection& conn);
 
 // postgres_keys.cc: store keys, (re)created at every start.
 Status CreatePostgresKeyFunctions(db::pg::Connection& conn);
+// postgres_refunds.cc: refunds, (re)created at every start.
+Status CreatePostgresRefundFunctions(db::pg::Connection& conn);
 
 // postgres_schema.cc: tables, migrations and functions, under the schema
 // lock (on one connection, or on one of the pool's at start-up).

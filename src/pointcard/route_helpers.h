@@ -88,8 +88,9 @@ class Gate {
   const RouteOptions options_;
 };
 
-inline Result<int64_t> PathId(const Request& req, const char* field) {
-  auto id = ParsePositiveId(req.params.at(0));
+// The path's `at`th parameter (0: the first) as an id.
+inline Result<int64_t> PathId(const Request& req, const char* field, size_t at = 0) {
+  auto id = ParsePositiveId(req.params.at(at));
   if (!id) return Status::InvalidField(field, std::string(field) + " must be an integer from 1 to 9223372036854775807");
   return *id;
 }

@@ -134,6 +134,49 @@ void Pay(PointCardService& service, const Gate& gate, Request& req, Responder re
   });
 }
 
+// POST /api/v1/cards/{cardId}/transactions/{transactionId}/refund: 201
+// with the refund row (a replay: the row it made, Idempotent-Replayed).
+void Refund(PointCardService& service, const Gate& gate, Request& req, Responder responder) {
+  auto caller = gate.StoreCaller(req);
+  if (!caller.ok()) return responder.Send(Error(caller.status()));
+  auto card = PathId(req, "cardId");
+  if (!card.ok()) return responder.Send(Error(card.status()));
+  auto transaction = PathId(req, "transactionId", 1);
+  if (!transaction.ok()) return responder.Send(Error(transaction.status()));
+  auto key = IdempotencyKey(req);
+  if (!key)
+    return responder.Send(Error(Status::InvalidField(
+        "Idempotency-Key", "a refund needs an Idempotency-Key header, so that a retry cannot refund twice")));
+  RefundRequest r{.card_id = *card, .transaction_id = *transaction, .idempotency_key = std::move(*key)};
+  if (!req.body.empty()) {
+    auto body = http::JsonObject::Parse(req.body);
+    if (!body.ok()) return responder.Send(Error(body.status()));
+    if (Status s = body->OnlyFields({"amount", "reference", "reason"}); !s.ok()) return responder.Send(Error(s));
+    if (body->Has("amount")) {
+      auto amount = body->SaturatedInteger("amount");
+      if (!amount.ok()) return responder.Send(Error(amount.status()));
+      r.amount = *amount;
+    }
+    auto reference = OptionalText(*body, "reference");
+    if (!reference.ok()) return responder.Send(Error(reference.status()));
+    auto reason = OptionalText(*body, "reason");
+    if (!reason.ok()) return responder.Send(Error(reason.status()));
+    r.reference = std::move(reference).value();
+    r.reason = std::move(reason).value();
+  }
+  r.actor = std::move(caller->actor);
+  r.key = std::move(caller->key);
+  service.Refund(std::move(r), [responder](Result<PaymentOutcome> out) mutable {
+    if (!out.ok()) return responder.Send(Error(out.status()));
+    Response res;
+    res.status = 201;
+    JsonWriter w(res.body);
+    WriteRow(w, out->row);
+    if (out->replayed) res.AddHeader("Idempotent-Replayed", "true");
+    responder.Send(std::move(res));
+  });
+}
+
 void WriteCard(JsonWriter& w, const Card& c) {
   char time[kTimeTextMax];
   w.StartObject();
@@ -403,6 +446,8 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
   };
   router.Add(Method::kPost, "/api/v1/cards/{cardId}/transactions", gated(Pay), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/transactions", bind(History));
+  router.Add(Method::kPost, "/api/v1/cards/{cardId}/transactions/{transactionId}/refund", gated(Refund),
+             BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));
   router.Add(Method::kPost, "/api/v1/cards", gated(CreateCard), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards", bind(FindCard));

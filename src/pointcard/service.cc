@@ -115,6 +115,15 @@ void AppendText(std::string& fingerprint, std::string_view name, const std::opti
   fingerprint.append(" ").append(name).append("=").append(std::to_string(text->size())).append(":").append(*text);
 }
 
+// A row's reference and reason, when given.
+Status CheckRowTexts(const std::optional<std::string>& reference, const std::optional<std::string>& reason) {
+  if (reference) {
+    if (Status s = CheckReference(*reference); !s.ok()) return s;
+  }
+  if (reason) return CheckUserText(*reason, {.field = "reason", .code_points_max = kReasonLengthMax, .trimmed = true});
+  return Status::Ok();
+}
+
 }  // namespace
 
 void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
@@ -122,14 +131,7 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
     return done(Status::InvalidField("amount", "amount must be a non-zero integer from " +
                                                    std::to_string(-kAmountAbsMax) + " to " +
                                                    std::to_string(kAmountAbsMax)));
-  if (p.reference) {
-    if (Status s = CheckReference(*p.reference); !s.ok()) return done(s);
-  }
-  if (p.reason) {
-    if (Status s = CheckUserText(*p.reason, {.field = "reason", .code_points_max = kReasonLengthMax, .trimmed = true});
-        !s.ok())
-      return done(s);
-  }
+  if (Status s = CheckRowTexts(p.reference, p.reason); !s.ok()) return done(s);
   if (p.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*p.idempotency_key); !s.ok()) return done(s);
   }
@@ -148,6 +150,21 @@ void PointCardService::Pay(Payment p, Callback<Result<PaymentOutcome>> done) {
     AppendText(fingerprint, "reason", p.reason);
   }
   store_.Pay(std::move(p), std::move(fingerprint), std::move(done));
+}
+
+void PointCardService::Refund(RefundRequest r, Callback<Result<PaymentOutcome>> done) {
+  if (r.amount && (*r.amount < 1 || *r.amount > kAmountAbsMax))
+    return done(Status::InvalidField(
+        "amount", "amount must be an integer from 1 to " + std::to_string(kAmountAbsMax) + ", or left out for all"));
+  if (Status s = CheckRowTexts(r.reference, r.reason); !s.ok()) return done(s);
+  if (Status s = ValidateIdempotencyKey(r.idempotency_key); !s.ok()) return done(s);
+  // Scoped to the card with the payments' keys: "refund" keeps a payment's
+  // fingerprint from ever matching.
+  std::string fingerprint = "refund transaction=" + std::to_string(r.transaction_id) +
+                            " amount=" + (r.amount ? std::to_string(*r.amount) : std::string("all"));
+  AppendText(fingerprint, "reference", r.reference);
+  AppendText(fingerprint, "reason", r.reason);
+  store_.Refund(std::move(r), std::move(fingerprint), std::move(done));
 }
 
 namespace {

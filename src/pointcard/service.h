@@ -89,6 +89,10 @@ class PointCardService final : public DomainService {
   // amount != 0 and |amount| <= 1,000,000; the store must exist (not_found,
   // decided in the store's transaction).
   void Pay(Payment payment, Callback<Result<PaymentOutcome>> done);
+  // amount, when given, 1 to 1,000,000; an Idempotency-Key is required
+  // (invalid_field Idempotency-Key without one: a refund retried without
+  // one could pay back twice). The rest is the store's (store.h).
+  void Refund(RefundRequest refund, Callback<Result<PaymentOutcome>> done);
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
   // not_found for an unknown grant.

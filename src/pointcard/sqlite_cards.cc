@@ -163,11 +163,7 @@ void SqlitePointCardStore::CloseCard(CardClose close, std::string fingerprint, s
           if (!q.ok()) return q.status();
           auto row = q->Bind(1, close.card_id).Bind(2, *close.idempotency_key).Step();
           if (!row.ok()) return row.status();
-          if (*row && q->Text(0) != fp)
-            return Status(
-                ErrorCode::kIdempotencyMismatch,
-                "Idempotency-Key '" + *close.idempotency_key + "' was used for a different request on this card",
-                "Idempotency-Key");
+          if (*row && q->Text(0) != fp) return CardKeyMismatch(*close.idempotency_key);
           replayed = *row;
         }
         auto card = CardById(c, close.card_id);

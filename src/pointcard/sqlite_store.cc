@@ -196,37 +196,33 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
   done(std::move(page));
 }
 
-namespace {
+namespace {}  // namespace
 
-// The stored outcome of an earlier request with the same key, if any: a
-// payment's row as the history holds it (a key of a release before 0.8.0
-// too: the row is found by its primary key).
-Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payment& p, const std::string& fp) {
+// A key of a release before 0.8.0 too: the row is found by its primary key.
+Result<std::optional<PaymentOutcome>> FindCardKey(sqlite::Connection& c, int64_t card_id, const std::string& key,
+                                                  const std::string& fp) {
   auto q = c.Prepare(
       "SELECT k.FINGERPRINT, k.REFUSED, k.PAYMENT_TIME, k.STORE_ID, k.AMOUNT, k.BALANCE, h.TRANSACTION_ID, h.KIND, "
       "h.ACTOR, h.REFERENCE, h.REASON, h.REFUND_OF FROM P_IDEMPOTENCY k LEFT JOIN H_TRANSACTION h "
       "ON NOT k.REFUSED AND h.PAYMENT_TIME = k.PAYMENT_TIME AND h.CARD_ID = k.CARD_ID AND h.STORE_ID = k.STORE_ID "
       "WHERE k.CARD_ID = ?1 AND k.KEY = ?2");
   if (!q.ok()) return q.status();
-  q->Bind(1, p.card_id).Bind(2, *p.idempotency_key);
+  q->Bind(1, card_id).Bind(2, key);
   auto row = q->Step();
   if (!row.ok()) return row.status();
   if (!*row) return std::optional<PaymentOutcome>();
-  if (q->Text(0) != fp)
-    return Status(ErrorCode::kIdempotencyMismatch,
-                  "Idempotency-Key '" + *p.idempotency_key + "' was used for a different request on this card",
-                  "Idempotency-Key");
+  if (q->Text(0) != fp) return CardKeyMismatch(key);
   PaymentOutcome out;
   out.refused = q->Int(1) != 0;
   out.row = {.payment_time_us = q->Int(2),
-             .card_id = p.card_id,
+             .card_id = card_id,
              .store_id = q->Int(3),
              .amount = q->Int(4),
              .balance = q->Int(5)};
   if (!out.refused) {
     if (q->IsNull(6))  // history is append-only: only a hand edit gets here
-      return Status::Internal("the history row of Idempotency-Key '" + *p.idempotency_key + "' on card " +
-                              std::to_string(p.card_id) + " is missing");
+      return Status::Internal("the history row of Idempotency-Key '" + key + "' on card " + std::to_string(card_id) +
+                              " is missing");
     out.row.transaction_id = q->Int(6);
     out.row.kind = q->Text(7);
     out.row.actor = q->Text(8);
@@ -238,6 +234,8 @@ Result<std::optional<PaymentOutcome>> FindKey(sqlite::Connection& c, const Payme
   if (Status s = q->Run(); !s.ok()) return s;
   return std::optional<PaymentOutcome>(out);
 }
+
+namespace {
 
 // The card's applied, unfolded grant credit.
 Result<int64_t> PendingCredit(sqlite::Connection& c, int64_t card_id) {
@@ -252,14 +250,16 @@ Result<int64_t> PendingCredit(sqlite::Connection& c, int64_t card_id) {
   return credit;
 }
 
-Status RememberKey(sqlite::Connection& c, const Payment& p, const std::string& fp, const PaymentOutcome& o,
-                   int64_t now_us) {
+}  // namespace
+
+Status RememberCardKey(sqlite::Connection& c, int64_t card_id, const std::string& key, const std::string& fp,
+                       const PaymentOutcome& o, int64_t now_us) {
   auto q = c.Prepare(
       "INSERT INTO P_IDEMPOTENCY (CARD_ID, KEY, FINGERPRINT, CREATED, REFUSED, PAYMENT_TIME, STORE_ID, AMOUNT, "
       "BALANCE) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
   if (!q.ok()) return q.status();
-  return q->Bind(1, p.card_id)
-      .Bind(2, *p.idempotency_key)
+  return q->Bind(1, card_id)
+      .Bind(2, key)
       .Bind(3, fp)
       .Bind(4, now_us)
       .Bind(5, o.refused ? 1 : 0)
@@ -270,21 +270,51 @@ Status RememberKey(sqlite::Connection& c, const Payment& p, const std::string& f
       .Run();
 }
 
-}  // namespace
+Result<int64_t> SqlitePointCardStore::MaterializeCredit(sqlite::Connection& c, int64_t card_id, int64_t balance) {
+  if (!credit_possible_) return balance;
+  auto pending = PendingCredit(c, card_id);
+  if (!pending.ok()) return pending.status();
+  if (*pending == 0) return balance;
+  return FoldCard(c, card_id, balance);  // the grant's row first, at its own time
+}
 
-// The point use as a WriteOp (one allocation per payment; pooling it was
-// measured and bought nothing, docs/design.md#allocation-free-requests).
-class PayOp final : public db::sqlite::WriteOp {
+Status SqlitePointCardStore::AppendRow(sqlite::Connection& c, HistoryRow& row) {
+  row.payment_time_us = NextTime();
+  auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
+  if (!update.ok()) return update.status();
+  if (Status s = update->Bind(1, row.balance).Bind(2, row.payment_time_us).Bind(3, row.card_id).Run(); !s.ok())
+    return s;
+  auto id = LastTransactionId(c);
+  if (!id.ok()) return id.status();
+  row.transaction_id = *id + 1;
+  auto insert = c.Prepare(
+      "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, TRANSACTION_ID, ACTOR, "
+      "REFERENCE, REASON, REFUND_OF) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+  if (!insert.ok()) return insert.status();
+  insert->Bind(1, row.payment_time_us).Bind(2, row.card_id).Bind(3, row.store_id).Bind(4, row.amount);
+  insert->Bind(5, row.balance).Bind(6, row.kind).Bind(7, row.transaction_id).Bind(8, row.actor);
+  if (row.reference) insert->Bind(9, *row.reference);
+  if (row.reason) insert->Bind(10, *row.reason);
+  if (row.refund_of) insert->Bind(11, *row.refund_of);
+  return insert->Run();
+}
+
+// A point use or a refund as a WriteOp (one allocation per request;
+// pooling it was measured and bought nothing,
+// docs/design.md#allocation-free-requests).
+template <typename Request, Result<PaymentOutcome> (SqlitePointCardStore::*ApplyFn)(sqlite::Connection&, const Request&,
+                                                                                    const std::string&)>
+class CardOp final : public db::sqlite::WriteOp {
  public:
-  PayOp(SqlitePointCardStore* store, Payment p, std::string fp, StoreCallback<Result<PaymentOutcome>> done)
-      : store_(store), payment_(std::move(p)), fingerprint_(std::move(fp)), done_(std::move(done)) {}
-  static db::sqlite::OpPtr Make(SqlitePointCardStore* store, Payment p, std::string fp,
+  CardOp(SqlitePointCardStore* store, Request r, std::string fp, StoreCallback<Result<PaymentOutcome>> done)
+      : store_(store), request_(std::move(r)), fingerprint_(std::move(fp)), done_(std::move(done)) {}
+  static db::sqlite::OpPtr Make(SqlitePointCardStore* store, Request r, std::string fp,
                                 StoreCallback<Result<PaymentOutcome>> done) {
-    return db::sqlite::MakeOp<PayOp>(store, std::move(p), std::move(fp), std::move(done));
+    return db::sqlite::MakeOp<CardOp>(store, std::move(r), std::move(fp), std::move(done));
   }
 
   Status Apply(sqlite::Connection& c, std::span<WriteOp* const>) override {
-    result_ = store_->ApplyPayment(c, payment_, fingerprint_);
+    result_ = (store_->*ApplyFn)(c, request_, fingerprint_);
     return result_.status();
   }
   void Finish(const Status& status) override {
@@ -296,11 +326,13 @@ class PayOp final : public db::sqlite::WriteOp {
 
  private:
   SqlitePointCardStore* store_ = nullptr;
-  Payment payment_;
+  Request request_;
   std::string fingerprint_;
   StoreCallback<Result<PaymentOutcome>> done_;
   Result<PaymentOutcome> result_ = Status::Internal("not applied");
 };
+using PayOp = CardOp<Payment, &SqlitePointCardStore::ApplyPayment>;
+using RefundOp = CardOp<RefundRequest, &SqlitePointCardStore::ApplyRefund>;
 
 Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c, const Payment& p,
                                                           const std::string& fp) {
@@ -315,7 +347,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   // one made a moment ago counts.
   if (Status s = StoreExists(c, p.store_id); !s.ok()) return s;
   if (p.idempotency_key) {
-    auto earlier = FindKey(c, p, fp);
+    auto earlier = FindCardKey(c, p.card_id, *p.idempotency_key, fp);
     if (!earlier.ok()) return earlier.status();
     if (*earlier) return **earlier;
   }
@@ -335,51 +367,40 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   }
   PaymentOutcome out;
   if (balance + credit + p.amount < 0) {
-    balance += credit;  // what the card holds, as a read shows it
-  } else if (credit > 0) {
-    auto folded = FoldCard(c, p.card_id, balance);  // the grant's row first, at its own time
-    if (!folded.ok()) return folded.status();
-    balance = *folded;
-  }
-  int64_t now = NextTime();
-  if (balance + p.amount < 0) {
+    // What the card holds, as a read shows it; nothing is written.
     out.refused = true;
-    out.row = {
-        .payment_time_us = 0, .card_id = p.card_id, .store_id = p.store_id, .amount = p.amount, .balance = balance};
-  } else {
-    out.row = {.payment_time_us = now,
+    out.row = {.payment_time_us = 0,
                .card_id = p.card_id,
                .store_id = p.store_id,
                .amount = p.amount,
-               .balance = balance + p.amount};
-    auto update = c.Prepare("UPDATE S_ACCOUNT SET BALANCE = ?1, LAST_UPDATE = ?2 WHERE CARD_ID = ?3");
-    if (!update.ok()) return update.status();
-    if (Status s = update->Bind(1, out.row.balance).Bind(2, now).Bind(3, p.card_id).Run(); !s.ok()) return s;
-    auto id = LastTransactionId(c);
-    if (!id.ok()) return id.status();
-    out.row.transaction_id = *id + 1;
-    out.row.kind = KindOfAmount(p.amount);
-    out.row.actor = p.actor;
-    out.row.reference = p.reference;
-    out.row.reason = p.reason;
-    auto insert = c.Prepare(
-        "INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, TRANSACTION_ID, ACTOR, "
-        "REFERENCE, REASON) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-    if (!insert.ok()) return insert.status();
-    insert->Bind(1, now).Bind(2, p.card_id).Bind(3, p.store_id).Bind(4, p.amount).Bind(5, out.row.balance);
-    insert->Bind(6, out.row.kind).Bind(7, out.row.transaction_id).Bind(8, p.actor);
-    if (p.reference) insert->Bind(9, *p.reference);
-    if (p.reason) insert->Bind(10, *p.reason);
-    if (Status s = insert->Run(); !s.ok()) return s;
+               .balance = balance + credit};
+  } else {
+    auto folded = MaterializeCredit(c, p.card_id, balance);
+    if (!folded.ok()) return folded.status();
+    out.row = {.card_id = p.card_id,
+               .store_id = p.store_id,
+               .amount = p.amount,
+               .balance = *folded + p.amount,
+               .kind = std::string(KindOfAmount(p.amount)),
+               .actor = p.actor,
+               .reference = p.reference,
+               .reason = p.reason};
+    if (Status s = AppendRow(c, out.row); !s.ok()) return s;
   }
   if (p.idempotency_key) {
-    if (Status s = RememberKey(c, p, fp, out, now); !s.ok()) return s;
+    const int64_t now = out.refused ? NextTime() : out.row.payment_time_us;
+    if (Status s = RememberCardKey(c, p.card_id, *p.idempotency_key, fp, out, now); !s.ok()) return s;
   }
   return out;
 }
 
 void SqlitePointCardStore::Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) {
   db_.writer().Submit(PayOp::Make(this, std::move(payment), std::move(fingerprint), std::move(done)));
+}
+
+void SqlitePointCardStore::Refund(RefundRequest refund, std::string fingerprint,
+                                  StoreCallback<Result<PaymentOutcome>> done) {
+  db_.writer().Submit(RefundOp::Make(this, std::move(refund), std::move(fingerprint), std::move(done)));
 }
 
 void SqlitePointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) {

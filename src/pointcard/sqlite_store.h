@@ -109,8 +109,11 @@ class SqlitePointCardStore final : public PointCardStore {
   void History(int64_t card_id, int64_t limit, std::optional<int64_t> before_us,
                std::function<void(Result<HistoryPage>)> done) override;
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
+  void Refund(RefundRequest refund, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
   // The point use inside the writer's transaction (PayOp runs it).
   Result<PaymentOutcome> ApplyPayment(db::sqlite::Connection& c, const Payment& p, const std::string& fingerprint);
+  // The refund inside the writer's transaction (sqlite_refunds.cc; RefundOp).
+  Result<PaymentOutcome> ApplyRefund(db::sqlite::Connection& c, const RefundRequest& r, const std::string& fingerprint);
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
   void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) override;
 
@@ -128,6 +131,13 @@ class SqlitePointCardStore final : public PointCardStore {
   // The card's applied credit written into it (writer thread, inside the
   // op's transaction): its new balance.
   Result<int64_t> FoldCard(db::sqlite::Connection& c, int64_t card_id, int64_t balance);
+  // FoldCard when the card has applied credit (writer thread): its balance
+  // with it.
+  Result<int64_t> MaterializeCredit(db::sqlite::Connection& c, int64_t card_id, int64_t balance);
+  // Writes `row` (card, store, amount, its new balance, kind, actor, texts,
+  // refundOf) at the writer's next time with the next TRANSACTION_ID, and
+  // the card's balance and LAST_UPDATE: sets the row's time and id.
+  Status AppendRow(db::sqlite::Connection& c, HistoryRow& row);
   void FoldLoop();
   struct FoldRun;  // one grant's fold in progress (sqlite_grant.cc)
   struct FoldChunk {
@@ -195,6 +205,14 @@ Status StoreExists(db::sqlite::Connection& c, int64_t store_id);
 // key's store, or BadStoreKey; its LAST_USED_TIME moves to now_us when it is
 // kKeyUseResolutionUs old or unset.
 Result<int64_t> CheckStoreKey(db::sqlite::Connection& c, const KeyUse& key, int64_t now_us);
+// The stored outcome of an earlier point use or refund on the card with
+// this key (P_IDEMPOTENCY), if any; idempotency_mismatch for another
+// fingerprint.
+Result<std::optional<PaymentOutcome>> FindCardKey(db::sqlite::Connection& c, int64_t card_id, const std::string& key,
+                                                  const std::string& fp);
+// Keeps the outcome with its key: a retry gets the same answer.
+Status RememberCardKey(db::sqlite::Connection& c, int64_t card_id, const std::string& key, const std::string& fp,
+                       const PaymentOutcome& o, int64_t now_us);
 // What an earlier request on `route` ("cards", "stores") with this key made
 // (P_REQUEST_KEY.RESULT_ID: an id, or 0 for a refusal kept with the key),
 // if any; idempotency_mismatch for another fingerprint.

@@ -108,6 +108,79 @@ TEST(PointCardHttp, StoreKeysPayAtTheirStoreUntilRevoked) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// Refunds end to end, under --require-store-keys: an Idempotency-Key is
+// required, the refunded payment's store key or the admin token refunds,
+// the body is optional and checked, the history shows refundOf, and a
+// refund survives kill -9 (acknowledged means durable).
+TEST(PointCardHttp, RefundsNeedAKeyAndTheirPaymentsStore) {
+  TestServer server(TestServerOptions{0, true, {"--require-store-keys"}, {}});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto made = c.Post("/api/v1/stores/2/keys", "{}", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string key_id = JsonString(made.body, "keyId");
+  auto other = c.Post("/api/v1/stores/3/keys", "{}", admin);
+  ASSERT_EQ(other.status, 201) << other.body;
+  const Headers terminal = {{"Authorization", "Bearer " + JsonString(made.body, "key")}};
+  ASSERT_EQ(c.Post("/api/v1/cards/6/transactions", R"({"storeId":2,"amount":5000})", terminal).status, 201);
+  auto paid = c.Post("/api/v1/cards/6/transactions", R"({"storeId":2,"amount":-800})", terminal);
+  ASSERT_EQ(paid.status, 201) << paid.body;
+  const std::string path =
+      "/api/v1/cards/6/transactions/" + std::to_string(JsonInt(paid.body, "transactionId")) + "/refund";
+  auto with = [](const Headers& h, const std::string& key) {
+    Headers all = h;
+    all.push_back({"Idempotency-Key", key});
+    return all;
+  };
+
+  auto no_key = c.Post(path, R"({"amount":100})", terminal);
+  EXPECT_EQ(no_key.status, 400) << no_key.body;
+  EXPECT_NE(no_key.body.find(R"("field":"Idempotency-Key")"), std::string::npos) << no_key.body;
+  EXPECT_EQ(c.Post(path, R"({"amount":100})", {{"Idempotency-Key", "a"}}).status, 401) << "no credentials";
+  auto elsewhere = c.Post(path, R"({"amount":100})",
+                          {{"Authorization", "Bearer " + JsonString(other.body, "key")}, {"Idempotency-Key", "a"}});
+  EXPECT_EQ(elsewhere.status, 403) << elsewhere.body;
+  EXPECT_EQ(c.Post(path, R"({"amount":"100"})", with(terminal, "a")).status, 400);
+  EXPECT_EQ(c.Post(path, R"({"amount":100,"storeId":2})", with(terminal, "a")).status, 400);
+  EXPECT_EQ(c.Post(path, R"({"amount":0})", with(terminal, "a")).status, 400);
+  EXPECT_EQ(c.Post(path, "{", with(terminal, "a")).status, 400);
+  EXPECT_EQ(c.Post("/api/v1/cards/6/transactions/x/refund", "", with(terminal, "a")).status, 400);
+  EXPECT_EQ(c.Post("/api/v1/cards/6/transactions/999999/refund", "", with(terminal, "a")).status, 404);
+  EXPECT_EQ(c.Get(path, terminal).status, 405);
+
+  auto part = c.Post(path, R"({"amount":300,"reference":"RMA-1","reason":"one item back"})", with(terminal, "a"));
+  ASSERT_EQ(part.status, 201) << part.body;
+  EXPECT_EQ(JsonString(part.body, "kind"), "refund");
+  EXPECT_EQ(JsonInt(part.body, "amount"), 300);
+  EXPECT_EQ(JsonInt(part.body, "refundOf"), JsonInt(paid.body, "transactionId"));
+  EXPECT_EQ(JsonString(part.body, "actor"), "key:" + key_id);
+  auto replay = c.Post(path, R"({"amount":300,"reference":"RMA-1","reason":"one item back"})", with(terminal, "a"));
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(JsonInt(replay.body, "transactionId"), JsonInt(part.body, "transactionId"));
+  EXPECT_EQ(c.Post(path, R"({"amount":301})", with(terminal, "a")).status, 422);
+  auto too_much = c.Post(path, R"({"amount":501})", with(admin, "b"));
+  EXPECT_EQ(too_much.status, 409) << too_much.body;
+  EXPECT_NE(too_much.body.find("refund_exceeds_original"), std::string::npos) << too_much.body;
+  auto rest = c.Post(path, "", with(admin, "b"));
+  ASSERT_EQ(rest.status, 201) << rest.body;
+  EXPECT_EQ(JsonInt(rest.body, "amount"), 500);
+  EXPECT_EQ(JsonString(rest.body, "actor"), "admin");
+  auto history = c.Get("/api/v1/cards/6/transactions?limit=3");
+  EXPECT_NE(history.body.find(R"("kind":"refund")"), std::string::npos) << history.body;
+  const int64_t balance = JsonInt(c.Get("/api/v1/cards/6").body, "balance");
+
+  server.Kill();  // kill -9: the refunds were acknowledged
+  auto check = RunHotrow({"check", "pointcard", "--db", server.db_url()});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  ASSERT_TRUE(server.Start());
+  HttpClient c2(server.port());
+  EXPECT_EQ(JsonInt(c2.Get("/api/v1/cards/6").body, "balance"), balance);
+  EXPECT_EQ(c2.Post(path, "", with(admin, "c")).status, 409) << "refunded in full";
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 // Guessing is throttled on every route (the HTTP layer counts each 401 and
 // 403 to a request with Authorization): past --auth-failures-max failures
 // within a minute, 429 with Retry-After. Store keys' failures count apart,

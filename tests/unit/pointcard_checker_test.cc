@@ -155,6 +155,45 @@ TEST_F(Checker, FindsARowOfAnUnknownKeyAnotherStoresKeyAndARevokedKey) {
   ExpectFound("UPDATE M_STORE_KEY SET CREATED_TIME = " + std::to_string(time + 1), "store key");
 }
 
+// Invariant 12: refunds (and REFUND_OF on refunds only, 9.).
+TEST_F(Checker, FindsARefundOfTooMuchOfAnotherCardOrStoreOrOfACharge) {
+  auto [card, time] = CardWithHistory();
+  const std::string c = std::to_string(card);
+  // A payment of 100 and a refund of 60 of it, written as the server does.
+  auto append = [&](int64_t at, int64_t store, int64_t amount, const std::string& kind, const std::string& refund_of) {
+    const std::string t = std::to_string(time + at);
+    ASSERT_TRUE(conn_
+                    ->Exec("INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, "
+                           "TRANSACTION_ID, ACTOR, REFUND_OF) VALUES (" +
+                           t + ", " + c + ", " + std::to_string(store) + ", " + std::to_string(amount) +
+                           ", (SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c + ") + " + std::to_string(amount) +
+                           ", '" + kind + "', " + kNextId + ", 'anonymous', " + refund_of +
+                           "); UPDATE S_ACCOUNT SET BALANCE = BALANCE + " + std::to_string(amount) +
+                           ", LAST_UPDATE = " + t + " WHERE CARD_ID = " + c)
+                    .ok());
+  };
+  append(10, 3, 1000, "charge", "NULL");
+  append(20, 3, -100, "payment", "NULL");
+  const std::string payment = "(SELECT TRANSACTION_ID FROM H_TRANSACTION WHERE CARD_ID = " + c +
+                              " AND PAYMENT_TIME = " + std::to_string(time + 20) + ")";
+  append(30, 3, 60, "refund", payment);
+  auto clean = pointcard::CheckInvariants(*conn_);
+  ASSERT_TRUE(clean.ok());
+  EXPECT_TRUE(clean->ok()) << (clean->examples.empty() ? "" : clean->examples[0]);
+  const std::string refund = " WHERE KIND = 'refund'";
+  ExpectFound("UPDATE H_TRANSACTION SET STORE_ID = 4" + refund, "refund");
+  ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET STORE_ID = 3" + refund).ok());
+  ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = REFUND_OF - 1" + refund, "refund");  // the charge
+  ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET REFUND_OF = REFUND_OF + 1" + refund).ok());
+  ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = 1" + refund, "refund");  // another card's row
+  ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET REFUND_OF = " + payment + refund).ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  append(40, 3, 41, "refund", payment);  // 101 of 100
+  ExpectFound("SELECT 1", "refund");
+  ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = NULL" + refund, "row fields");
+  ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = 1 WHERE KIND = 'charge' AND CARD_ID = " + c, "row fields");
+}
+
 TEST_F(Checker, FindsHistoryOfACardThatDoesNotExist) {
   ExpectFound(std::string(kInsertRow) + "1, 999999, 1, 100, 100, 'charge', " + kNextId + ", 'anonymous')",
               "orphan history");
