@@ -129,14 +129,17 @@ Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporte
 // 12. every refund returns part of a payment of its own card, at that
 //     payment's store and after it, and a payment's refunds together
 //     return at most what it took. Kept in step with the PostgreSQL
-//     checker's "refund" probe.
+//     checker's "refund" probe. A check of every card scans the table once
+//     (the `+` on the GROUP BY keeps SQLite from walking the card index for
+//     its order, with a table lookup per row: 5-6 s on 1M rows, 0.2 s as a
+//     scan).
 Status CheckRefunds(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
   auto q = conn.Prepare(ForScope(
       "SELECT h.CARD_ID, h.REFUND_OF, COUNT(*), SUM(h.AMOUNT), MIN(h.STORE_ID), MAX(h.STORE_ID), "
       "COALESCE(o.KIND, 'none'), COALESCE(o.CARD_ID, 0), COALESCE(o.STORE_ID, 0), COALESCE(-o.AMOUNT, 0), "
-      "MIN(h.PAYMENT_TIME) > o.PAYMENT_TIME "
+      "COALESCE(MIN(h.PAYMENT_TIME) > o.PAYMENT_TIME, 1) "
       "FROM H_TRANSACTION h LEFT JOIN H_TRANSACTION o ON o.TRANSACTION_ID = h.REFUND_OF "
-      "WHERE h.CARD_ID >= ?1 AND h.CARD_ID <= ?2 AND h.KIND = 'refund' GROUP BY h.CARD_ID, h.REFUND_OF "
+      "WHERE h.CARD_ID >= ?1 AND h.CARD_ID <= ?2 AND h.KIND = 'refund' GROUP BY +h.CARD_ID, +h.REFUND_OF "
       "HAVING o.CARD_ID IS NULL OR o.CARD_ID <> h.CARD_ID OR o.KIND <> 'payment' OR MIN(h.STORE_ID) <> o.STORE_ID "
       "OR MAX(h.STORE_ID) <> o.STORE_ID OR MIN(h.PAYMENT_TIME) <= o.PAYMENT_TIME OR SUM(h.AMOUNT) > -o.AMOUNT",
       scope));
@@ -146,12 +149,15 @@ Status CheckRefunds(sqlite::Connection& conn, const CheckScope& scope, Reporter&
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
+    const std::string what =
+        q->Text(6) == "none" ? "not in the history"
+                             : "a " + std::string(q->Text(6)) + " of " + std::to_string(q->Int(9)) +
+                                   " point(s) on card " + std::to_string(q->Int(7)) + " at store " +
+                                   std::to_string(q->Int(8)) + (q->Int(10) != 0 ? "" : ", made after its first refund");
     problem("refund", "card " + std::to_string(q->Int(0)) + " has " + std::to_string(q->Int(2)) +
                           " refund(s) of transaction " + std::to_string(q->Int(1)) + " returning " +
                           std::to_string(q->Int(3)) + " point(s) at stores " + std::to_string(q->Int(4)) + "-" +
-                          std::to_string(q->Int(5)) + "; it is a " + std::string(q->Text(6)) + " of " +
-                          std::to_string(q->Int(9)) + " point(s) on card " + std::to_string(q->Int(7)) + " at store " +
-                          std::to_string(q->Int(8)) + (q->Int(10) != 0 ? "" : ", made after its first refund"));
+                          std::to_string(q->Int(5)) + "; it is " + what);
   }
 }
 

@@ -46,8 +46,9 @@
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over
-// H_TRANSACTION by (CARD_ID, PAYMENT_TIME) -- its index -- so linear; then
-// per applied grant, its period's charges and its window's grant rows.
+// H_TRANSACTION by (CARD_ID, PAYMENT_TIME) -- its index -- so linear; a few
+// scans of H_TRANSACTION (KIND, row fields, refunds); then per applied
+// grant, its period's charges and its window's grant rows.
 //
 // A scope of card ids [card_first, card_last] checks only those cards (ids need
 // not be dense), in one read transaction all the same, and recomputes only

@@ -200,12 +200,13 @@ Status KeyMismatch(const std::string& key, std::string_view scope) {
 constexpr int kWriteTries = 3;  // the reference's policy, as payments
 
 Result<pg::Rows> RunSerializableRetried(pg::Connection& c, int64_t lock_card, const pg::NamedSql& call,
-                                        const std::vector<pg::Param>& params) {
+                                        const std::vector<pg::Param>& params, bool retry_unique_race) {
   Result<pg::Rows> rows = Status::Internal("unset");
   for (int attempt = 0; attempt < kWriteTries; ++attempt) {
     if (attempt > 0) RetryBackoff(attempt);
     rows = RunSerializable(c, lock_card, call, params);
-    if (rows.ok() || !pg::IsRetryable(rows.status())) break;
+    const bool unique_race = retry_unique_race && !rows.ok() && rows.status().sqlstate() == "23505";
+    if (rows.ok() || !(pg::IsRetryable(rows.status()) || unique_race)) break;
     pg::CountRetry(rows.status());
   }
   return rows;

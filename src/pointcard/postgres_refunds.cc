@@ -59,6 +59,12 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
                             NULL::text, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
+      -- What the row is before whose it is: a grant's row is no store's.
+      IF orig.KIND <> 'payment' THEN
+        RETURN QUERY SELECT 11::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+                            orig.KIND, NULL::text, NULL::text, NULL::text;
+        RETURN;
+      END IF;
       IF key_store IS NOT NULL AND key_store <> orig.STORE_ID THEN
         RETURN QUERY SELECT 9::smallint, NULL::bigint, key_store::bigint, orig.STORE_ID::bigint, NULL::bigint,
                             NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text;
@@ -78,11 +84,6 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
         END IF;
         RETURN QUERY SELECT 4::smallint, hotrow_us(h.PAYMENT_TIME), h.STORE_ID::bigint, h.AMOUNT, h.BALANCE,
                             h.TRANSACTION_ID, h.KIND, h.ACTOR, h.REFERENCE, h.REASON;
-        RETURN;
-      END IF;
-      IF orig.KIND <> 'payment' THEN
-        RETURN QUERY SELECT 11::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
-                            orig.KIND, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
       SELECT -orig.AMOUNT - COALESCE(SUM(x.AMOUNT), 0) INTO remaining FROM H_TRANSACTION x
@@ -191,7 +192,8 @@ void PostgresPointCardStore::Refund(RefundRequest refund, std::string fingerprin
         {std::to_string(r.card_id), std::to_string(r.transaction_id),
          r.amount ? pg::Param(std::to_string(*r.amount)) : pg::Param(), r.idempotency_key, fp, r.actor,
          optional(r.reference), optional(r.reason), r.key ? pg::Param(r.key->key_id) : pg::Param(),
-         r.key ? pg::Param(r.key->secret_sha256) : pg::Param()});
+         r.key ? pg::Param(r.key->secret_sha256) : pg::Param()},
+        /*retry_unique_race=*/true);
     if (!rows.ok()) return done(rows.status());
     done(ReadRefund(*rows, r));
   });

@@ -508,7 +508,7 @@ Status CreateFunctions(pg::Connection& conn) {
         ON COMMIT DELETE ROWS;
       INSERT INTO hotrow_bonus
         SELECT CARD_ID, SUM(AMOUNT) * p_rate / 100 FROM H_TRANSACTION
-        WHERE PAYMENT_TIME >= hotrow_ts(p_from) AND PAYMENT_TIME < hotrow_ts(p_to) AND AMOUNT > 0 AND STORE_ID > 0
+        WHERE PAYMENT_TIME >= hotrow_ts(p_from) AND PAYMENT_TIME < hotrow_ts(p_to) AND KIND = 'charge'
         GROUP BY CARD_ID HAVING SUM(AMOUNT) * p_rate / 100 > 0;
       t1 := clock_timestamp();
       now_t := clock_timestamp() AT TIME ZONE 'UTC';

@@ -67,11 +67,13 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
   if (Status s = read->Run(); !s.ok()) return s;
   auto original = FindOriginal(c, r.card_id, r.transaction_id);
   if (!original.ok()) return original.status();
+  // What the row is before whose it is: a grant's row is no store's (and
+  // its kind never changes, so a replay, always of a payment, is unaffected).
+  if (original->kind != "payment") return NotRefundable(r.transaction_id, original->kind);
   if (key_store && *key_store != original->store_id) return KeyOfAnotherStore(*key_store, original->store_id);
   auto earlier = FindCardKey(c, r.card_id, r.idempotency_key, fp);
   if (!earlier.ok()) return earlier.status();
   if (*earlier) return **earlier;
-  if (original->kind != "payment") return NotRefundable(r.transaction_id, original->kind);
   auto refunded = Refunded(c, r.card_id, r.transaction_id, original->time_us);
   if (!refunded.ok()) return refunded.status();
   const int64_t remaining = -original->amount - *refunded;

@@ -375,7 +375,8 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
                .amount = p.amount,
                .balance = balance + credit};
   } else {
-    auto folded = MaterializeCredit(c, p.card_id, balance);
+    // The grant's row first, at its own time (the credit is read already).
+    auto folded = credit > 0 ? FoldCard(c, p.card_id, balance) : Result<int64_t>(balance);
     if (!folded.ok()) return folded.status();
     out.row = {.card_id = p.card_id,
                .store_id = p.store_id,

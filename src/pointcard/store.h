@@ -90,14 +90,16 @@ class PointCardStore {
 
   // A refund of one of the card's rows, one SERIALIZABLE transaction under
   // the card's lock (so two refunds of one payment are decided one after
-  // the other): check the store key against the refunded row's store, then
-  // the key (a replay answers the row it made; another fingerprint is
-  // idempotency_mismatch), then the row: not_found when the card has no
-  // row with that id, not_refundable for any kind but payment,
+  // the other): the store key (BadStoreKey), the card and the row
+  // (not_found when the card has no row with that id), its kind
+  // (not_refundable for any but payment), the key's store against the
+  // row's (KeyOfAnotherStore), the idempotency key (a replay answers the
+  // row it made; another fingerprint is idempotency_mismatch), then
   // refund_exceeds_original past what is left of it. A closed card takes
   // refunds. Writes +amount as a "refund" row with REFUND_OF, after the
   // card's pending grant credit, as a payment does. A refusal keeps no key:
-  // what is left of a payment only shrinks, so a retry is refused again.
+  // what is left of a payment only shrinks, so a retry is refused again
+  // (a 404's retry would refund the row, should one with that id appear).
   virtual void Refund(RefundRequest refund, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) = 0;
 
   // The point grant: for every card, floor(sum of positive amounts from

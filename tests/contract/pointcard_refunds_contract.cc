@@ -149,7 +149,8 @@ TEST_P(PointCardContract, AStoreKeyRefundsItsStoresPaymentsOnly) {
   auto key3 = Wait<MadeKey>([&](auto done) { service->CreateStoreKey(3, done); });
   auto key4 = Wait<MadeKey>([&](auto done) { service->CreateStoreKey(4, done); });
   ASSERT_TRUE(key3.ok() && key4.ok());
-  ASSERT_TRUE(Pay(*service, 34, 2, 1000).ok());
+  auto charged = Pay(*service, 34, 2, 1000);
+  ASSERT_TRUE(charged.ok());
   auto paid = Pay(*service, 34, 3, -300);
   ASSERT_TRUE(paid.ok());
   auto with_key = [&](const std::string& shown, const std::string& idempotency_key) {
@@ -165,6 +166,12 @@ TEST_P(PointCardContract, AStoreKeyRefundsItsStoresPaymentsOnly) {
   auto wrong = with_key(key3->first.key_id + "." + std::string(pointcard::kKeySecretLength, '0'), "k-1");
   EXPECT_EQ(wrong.status().code(), ErrorCode::kUnauthorized) << wrong.status().ToString();
   EXPECT_EQ(Footprint(*service, 34), before);
+  // A charge is judged by its kind first, not as store 2's (nor a grant's
+  // row as store 0's).
+  RefundRequest of_charge{.card_id = 34, .transaction_id = charged->row.transaction_id, .idempotency_key = "k-2"};
+  of_charge.key = PointCardService::ParseStoreKey(key3->second);
+  of_charge.actor = pointcard::KeyActor(key3->first.key_id);
+  EXPECT_EQ(Refund(*service, std::move(of_charge)).status().code(), ErrorCode::kNotRefundable);
   auto ok = with_key(key3->second, "k-1");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->row.actor, pointcard::KeyActor(key3->first.key_id));

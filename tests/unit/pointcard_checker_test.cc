@@ -188,6 +188,8 @@ TEST_F(Checker, FindsARefundOfTooMuchOfAnotherCardOrStoreOrOfACharge) {
   ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = 1" + refund, "refund");  // another card's row
   ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET REFUND_OF = " + payment + refund).ok());
   EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = 999999999" + refund, "refund");  // no such row
+  ASSERT_TRUE(conn_->Exec("UPDATE H_TRANSACTION SET REFUND_OF = " + payment + refund).ok());
   append(40, 3, 41, "refund", payment);  // 101 of 100
   ExpectFound("SELECT 1", "refund");
   ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = NULL" + refund, "row fields");
