@@ -332,6 +332,39 @@ def check_payments(history, truth, baseline, cards):
     return v
 
 
+def check_refunds(history, truth, baseline, cards):
+    """Each refund the rig sends (keyed, of its own acknowledged payment,
+    once) is present once when answered 201, absent when it only failed, at
+    most once when its outcome is unknown; its 201s name one row; and no
+    refund row is left unexplained."""
+    v = []
+    added = truth.refunds(cards) - baseline
+    groups = collections.defaultdict(list)
+    for o in history.of("refund"):
+        groups[o.args["logical"]].append(o)
+    explained = collections.Counter()
+    for logical, attempts in groups.items():
+        a0 = attempts[0].args
+        row = (a0["card"], a0["of"], a0["amount"])
+        n = added.get(row, 0)
+        explained[row] += n
+        outcomes = {o.outcome for o in attempts}
+        desc = f"refund {logical} (card {a0['card']}, of {a0['of']}, amount {a0['amount']})"
+        if n > 1:
+            v.append(f"{desc}: applied {n} times")
+        if "ok" in outcomes and n != 1:
+            v.append(f"{desc}: answered 201 but present {n} times")
+        if outcomes == {"fail"} and n:
+            v.append(f"{desc}: answered as failed ({attempts[-1].status} {attempts[-1].error}) but present")
+        ids = {o.value["transactionId"] for o in attempts if o.outcome == "ok"}
+        if len(ids) > 1:
+            v.append(f"{desc}: its 201s name different rows ({sorted(ids)})")
+    stray = added - explained
+    if stray:
+        v.append(f"refunds: {sum(stray.values())} refund row(s) no request explains, e.g. {list(stray)[:3]}")
+    return v
+
+
 def check_grants(history, truth, grants_before):
     """Every grant the rig sends carries an Idempotency-Key, so each is
     checked by its key: one with a 201 is recorded once, one that only

@@ -258,6 +258,7 @@ class Rig:
     def baseline(self):
         self.initial = self.truth.plans(HOT_PLANS + EDIT_PLANS)
         self.payments_before = self.truth.payments(CARDS)
+        self.refunds_before = self.truth.refunds(CARDS)
         self.grants_before = self.truth.grants()
 
     def sabotage(self):
@@ -295,6 +296,7 @@ class Rig:
         v += self.run_check("signed scores", checks.check_signed_scores, h, t)
         v += self.run_check("season scores", checks.check_season_scores, h, t)
         v += self.run_check("payments", checks.check_payments, h, t, self.payments_before, CARDS)
+        v += self.run_check("refunds", checks.check_refunds, h, t, self.refunds_before, CARDS)
         v += self.run_check("grants", checks.check_grants, h, t, self.grants_before)
         v += self.run_check("pointcard", self.pointcard_invariants)
         return v

@@ -30,8 +30,9 @@ def history(*ops):
 
 class FakeTruth:
     def __init__(self, plans=None, board=(), payments=None, grants=(), grant_rows=(0, 0), titles=(), names=None,
-                 seasons=None):
+                 seasons=None, refunds=None):
         self._names, self._seasons = names or {}, seasons or {}
+        self._refunds = refunds or collections.Counter()
         self._plans, self._board, self._payments = plans or {}, list(board), payments or collections.Counter()
         self._grants, self._grant_rows, self._titles = list(grants), grant_rows, list(titles)
 
@@ -52,6 +53,9 @@ class FakeTruth:
 
     def payments(self, cards):
         return self._payments
+
+    def refunds(self, cards):
+        return self._refunds
 
     def grants(self):
         return self._grants
@@ -120,6 +124,32 @@ class Payments(unittest.TestCase):
         h = history(self.pay("ok", 1), self.pay("info", 2), self.pay("fail", 3))
         rows = collections.Counter({(1, 1, -1): 1, (1, 1, -50): 3})
         self.assertEqual(checks.check_payments(h, FakeTruth(payments=rows), collections.Counter({(1, 1, -50): 3}), [1]),
+                         [])
+
+
+class Refunds(unittest.TestCase):
+    def refund(self, outcome, logical, attempt=0, value=None):
+        return op("refund", outcome, 0, 1, card=1, of=100 + logical, amount=logical, key=f"r-{logical}",
+                  logical=logical, attempt=attempt, value=value)
+
+    def test_double_effects_missing_oks_present_fails_and_strays_are_found(self):
+        h = history(self.refund("ok", 1, value={"transactionId": 7}), self.refund("ok", 2, value={"transactionId": 8}),
+                    self.refund("fail", 3), self.refund("info", 4), self.refund("info", 4, 1),
+                    self.refund("info", 5), self.refund("ok", 5, 1, value={"transactionId": 9}),
+                    self.refund("ok", 5, 2, value={"transactionId": 10}))
+        rows = collections.Counter({(1, 101, 1): 2, (1, 103, 3): 1, (1, 104, 4): 1, (1, 105, 5): 1, (1, 199, 9): 1})
+        v = " | ".join(checks.check_refunds(h, FakeTruth(refunds=rows), collections.Counter(), [1]))
+        self.assertIn("refund 1 (card 1, of 101, amount 1): applied 2 times", v)
+        self.assertIn("refund 2", v)  # answered 201, absent
+        self.assertIn("refund 3", v)  # failed, present
+        self.assertNotIn("refund 4", v)  # info: once is allowed
+        self.assertIn("refund 5 (card 1, of 105, amount 5): its 201s name different rows", v)
+        self.assertIn("no request explains", v)
+
+    def test_a_clean_history_passes(self):
+        h = history(self.refund("ok", 1, value={"transactionId": 7}), self.refund("info", 2), self.refund("fail", 3))
+        rows = collections.Counter({(1, 101, 1): 1, (1, 150, 50): 1})
+        self.assertEqual(checks.check_refunds(h, FakeTruth(refunds=rows), collections.Counter({(1, 150, 50): 1}), [1]),
                          [])
 
 

@@ -34,8 +34,13 @@ class PgTruth:
 
     def payments(self, cards):
         rows = self.pg.rows("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
-                            f"WHERE STORE_ID > 0 AND CARD_ID IN ({','.join(map(str, cards))})")
+                            f"WHERE STORE_ID > 0 AND KIND <> 'refund' AND CARD_ID IN ({','.join(map(str, cards))})")
         return collections.Counter((int(c), int(s), int(a)) for c, s, a in rows)
+
+    def refunds(self, cards):
+        rows = self.pg.rows("SELECT CARD_ID, REFUND_OF, AMOUNT FROM H_TRANSACTION "
+                            f"WHERE KIND = 'refund' AND CARD_ID IN ({','.join(map(str, cards))})")
+        return collections.Counter((int(c), int(r), int(a)) for c, r, a in rows)
 
     def grants(self):
         # A 'staging' grant never answered (its lease runs out, and it goes).
@@ -110,7 +115,13 @@ class SqliteTruth:
 
     def payments(self, cards):
         rows = self._query("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
-                           f"WHERE STORE_ID > 0 AND CARD_ID IN ({','.join(map(str, cards))})", self.cards_path)
+                           f"WHERE STORE_ID > 0 AND KIND <> 'refund' AND CARD_ID IN ({','.join(map(str, cards))})",
+                           self.cards_path)
+        return collections.Counter(rows)
+
+    def refunds(self, cards):
+        rows = self._query("SELECT CARD_ID, REFUND_OF, AMOUNT FROM H_TRANSACTION "
+                           f"WHERE KIND = 'refund' AND CARD_ID IN ({','.join(map(str, cards))})", self.cards_path)
         return collections.Counter(rows)
 
     def grants(self):

@@ -3,13 +3,14 @@ deletes, scores (the same players, distinct players with tied scores, a
 `best` board, keyed increments on a board of their own, posts that set a
 displayName on another, signed increments on an `hmac` board, keyed
 increments on a board of 20-second seasons), payments with and without
-Idempotency-Key, and grants.
+Idempotency-Key, refunds of acknowledged payments, and grants.
 
 Each worker draws its operations from its own random.Random(seed, worker),
 so a seed reproduces the workload (not the interleaving). Values are chosen
 so that the checks can tell every write apart in the stores afterwards:
 titles carry the operation's id, a replace score is 100000 + id, a payment's
-amount is +-id on its card.
+amount is +-id on its card, a refund names its payment (each is refunded
+once, for half of what it took).
 """
 
 import datetime
@@ -49,7 +50,7 @@ STORES = [1, 2, 3]
 WEIGHTS = [
     ("like", 30), ("edit", 6), ("create", 3), ("delete", 2), ("score_hot", 10), ("score_best", 4),
     ("score_tie", 5), ("score_keyed", 5), ("score_named", 3), ("score_signed", 3), ("score_season", 3), ("pay", 14),
-    ("pay_keyed", 10), ("read", 16),
+    ("pay_keyed", 10), ("refund", 4), ("read", 16),
 ]
 
 
@@ -81,6 +82,8 @@ class Workload:
         self.threads = []
         self.created = []  # ids of plans created ok, for deletes
         self.created_lock = threading.Lock()
+        self.paid = []  # (card, transactionId, points) of payments answered 201, each refunded once
+        self.paid_lock = threading.Lock()
         self.start_epoch = time.time()
         self.signed_secret = None
 
@@ -210,10 +213,28 @@ class Workload:
         key = f"rig-{logical}" if keyed else None
         # A keyed payment whose outcome is unknown is retried with the same
         # key and body, as docs/api.md tells a client to; an unkeyed one is not.
-        self._retried(client, "pay", target, {"card": card, "store": store, "amount": amount, "key": key,
-                                              "logical": logical},
-                      f"/api/v1/cards/{card}/transactions", {"storeId": store, "amount": amount},
-                      {"Idempotency-Key": key} if key else None, attempts=3 if keyed else 1)
+        op = self._retried(client, "pay", target, {"card": card, "store": store, "amount": amount, "key": key,
+                                                   "logical": logical},
+                           f"/api/v1/cards/{card}/transactions", {"storeId": store, "amount": amount},
+                           {"Idempotency-Key": key} if key else None, attempts=3 if keyed else 1)
+        if amount < 0 and op.outcome == "ok" and not op.value.get("refundOf"):
+            with self.paid_lock:
+                self.paid.append((card, op.value["transactionId"], -amount))
+
+    def _do_refund(self, rng, client, target):
+        # Half of an acknowledged payment, with a key (refunds require one),
+        # retried with it while the outcome is unknown.
+        with self.paid_lock:
+            if not self.paid:
+                return
+            card, paid, points = self.paid.pop(rng.randrange(len(self.paid)))
+        logical = next_payment()
+        amount = max(1, points // 2)
+        key = f"refund-{logical}"
+        self._retried(client, "refund", target, {"card": card, "of": paid, "amount": amount, "key": key,
+                                                 "logical": logical},
+                      f"/api/v1/cards/{card}/transactions/{paid}/refund", {"amount": amount},
+                      {"Idempotency-Key": key})
 
     def _retried(self, client, kind, target, args, path, body, headers, attempts=3):
         """POSTs one logical request, sent again as it was (same key, or
@@ -223,6 +244,7 @@ class Workload:
             self._run(client, op, "POST", path, body, headers)
             if op.outcome != "info" or self.stop.is_set():
                 break
+        return op
 
     def _do_score_keyed(self, rng, client, target):
         # A unique amount per logical post (the payments' counter), retried
