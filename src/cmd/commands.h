@@ -101,6 +101,7 @@ struct SimulateFlags {
   int rate_percent = 1;
   std::string url;
   std::string admin_token;
+  bool store_keys = false;
   int db_pool = 16;
   int64_t grant_workers = 1;
   int64_t grant_fold_chunk = 0;

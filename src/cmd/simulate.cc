@@ -78,6 +78,10 @@ CLI::App* AddSimulate(CLI::App& app, SimulateFlags& f) {
   p->add_option("--rate-percent", f.rate_percent, "The grants' rate")->check(CLI::Range(1, 100))->capture_default_str();
   p->add_option("--url", f.url, "Drive a running server over HTTP instead (http://host:port)")->envname("HOTROW_URL");
   p->add_option("--admin-token", f.admin_token, "The server's admin token (with --url)")->envname("HOTROW_ADMIN_TOKEN");
+  p->add_flag("--store-keys", f.store_keys,
+              "With --url: pay as each store's till, with a key the simulator makes for the store (POST "
+              "/api/v1/stores/{id}/keys, with --admin-token) on its first payment there: for servers run with "
+              "--require-store-keys");
   p->add_option("--work-dir", f.work_dir, "Where the run databases live")->capture_default_str();
   p->add_option("--out", f.out, "Where to write simulation.json, .svg and .html")->capture_default_str();
   p->add_option("--grant-mode", f.grant_mode,
@@ -125,6 +129,11 @@ int RunSimulate(const SimulateFlags& f) {
   o.grant_rate_percent = f.rate_percent;
   o.url = f.url;
   o.admin_token = f.admin_token;
+  o.store_keys = f.store_keys;
+  if (o.store_keys && (o.url.empty() || o.admin_token.empty())) {
+    log::Error("--store-keys makes keys on a running server: it needs --url and --admin-token");
+    return 2;
+  }
   o.work_dir = f.work_dir;
   o.db_pool = f.db_pool;
   o.grant_workers = f.grant_workers;

@@ -20,7 +20,6 @@ using http::Response;
 
 namespace {
 
-using routing::Caller;
 using routing::Error;
 using routing::Gate;
 using routing::IdempotencyKey;

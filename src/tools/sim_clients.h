@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,10 +167,45 @@ class ReferenceGrantClient final : public InProcessClient {
   int64_t grants_ = 0;
 };
 
+// One store key per store, made on the store's first payment with the
+// admin token and shared by every worker (--store-keys): the tills of a
+// server run with --require-store-keys.
+class StoreKeyRing {
+ public:
+  explicit StoreKeyRing(std::string admin_token) : admin_token_(std::move(admin_token)) {}
+  // "Bearer <key>" for the store's payments, made through `client` the
+  // first time (one at a time: a store gets one key).
+  Result<std::string> Bearer(int64_t store, http::HttpClient& client) {
+    std::lock_guard lock(mutex_);
+    if (auto it = bearers_.find(store); it != bearers_.end()) return it->second;
+    http::ClientResponse made;
+    try {
+      made = client.Request("POST", "/api/v1/stores/" + std::to_string(store) + "/keys", "{}",
+                            {{"Authorization", "Bearer " + admin_token_}, {"Content-Type", "application/json"}});
+    } catch (const std::exception& e) {
+      return Status::Unavailable(e.what());
+    }
+    if (made.status != 201)
+      return Status::Unavailable("making a key of store " + std::to_string(store) + " answered " +
+                                 std::to_string(made.status) + ": " + made.body);
+    auto obj = http::JsonObject::Parse(made.body);
+    if (!obj.ok()) return obj.status();
+    auto key = obj->String("key");
+    if (!key.ok()) return key.status();
+    return bearers_[store] = "Bearer " + *key;
+  }
+
+ private:
+  const std::string admin_token_;
+  std::mutex mutex_;
+  std::map<int64_t, std::string> bearers_;
+};
+
 class HttpSimClient final : public SimClient {
  public:
-  HttpSimClient(const std::string& host, uint16_t port, std::string admin_token)
-      : client_(host, port, std::chrono::seconds(60)), admin_token_(std::move(admin_token)) {}
+  // `keys`: pay with the store's key (nullptr: anonymously).
+  HttpSimClient(const std::string& host, uint16_t port, std::string admin_token, StoreKeyRing* keys = nullptr)
+      : client_(host, port, std::chrono::seconds(60)), admin_token_(std::move(admin_token)), keys_(keys) {}
 
   Result<Card> GetCard(int64_t id) override {
     auto r = Call("GET", "/api/v1/cards/" + std::to_string(id), {});
@@ -188,7 +225,13 @@ class HttpSimClient final : public SimClient {
   }
   Result<PaymentOutcome> Pay(int64_t card, int64_t store, int64_t amount, const std::string& key) override {
     std::string body = "{\"storeId\":" + std::to_string(store) + ",\"amount\":" + std::to_string(amount) + "}";
-    auto r = Call("POST", "/api/v1/cards/" + std::to_string(card) + "/transactions", body, {{"Idempotency-Key", key}});
+    http::Headers headers = {{"Idempotency-Key", key}};
+    if (keys_) {
+      auto bearer = keys_->Bearer(store, client_);
+      if (!bearer.ok()) return bearer.status();
+      headers.emplace_back("Authorization", std::move(bearer).value());
+    }
+    auto r = Call("POST", "/api/v1/cards/" + std::to_string(card) + "/transactions", body, headers);
     if (!r.ok()) return r.status();
     PaymentOutcome out;
     if (r->status == 409 && r->body.find("insufficient_balance") != std::string::npos) {
@@ -241,6 +284,7 @@ class HttpSimClient final : public SimClient {
   }
   http::HttpClient client_;
   std::string admin_token_;
+  StoreKeyRing* keys_ = nullptr;
 };
 
 }  // namespace hotrow::tools::sim

@@ -65,6 +65,7 @@ using sim::HttpSimClient;
 using sim::InProcessClient;
 using sim::ReferenceGrantClient;
 using sim::SimClient;
+using sim::StoreKeyRing;
 
 // A point use, timed.
 struct Sample {
@@ -399,11 +400,13 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
                     ": the runs share the server's data, one after the other (it is not reset between "
                     "parallelisms); grants cover everything before the simulation started";
     std::pair<int64_t, int64_t> period{0, NowUs() - 1000000};
+    StoreKeyRing keys(o.admin_token);  // shared by the workers of every run
     for (int p : o.parallel) {
       RunResult r;
       r.parallel = p;
       Drive(
-          o, p, o.data.cards, period, [&] { return std::make_unique<HttpSimClient>(host, port, o.admin_token); }, r,
+          o, p, o.data.cards, period,
+          [&] { return std::make_unique<HttpSimClient>(host, port, o.admin_token, o.store_keys ? &keys : nullptr); }, r,
           progress_line);
       out.runs.push_back(r);
     }

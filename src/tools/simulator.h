@@ -47,6 +47,7 @@ struct SimulationOptions {
   int tries = 3;
   std::string url;          // drive a running server instead
   std::string admin_token;  // for grants over HTTP
+  bool store_keys = false;  // over HTTP: pay with a key per store, made with the admin token
   bool progress = true;
   // PostgreSQL only: how grants run. kHotrow: the store's (postgres_store.h).
   // kPlain: the reference's own grant (its section 5.4), one SERIALIZABLE

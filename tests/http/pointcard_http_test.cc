@@ -270,5 +270,35 @@ TEST(PointCardHttp, SimulationOverHttp) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// A server run with --require-store-keys can be simulated: --store-keys
+// pays as each store's till, with a key made on the store's first payment.
+// Without it, the run's payments fail (401).
+TEST(PointCardHttp, SimulationOverHttpPaysWithStoreKeys) {
+  TestServer server(TestServerOptions{0, true, {"--require-store-keys"}, {}});
+  ASSERT_TRUE(server.ok());
+  TempDir dir;
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  auto r =
+      RunHotrow({"simulate", "pointcard", "--url", url, "--admin-token", kTestAdminToken, "--store-keys", "--cards",
+                 "200", "--parallel", "4", "--duration", "2s", "--grant-interval", "500ms", "--out", dir.File("out")},
+                std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  int keyed = 0;
+  for (int store = 1; store <= 20; ++store) {
+    auto keys = c.Get("/api/v1/stores/" + std::to_string(store) + "/keys", admin);
+    ASSERT_EQ(keys.status, 200) << keys.body;
+    if (keys.body.find(R"("lastUsedAt":")") != std::string::npos) ++keyed;
+  }
+  EXPECT_GT(keyed, 0) << "the simulator's tills paid with their keys";
+  auto without = RunHotrow({"simulate", "pointcard", "--url", url, "--store-keys", "--out", dir.File("out2")},
+                           std::chrono::seconds(30));
+  EXPECT_EQ(without.exit_code, 2) << "--store-keys needs --admin-token: " << without.output;
+  EXPECT_EQ(server.Stop(), 0);
+  auto check = RunHotrow({"check", "pointcard", "--db", server.db_url()});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
 }  // namespace
 }  // namespace hotrow::testing

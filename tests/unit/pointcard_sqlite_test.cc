@@ -66,7 +66,6 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, PointCardContract,
                                                             }}),
                          [](const auto& info) { return info.param.name; });
 
-// The checker must find each kind of corruption one can introduce by hand.
 }  // namespace
 }  // namespace hotrow::testing
 
