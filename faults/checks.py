@@ -356,7 +356,8 @@ def check_refunds(history, truth, baseline, cards):
             v.append(f"{desc}: answered 201 but present {n} times")
         if outcomes == {"fail"} and n:
             v.append(f"{desc}: answered as failed ({attempts[-1].status} {attempts[-1].error}) but present")
-        ids = {o.value["transactionId"] for o in attempts if o.outcome == "ok"}
+        ids = {o.value.get("transactionId") if isinstance(o.value, dict) else None
+               for o in attempts if o.outcome == "ok"}
         if len(ids) > 1:
             v.append(f"{desc}: its 201s name different rows ({sorted(ids)})")
     stray = added - explained

@@ -34,7 +34,7 @@ class PgTruth:
 
     def payments(self, cards):
         rows = self.pg.rows("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
-                            f"WHERE STORE_ID > 0 AND KIND <> 'refund' AND CARD_ID IN ({','.join(map(str, cards))})")
+                            f"WHERE STORE_ID > 0 AND REFUND_OF IS NULL AND CARD_ID IN ({','.join(map(str, cards))})")
         return collections.Counter((int(c), int(s), int(a)) for c, s, a in rows)
 
     def refunds(self, cards):
@@ -115,7 +115,7 @@ class SqliteTruth:
 
     def payments(self, cards):
         rows = self._query("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
-                           f"WHERE STORE_ID > 0 AND KIND <> 'refund' AND CARD_ID IN ({','.join(map(str, cards))})",
+                           f"WHERE STORE_ID > 0 AND REFUND_OF IS NULL AND CARD_ID IN ({','.join(map(str, cards))})",
                            self.cards_path)
         return collections.Counter(rows)
 

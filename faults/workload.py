@@ -217,7 +217,7 @@ class Workload:
                                                    "logical": logical},
                            f"/api/v1/cards/{card}/transactions", {"storeId": store, "amount": amount},
                            {"Idempotency-Key": key} if key else None, attempts=3 if keyed else 1)
-        if amount < 0 and op.outcome == "ok" and not op.value.get("refundOf"):
+        if amount < 0 and op.outcome == "ok" and isinstance(op.value, dict) and "transactionId" in op.value:
             with self.paid_lock:
                 self.paid.append((card, op.value["transactionId"], -amount))
 

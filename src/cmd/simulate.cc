@@ -79,8 +79,8 @@ CLI::App* AddSimulate(CLI::App& app, SimulateFlags& f) {
   p->add_option("--url", f.url, "Drive a running server over HTTP instead (http://host:port)")->envname("HOTROW_URL");
   p->add_option("--admin-token", f.admin_token, "The server's admin token (with --url)")->envname("HOTROW_ADMIN_TOKEN");
   p->add_flag("--store-keys", f.store_keys,
-              "With --url: pay as each store's till, with a key the simulator makes for the store (POST "
-              "/api/v1/stores/{id}/keys, with --admin-token) on its first payment there: for servers run with "
+              "With --url: pay as each store's till, with a key per store made before the runs (POST "
+              "/api/v1/stores/{id}/keys, with --admin-token) and revoked after them: for servers run with "
               "--require-store-keys");
   p->add_option("--work-dir", f.work_dir, "Where the run databases live")->capture_default_str();
   p->add_option("--out", f.out, "Where to write simulation.json, .svg and .html")->capture_default_str();

@@ -84,8 +84,12 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
         "credit of grant " + std::to_string(credits->Int(1)) + " to card " + std::to_string(credits->Int(0));
     std::string state(credits->Text(3));
     if (credits->Int(4) == 0) problem("orphan credit", what + ", which does not exist");
-    if (state != "staging" && state != "applied")
-      problem("stale credit", what + (state.empty() ? ": no such grant" : ": the grant is " + state));
+    if (state != "staging" && state != "applied") {
+      std::string stale = what;
+      stale += state.empty() ? ": no such grant" : ": the grant is ";
+      stale += state;
+      problem("stale credit", stale);
+    }
     if (credits->Int(2) <= 0) problem("credit", what + " is " + std::to_string(credits->Int(2)) + " points");
     if (state == "applied") report.pending_points += credits->Int(2);
   }

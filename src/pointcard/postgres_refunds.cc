@@ -59,8 +59,9 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
                             NULL::text, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
-      -- What the row is before whose it is: a grant's row is no store's.
-      IF orig.KIND <> 'payment' THEN
+      -- A grant's row is no store's: not refundable, for any key. Another
+      -- store's row is that store's business (9) before its kind (11).
+      IF orig.STORE_ID = 0 THEN
         RETURN QUERY SELECT 11::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
                             orig.KIND, NULL::text, NULL::text, NULL::text;
         RETURN;
@@ -68,6 +69,11 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
       IF key_store IS NOT NULL AND key_store <> orig.STORE_ID THEN
         RETURN QUERY SELECT 9::smallint, NULL::bigint, key_store::bigint, orig.STORE_ID::bigint, NULL::bigint,
                             NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text;
+        RETURN;
+      END IF;
+      IF orig.KIND <> 'payment' THEN
+        RETURN QUERY SELECT 11::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+                            orig.KIND, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
       SELECT * INTO k FROM P_IDEMPOTENCY i WHERE i.CARD_ID = p_card AND i.KEY = p_key;

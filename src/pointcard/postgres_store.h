@@ -77,6 +77,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "base/periodic_task.h"
 #include "db/postgres.h"
@@ -145,7 +146,8 @@ class PostgresPointCardStore final : public PointCardStore {
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:
-  PostgresPointCardStore(db::pg::Pool& pool, PostgresPointCardOptions options) : pool_(pool), options_(options) {}
+  PostgresPointCardStore(db::pg::Pool& pool, PostgresPointCardOptions options)
+      : pool_(pool), options_(std::move(options)) {}
   void Purge();
   // postgres_grant.cc: steps 1-4 on the grant's thread, and the folder.
   Result<GrantOutcome> RunGrant(const GrantRequest& request, const std::string& fingerprint);

@@ -67,10 +67,13 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
   if (Status s = read->Run(); !s.ok()) return s;
   auto original = FindOriginal(c, r.card_id, r.transaction_id);
   if (!original.ok()) return original.status();
-  // What the row is before whose it is: a grant's row is no store's (and
-  // its kind never changes, so a replay, always of a payment, is unaffected).
-  if (original->kind != "payment") return NotRefundable(r.transaction_id, original->kind);
+  // A grant's row is no store's: not refundable, for any key. Another
+  // store's row is that store's business (403) before its kind (a till
+  // learns no more about it than it could read). A kind never changes, so
+  // a replay, always of a payment, is unaffected by either check.
+  if (original->store_id == 0) return NotRefundable(r.transaction_id, original->kind);
   if (key_store && *key_store != original->store_id) return KeyOfAnotherStore(*key_store, original->store_id);
+  if (original->kind != "payment") return NotRefundable(r.transaction_id, original->kind);
   auto earlier = FindCardKey(c, r.card_id, r.idempotency_key, fp);
   if (!earlier.ok()) return earlier.status();
   if (*earlier) return **earlier;

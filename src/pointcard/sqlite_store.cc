@@ -424,7 +424,7 @@ void SqlitePointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<
     g.folded_at_us = q->Int(9);
     g.fold_ms = q->Double(10);
   }
-  done(std::move(g));
+  done(g);
 }
 
 void SqlitePointCardStore::Purge() {

@@ -91,9 +91,10 @@ class PointCardStore {
   // A refund of one of the card's rows, one SERIALIZABLE transaction under
   // the card's lock (so two refunds of one payment are decided one after
   // the other): the store key (BadStoreKey), the card and the row
-  // (not_found when the card has no row with that id), its kind
-  // (not_refundable for any but payment), the key's store against the
-  // row's (KeyOfAnotherStore), the idempotency key (a replay answers the
+  // (not_found when the card has no row with that id), a grant's row
+  // (not_refundable), the key's store against the row's
+  // (KeyOfAnotherStore), its kind (not_refundable for any but payment),
+  // the idempotency key (a replay answers the
   // row it made; another fingerprint is idempotency_mismatch), then
   // refund_exceeds_original past what is left of it. A closed card takes
   // refunds. Writes +amount as a "refund" row with REFUND_OF, after the

@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,44 +167,78 @@ class ReferenceGrantClient final : public InProcessClient {
   int64_t grants_ = 0;
 };
 
-// One store key per store, made on the store's first payment with the
-// admin token and shared by every worker (--store-keys): the tills of a
-// server run with --require-store-keys.
+// One store key per store (--store-keys): the tills of a server run with
+// --require-store-keys. Made before the runs (a key made inside a timed
+// payment would be measured as the payment), read-only while they run, and
+// revoked after them, so repeated simulations do not pile up keys (a store
+// has at most 100).
 class StoreKeyRing {
  public:
   explicit StoreKeyRing(std::string admin_token) : admin_token_(std::move(admin_token)) {}
-  // "Bearer <key>" for the store's payments, made through `client` the
-  // first time (one at a time: a store gets one key).
-  Result<std::string> Bearer(int64_t store, http::HttpClient& client) {
-    std::lock_guard lock(mutex_);
-    if (auto it = bearers_.find(store); it != bearers_.end()) return it->second;
-    http::ClientResponse made;
-    try {
-      made = client.Request("POST", "/api/v1/stores/" + std::to_string(store) + "/keys", "{}",
-                            {{"Authorization", "Bearer " + admin_token_}, {"Content-Type", "application/json"}});
-    } catch (const std::exception& e) {
-      return Status::Unavailable(e.what());
+
+  // A key for every store of every region (47), through `client`; the
+  // first refusal ends it (a wrong admin token, a store with 100 keys).
+  Status MakeAll(http::HttpClient& client, const std::function<void(const std::string&)>& progress) {
+    std::vector<int64_t> stores;
+    for (int region = 1; region <= 47; ++region) {
+      auto r = Call(client, "GET", "/api/v1/regions/" + std::to_string(region) + "/stores", "");
+      if (!r.ok()) return r.status();
+      if (r->status != 200) return Status::Unavailable("GET stores answered " + std::to_string(r->status));
+      auto ids = http::ExtractIntegers(r->body, "stores", "storeId");
+      if (!ids.ok()) return ids.status();
+      stores.insert(stores.end(), ids->begin(), ids->end());
     }
-    if (made.status != 201)
-      return Status::Unavailable("making a key of store " + std::to_string(store) + " answered " +
-                                 std::to_string(made.status) + ": " + made.body);
-    auto obj = http::JsonObject::Parse(made.body);
-    if (!obj.ok()) return obj.status();
-    auto key = obj->String("key");
-    if (!key.ok()) return key.status();
-    return bearers_[store] = "Bearer " + *key;
+    for (size_t i = 0; i < stores.size(); ++i) {
+      auto r = Call(client, "POST", "/api/v1/stores/" + std::to_string(stores[i]) + "/keys", "{}");
+      if (!r.ok()) return r.status();
+      if (r->status != 201)
+        return Status::Unavailable("making a key of store " + std::to_string(stores[i]) + " answered " +
+                                   std::to_string(r->status) + ": " + r->body);
+      auto obj = http::JsonObject::Parse(r->body);
+      if (!obj.ok()) return obj.status();
+      auto key = obj->String("key");
+      auto key_id = obj->String("keyId");
+      if (!key.ok() || !key_id.ok()) return Status::Internal("a made key without key or keyId: " + r->body);
+      bearers_[stores[i]] = "Bearer " + *key;
+      key_ids_.emplace_back(stores[i], *key_id);
+      if (i % 500 == 499) progress("store keys: " + std::to_string(i + 1) + "/" + std::to_string(stores.size()));
+    }
+    return Status::Ok();
+  }
+  // Revokes the keys MakeAll made; a failure is logged (the keys stay).
+  void RevokeAll(http::HttpClient& client) {
+    for (const auto& [store, key_id] : key_ids_) {
+      auto r = Call(client, "DELETE", "/api/v1/stores/" + std::to_string(store) + "/keys/" + key_id, "");
+      if (!r.ok() || r->status != 204) {
+        log::Warn("store keys: revoking the simulator's key {} of store {} failed; revoke it by hand", key_id, store);
+        return;
+      }
+    }
+  }
+  // "Bearer <key>" of the store, or nullptr for a store MakeAll did not see.
+  const std::string* Bearer(int64_t store) const {
+    auto it = bearers_.find(store);
+    return it == bearers_.end() ? nullptr : &it->second;
   }
 
  private:
+  Result<http::ClientResponse> Call(http::HttpClient& client, const char* method, const std::string& target,
+                                    const std::string& body) {
+    try {
+      return client.Request(method, target, body, {{"Authorization", "Bearer " + admin_token_}});
+    } catch (const std::exception& e) {
+      return Status::Unavailable(e.what());
+    }
+  }
   const std::string admin_token_;
-  std::mutex mutex_;
   std::map<int64_t, std::string> bearers_;
+  std::vector<std::pair<int64_t, std::string>> key_ids_;
 };
 
 class HttpSimClient final : public SimClient {
  public:
   // `keys`: pay with the store's key (nullptr: anonymously).
-  HttpSimClient(const std::string& host, uint16_t port, std::string admin_token, StoreKeyRing* keys = nullptr)
+  HttpSimClient(const std::string& host, uint16_t port, std::string admin_token, const StoreKeyRing* keys = nullptr)
       : client_(host, port, std::chrono::seconds(60)), admin_token_(std::move(admin_token)), keys_(keys) {}
 
   Result<Card> GetCard(int64_t id) override {
@@ -227,9 +261,9 @@ class HttpSimClient final : public SimClient {
     std::string body = "{\"storeId\":" + std::to_string(store) + ",\"amount\":" + std::to_string(amount) + "}";
     http::Headers headers = {{"Idempotency-Key", key}};
     if (keys_) {
-      auto bearer = keys_->Bearer(store, client_);
-      if (!bearer.ok()) return bearer.status();
-      headers.emplace_back("Authorization", std::move(bearer).value());
+      const std::string* bearer = keys_->Bearer(store);
+      if (!bearer) return Status::NotFound("no store key of store " + std::to_string(store));
+      headers.emplace_back("Authorization", *bearer);
     }
     auto r = Call("POST", "/api/v1/cards/" + std::to_string(card) + "/transactions", body, headers);
     if (!r.ok()) return r.status();
@@ -284,7 +318,7 @@ class HttpSimClient final : public SimClient {
   }
   http::HttpClient client_;
   std::string admin_token_;
-  StoreKeyRing* keys_ = nullptr;
+  const StoreKeyRing* keys_ = nullptr;
 };
 
 }  // namespace hotrow::tools::sim

@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -401,6 +402,14 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
                     "parallelisms); grants cover everything before the simulation started";
     std::pair<int64_t, int64_t> period{0, NowUs() - 1000000};
     StoreKeyRing keys(o.admin_token);  // shared by the workers of every run
+    std::optional<http::HttpClient> setup;
+    if (o.store_keys) {
+      setup.emplace(host, port, std::chrono::seconds(60));
+      if (Status s = keys.MakeAll(*setup, progress_line); !s.ok()) {
+        keys.RevokeAll(*setup);
+        return s;
+      }
+    }
     for (int p : o.parallel) {
       RunResult r;
       r.parallel = p;
@@ -410,6 +419,7 @@ Result<SimulationResult> Simulate(const SimulationOptions& o,
           progress_line);
       out.runs.push_back(r);
     }
+    if (setup) keys.RevokeAll(*setup);
     return out;
   }
 

@@ -166,12 +166,27 @@ TEST_P(PointCardContract, AStoreKeyRefundsItsStoresPaymentsOnly) {
   auto wrong = with_key(key3->first.key_id + "." + std::string(pointcard::kKeySecretLength, '0'), "k-1");
   EXPECT_EQ(wrong.status().code(), ErrorCode::kUnauthorized) << wrong.status().ToString();
   EXPECT_EQ(Footprint(*service, 34), before);
-  // A charge is judged by its kind first, not as store 2's (nor a grant's
-  // row as store 0's).
-  RefundRequest of_charge{.card_id = 34, .transaction_id = charged->row.transaction_id, .idempotency_key = "k-2"};
-  of_charge.key = PointCardService::ParseStoreKey(key3->second);
-  of_charge.actor = pointcard::KeyActor(key3->first.key_id);
-  EXPECT_EQ(Refund(*service, std::move(of_charge)).status().code(), ErrorCode::kNotRefundable);
+  // Another store's charge is that store's business (403); the key's own
+  // store's charge is not refundable (409), nor is a grant's row, which is
+  // no store's, whatever the key.
+  auto keyed = [&](int64_t transaction, const std::string& idempotency_key) {
+    RefundRequest r{.card_id = 34, .transaction_id = transaction, .idempotency_key = idempotency_key};
+    r.key = PointCardService::ParseStoreKey(key3->second);
+    r.actor = pointcard::KeyActor(key3->first.key_id);
+    return Refund(*service, std::move(r));
+  };
+  EXPECT_EQ(keyed(charged->row.transaction_id, "k-2").status().code(), ErrorCode::kForbidden);
+  auto own_charge = Pay(*service, 34, 3, 50);
+  ASSERT_TRUE(own_charge.ok());
+  EXPECT_EQ(keyed(own_charge->row.transaction_id, "k-2").status().code(), ErrorCode::kNotRefundable);
+  auto grant = Grant(*service, 0, pointcard::NowUs() - 1, 10);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  WaitFolded(*service, grant->grant_id);
+  int64_t grant_row = 0;
+  for (const auto& row : AllRows(*service, 34))
+    if (row.kind == "grant") grant_row = row.transaction_id;
+  ASSERT_NE(grant_row, 0) << "card 34's charges earned a grant row";
+  EXPECT_EQ(keyed(grant_row, "k-2").status().code(), ErrorCode::kNotRefundable);
   auto ok = with_key(key3->second, "k-1");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->row.actor, pointcard::KeyActor(key3->first.key_id));

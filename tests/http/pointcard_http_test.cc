@@ -271,8 +271,8 @@ TEST(PointCardHttp, SimulationOverHttp) {
 }
 
 // A server run with --require-store-keys can be simulated: --store-keys
-// pays as each store's till, with a key made on the store's first payment.
-// Without it, the run's payments fail (401).
+// pays as each store's till, with a key per store made before the runs and
+// revoked after them. Without it, the run's payments fail (401).
 TEST(PointCardHttp, SimulationOverHttpPaysWithStoreKeys) {
   TestServer server(TestServerOptions{0, true, {"--require-store-keys"}, {}});
   ASSERT_TRUE(server.ok());
@@ -290,6 +290,7 @@ TEST(PointCardHttp, SimulationOverHttpPaysWithStoreKeys) {
     auto keys = c.Get("/api/v1/stores/" + std::to_string(store) + "/keys", admin);
     ASSERT_EQ(keys.status, 200) << keys.body;
     if (keys.body.find(R"("lastUsedAt":")") != std::string::npos) ++keyed;
+    EXPECT_EQ(keys.body.find(R"("revokedAt":null)"), std::string::npos) << "revoked after the runs: " << keys.body;
   }
   EXPECT_GT(keyed, 0) << "the simulator's tills paid with their keys";
   auto without = RunHotrow({"simulate", "pointcard", "--url", url, "--store-keys", "--out", dir.File("out2")},
