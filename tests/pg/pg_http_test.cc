@@ -5,6 +5,7 @@
 #include <csignal>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -218,6 +219,50 @@ TEST(PgHttp, AKeyRevokedOnOneInstanceIsRefusedOnTheOtherAtOnce) {
   EXPECT_EQ(b.Stop(), 0);
   EXPECT_NE(a.process().Log().find("--require-store-keys is off"), std::string::npos) << "a warns";
   EXPECT_EQ(b.process().Log().find("--require-store-keys is off"), std::string::npos) << "b does not";
+  auto check = RunHotrow({"check", "pointcard", "--db", url});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+// Refund against refund across two instances: refunds of one payment sent
+// to both at once are decided under the card's advisory lock, whichever
+// instance runs them: together they return exactly what the payment took,
+// and the rest are refused (409), none failing.
+TEST(PgHttp, RefundsOfOnePaymentOnTwoInstancesReturnAtMostWhatItTook) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  std::string url = pg->CreateDatabase();
+  auto seeded =
+      RunHotrow({"seed", "pointcard", "--cards", "20", "--stores", "5", "--history", "40", "--seed", "7", "--db", url});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  TestServer a(TestServerOptions{0, false, {}, {}, url});
+  TestServer b(TestServerOptions{0, false, {}, {}, url});
+  ASSERT_TRUE(a.ok() && b.ok());
+  HttpClient ca(a.port());
+  ASSERT_EQ(ca.Post("/api/v1/cards/6/transactions", R"({"storeId":2,"amount":5000})").status, 201);
+  auto paid = ca.Post("/api/v1/cards/6/transactions", R"({"storeId":2,"amount":-1000})");
+  ASSERT_EQ(paid.status, 201) << paid.body;
+  const std::string path =
+      "/api/v1/cards/6/transactions/" + std::to_string(JsonInt(paid.body, "transactionId")) + "/refund";
+  const int64_t before = JsonInt(ca.Get("/api/v1/cards/6").body, "balance");
+  std::atomic<int> refunded{0}, refused{0}, other{0};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 6; ++t) {
+    senders.emplace_back([&, t] {
+      HttpClient c(t % 2 == 0 ? a.port() : b.port());
+      for (int i = 0; i < 5; ++i) {  // 30 refunds of 100 for 1,000 points
+        auto r = c.Post(path, R"({"amount":100})",
+                        {{"Idempotency-Key", "race-" + std::to_string(t) + "-" + std::to_string(i)}});
+        (r.status == 201 ? refunded : r.status == 409 ? refused : other)++;
+      }
+    });
+  }
+  for (auto& t : senders) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(refunded.load(), 10);
+  EXPECT_EQ(refused.load(), 20);
+  EXPECT_EQ(JsonInt(ca.Get("/api/v1/cards/6").body, "balance"), before + 1000);
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
   auto check = RunHotrow({"check", "pointcard", "--db", url});
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
