@@ -187,11 +187,8 @@ Result<Card> CardById(pg::Connection& c, int64_t card_id) {
   return std::move(*card);
 }
 
-pg::Param Optional(const std::optional<std::string>& v) { return v ? pg::Param(*v) : pg::Param(); }
-
-Status KeyMismatch(const std::string& key, std::string_view scope) {
-  return Status(ErrorCode::kIdempotencyMismatch,
-                "Idempotency-Key '" + key + "' was used for a different request" + std::string(scope),
+Status KeyMismatch(const std::string& key) {
+  return Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key '" + key + "' was used for a different request",
                 "Idempotency-Key");
 }
 
@@ -234,7 +231,7 @@ void PostgresPointCardStore::CreateCard(NewCard card, std::string fingerprint, s
         if (!c.ok()) return done(c.status());
         auto rows = RunSerializableRetried(
             **c, 0, kCreateCard,
-            {std::to_string(card.region_id), Optional(card.external_ref), Optional(card.idempotency_key), fp,
+            {std::to_string(card.region_id), OptionalParam(card.external_ref), OptionalParam(card.idempotency_key), fp,
              card.key ? pg::Param(card.key->key_id) : pg::Param(),
              card.key ? pg::Param(card.key->secret_sha256) : pg::Param()});
         if (!rows.ok()) return done(rows.status());
@@ -243,7 +240,7 @@ void PostgresPointCardStore::CreateCard(NewCard card, std::string fingerprint, s
           case 1:  // a replay answers the card as it is now
             return done(WrittenCard(*rows, rows->Int(0, 0) == 1, "hotrow_card_create_v2"));
           case 2:
-            return done(KeyMismatch(*card.idempotency_key, ""));
+            return done(KeyMismatch(*card.idempotency_key));
           case 3:
             return done(ExternalRefTaken(*card.external_ref));
           case 4:
@@ -260,10 +257,10 @@ void PostgresPointCardStore::CloseCard(CardClose close, std::string fingerprint,
       [close = std::move(close), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
         if (!c.ok()) return done(c.status());
         auto rows = RunSerializableRetried(**c, close.card_id, kCloseCard,
-                                           {std::to_string(close.card_id), Optional(close.idempotency_key), fp});
+                                           {std::to_string(close.card_id), OptionalParam(close.idempotency_key), fp});
         if (!rows.ok()) return done(rows.status());
         const int64_t outcome = rows->Int(0, 0);
-        if (outcome == 2) return done(KeyMismatch(*close.idempotency_key, " on this card"));
+        if (outcome == 2) return done(CardKeyMismatch(*close.idempotency_key));
         if (outcome == 3) return done(NoSuchCard(close.card_id));
         if (outcome != 0 && outcome != 1 && outcome != 4)
           return done(Status::Internal("hotrow_card_close_v1 answered outcome " + std::to_string(outcome)));

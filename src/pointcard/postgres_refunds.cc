@@ -59,14 +59,9 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
                             NULL::text, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
-      -- A grant's row is no store's: not refundable, for any key. Another
-      -- store's row is that store's business (9) before its kind (11).
-      IF orig.STORE_ID = 0 THEN
-        RETURN QUERY SELECT 11::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
-                            orig.KIND, NULL::text, NULL::text, NULL::text;
-        RETURN;
-      END IF;
-      IF key_store IS NOT NULL AND key_store <> orig.STORE_ID THEN
+      -- Another store's row is that store's business (9) before its kind
+      -- (11); a grant's row is no store's, so its kind answers for any key.
+      IF key_store IS NOT NULL AND orig.STORE_ID <> 0 AND key_store <> orig.STORE_ID THEN
         RETURN QUERY SELECT 9::smallint, NULL::bigint, key_store::bigint, orig.STORE_ID::bigint, NULL::bigint,
                             NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text;
         RETURN;
@@ -192,12 +187,11 @@ void PostgresPointCardStore::Refund(RefundRequest refund, std::string fingerprin
                                     StoreCallback<Result<PaymentOutcome>> done) {
   pool_.Submit([r = std::move(refund), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto optional = [](const std::optional<std::string>& v) { return v ? pg::Param(*v) : pg::Param(); };
     auto rows = RunSerializableRetried(
         **c, r.card_id, kRefund,
         {std::to_string(r.card_id), std::to_string(r.transaction_id),
          r.amount ? pg::Param(std::to_string(*r.amount)) : pg::Param(), r.idempotency_key, fp, r.actor,
-         optional(r.reference), optional(r.reason), r.key ? pg::Param(r.key->key_id) : pg::Param(),
+         OptionalParam(r.reference), OptionalParam(r.reason), r.key ? pg::Param(r.key->key_id) : pg::Param(),
          r.key ? pg::Param(r.key->secret_sha256) : pg::Param()},
         /*retry_unique_race=*/true);
     if (!rows.ok()) return done(rows.status());

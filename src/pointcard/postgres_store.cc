@@ -251,8 +251,6 @@ enum class PayResult : int64_t {
   kKeyOfAnotherStore
 };
 
-constexpr int kTries = 3;
-
 }  // namespace
 
 // The reference's policy: up to 3 tries; here with 1-10 ms of jittered
@@ -319,27 +317,12 @@ Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::N
 void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) {
   pool_.Submit([p = std::move(p), fp = std::move(fingerprint), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
-    auto optional = [](const std::optional<std::string>& v) { return v ? pg::Param(*v) : pg::Param(); };
-    std::vector<pg::Param> params = {std::to_string(p.card_id),
-                                     std::to_string(p.store_id),
-                                     std::to_string(p.amount),
-                                     optional(p.idempotency_key),
-                                     fp,
-                                     p.actor,
-                                     optional(p.reference),
-                                     optional(p.reason),
-                                     p.key ? pg::Param(p.key->key_id) : pg::Param(),
-                                     p.key ? pg::Param(p.key->secret_sha256) : pg::Param()};
-    Result<pg::Rows> rows = Status::Internal("unset");
-    for (int attempt = 0; attempt < kTries; ++attempt) {
-      if (attempt > 0) RetryBackoff(attempt);
-      rows = RunSerializable(**c, p.card_id, kPay, params);
-      // Two first uses of one idempotency key race to insert it: the loser
-      // retries and finds the winner's answer.
-      bool unique_race = !rows.ok() && rows.status().sqlstate() == "23505";
-      if (rows.ok() || !(db::pg::IsRetryable(rows.status()) || unique_race)) break;
-      db::pg::CountRetry(rows.status());
-    }
+    auto rows = RunSerializableRetried(
+        **c, p.card_id, kPay,
+        {std::to_string(p.card_id), std::to_string(p.store_id), std::to_string(p.amount),
+         OptionalParam(p.idempotency_key), fp, p.actor, OptionalParam(p.reference), OptionalParam(p.reason),
+         p.key ? pg::Param(p.key->key_id) : pg::Param(), p.key ? pg::Param(p.key->secret_sha256) : pg::Param()},
+        /*retry_unique_race=*/true);
     if (!rows.ok()) return done(rows.status());
     auto outcome = static_cast<PayResult>(rows->Int(0, 0));
     if (outcome == PayResult::kNoCard) return done(NoSuchCard(p.card_id));

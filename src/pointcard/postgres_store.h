@@ -203,13 +203,17 @@ void RetryBackoff(int attempt);
 // S_ACCOUNT locked ROW EXCLUSIVE; its rows.
 Result<db::pg::Rows> RunSerializable(db::pg::Connection& c, int64_t card_id, const db::pg::NamedSql& call,
                                      const std::vector<db::pg::Param>& params);
-// RunSerializable, retried on serialization failures and deadlocks as
-// payments are (up to 3 tries, RetryBackoff between them): issues, closes,
-// stores made and refunds. `retry_unique_race`: a unique violation (two
-// first uses of one idempotency key; the retry finds the winner's answer)
-// is retried too, as a payment's is.
+// RunSerializable, retried on serialization failures and deadlocks (up to
+// 3 tries, the reference's policy, RetryBackoff between them): payments,
+// issues, closes, stores made and refunds. `retry_unique_race`: a unique
+// violation (two first uses of one idempotency key; the retry finds the
+// winner's answer) is retried too.
 Result<db::pg::Rows> RunSerializableRetried(db::pg::Connection& c, int64_t lock_card, const db::pg::NamedSql& call,
                                             const std::vector<db::pg::Param>& params, bool retry_unique_race = false);
+// A text parameter, or NULL.
+inline db::pg::Param OptionalParam(const std::optional<std::string>& v) {
+  return v ? db::pg::Param(*v) : db::pg::Param();
+}
 // postgres_cards.cc: issuing and closing cards, (re)created at every start.
 Status CreatePostgresCardFunctions(db::pg::Connection& conn);
 // postgres_stores.cc: making stores, (re)created at every start.

@@ -30,6 +30,18 @@ inline Result<std::optional<std::string>> OptionalText(const http::JsonObject& b
   return std::optional<std::string>(std::move(text).value());
 }
 
+// A row's optional "reference" and "reason" (a payment's, a refund's).
+inline Status ReadRowTexts(const http::JsonObject& body, std::optional<std::string>* reference,
+                           std::optional<std::string>* reason) {
+  auto r = OptionalText(body, "reference");
+  if (!r.ok()) return r.status();
+  auto why = OptionalText(body, "reason");
+  if (!why.ok()) return why.status();
+  *reference = std::move(r).value();
+  *reason = std::move(why).value();
+  return Status::Ok();
+}
+
 // Who asks for a write: the admin token, a store key (its use checked in
 // the write's transaction), or nobody.
 struct Caller {

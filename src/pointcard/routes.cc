@@ -26,6 +26,7 @@ using routing::IdempotencyKey;
 using routing::NoFields;
 using routing::OptionalText;
 using routing::PathId;
+using routing::ReadRowTexts;
 
 void WriteRow(JsonWriter& w, const HistoryRow& r) {
   char time[kTimeTextMax];
@@ -100,18 +101,10 @@ void Pay(PointCardService& service, const Gate& gate, Request& req, Responder re
   if (!store.ok()) return responder.Send(Error(store.status()));
   auto amount = body->SaturatedInteger("amount");
   if (!amount.ok()) return responder.Send(Error(amount.status()));
-  auto reference = OptionalText(*body, "reference");
-  if (!reference.ok()) return responder.Send(Error(reference.status()));
-  auto reason = OptionalText(*body, "reason");
-  if (!reason.ok()) return responder.Send(Error(reason.status()));
-  Payment p{*card,
-            *store,
-            *amount,
-            IdempotencyKey(req),
-            std::move(reference).value(),
-            std::move(reason).value(),
-            std::move(caller->actor),
-            std::move(caller->key)};
+  Payment p{*card, *store, *amount, IdempotencyKey(req)};
+  if (Status s = ReadRowTexts(*body, &p.reference, &p.reason); !s.ok()) return responder.Send(Error(s));
+  p.actor = std::move(caller->actor);
+  p.key = std::move(caller->key);
   service.Pay(std::move(p), [responder, body = http::TakeSpareBody(req)](Result<PaymentOutcome> r) mutable {
     CardMetrics& m = Metrics();
     if (!r.ok()) {
@@ -156,12 +149,7 @@ void Refund(PointCardService& service, const Gate& gate, Request& req, Responder
       if (!amount.ok()) return responder.Send(Error(amount.status()));
       r.amount = *amount;
     }
-    auto reference = OptionalText(*body, "reference");
-    if (!reference.ok()) return responder.Send(Error(reference.status()));
-    auto reason = OptionalText(*body, "reason");
-    if (!reason.ok()) return responder.Send(Error(reason.status()));
-    r.reference = std::move(reference).value();
-    r.reason = std::move(reason).value();
+    if (Status s = ReadRowTexts(*body, &r.reference, &r.reason); !s.ok()) return responder.Send(Error(s));
   }
   r.actor = std::move(caller->actor);
   r.key = std::move(caller->key);

@@ -67,12 +67,11 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
   if (Status s = read->Run(); !s.ok()) return s;
   auto original = FindOriginal(c, r.card_id, r.transaction_id);
   if (!original.ok()) return original.status();
-  // A grant's row is no store's: not refundable, for any key. Another
-  // store's row is that store's business (403) before its kind (a till
-  // learns no more about it than it could read). A kind never changes, so
-  // a replay, always of a payment, is unaffected by either check.
-  if (original->store_id == 0) return NotRefundable(r.transaction_id, original->kind);
-  if (key_store && *key_store != original->store_id) return KeyOfAnotherStore(*key_store, original->store_id);
+  // Another store's row is that store's business (403) before its kind; a
+  // grant's row is no store's, so its kind answers for any key. A kind
+  // never changes, so a replay, always of a payment, is unaffected.
+  if (key_store && original->store_id != 0 && *key_store != original->store_id)
+    return KeyOfAnotherStore(*key_store, original->store_id);
   if (original->kind != "payment") return NotRefundable(r.transaction_id, original->kind);
   auto earlier = FindCardKey(c, r.card_id, r.idempotency_key, fp);
   if (!earlier.ok()) return earlier.status();
@@ -82,7 +81,9 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
   const int64_t remaining = -original->amount - *refunded;
   const int64_t amount = r.amount.value_or(remaining);
   if (amount > remaining || amount <= 0) return RefundExceedsOriginal(r.transaction_id, remaining, amount);
-  auto folded = MaterializeCredit(c, r.card_id, balance);
+  auto credit = PendingCredit(c, r.card_id);
+  if (!credit.ok()) return credit.status();
+  auto folded = *credit > 0 ? FoldCard(c, r.card_id, balance) : Result<int64_t>(balance);  // the grant's row first
   if (!folded.ok()) return folded.status();
   PaymentOutcome out;
   out.row = {.card_id = r.card_id,

@@ -196,8 +196,6 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
   done(std::move(page));
 }
 
-namespace {}  // namespace
-
 // A key of a release before 0.8.0 too: the row is found by its primary key.
 Result<std::optional<PaymentOutcome>> FindCardKey(sqlite::Connection& c, int64_t card_id, const std::string& key,
                                                   const std::string& fp) {
@@ -235,10 +233,8 @@ Result<std::optional<PaymentOutcome>> FindCardKey(sqlite::Connection& c, int64_t
   return std::optional<PaymentOutcome>(out);
 }
 
-namespace {
-
-// The card's applied, unfolded grant credit.
-Result<int64_t> PendingCredit(sqlite::Connection& c, int64_t card_id) {
+Result<int64_t> SqlitePointCardStore::PendingCredit(sqlite::Connection& c, int64_t card_id) {
+  if (!credit_possible_) return 0;
   auto q = c.Prepare(
       "SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
       "WHERE c.CARD_ID = ?1 AND g.STATE = 'applied'");
@@ -249,8 +245,6 @@ Result<int64_t> PendingCredit(sqlite::Connection& c, int64_t card_id) {
   if (Status s = q->Run(); !s.ok()) return s;
   return credit;
 }
-
-}  // namespace
 
 Status RememberCardKey(sqlite::Connection& c, int64_t card_id, const std::string& key, const std::string& fp,
                        const PaymentOutcome& o, int64_t now_us) {
@@ -268,14 +262,6 @@ Status RememberCardKey(sqlite::Connection& c, int64_t card_id, const std::string
       .Bind(8, o.row.amount)
       .Bind(9, o.row.balance)
       .Run();
-}
-
-Result<int64_t> SqlitePointCardStore::MaterializeCredit(sqlite::Connection& c, int64_t card_id, int64_t balance) {
-  if (!credit_possible_) return balance;
-  auto pending = PendingCredit(c, card_id);
-  if (!pending.ok()) return pending.status();
-  if (*pending == 0) return balance;
-  return FoldCard(c, card_id, balance);  // the grant's row first, at its own time
 }
 
 Status SqlitePointCardStore::AppendRow(sqlite::Connection& c, HistoryRow& row) {
@@ -359,12 +345,9 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   if (read->Text(1) != kCardActive) return CardIsClosed(p.card_id);
   int64_t balance = read->Int(0);
   if (Status s = read->Run(); !s.ok()) return s;
-  int64_t credit = 0;
-  if (credit_possible_) {
-    auto pending = PendingCredit(c, p.card_id);
-    if (!pending.ok()) return pending.status();
-    credit = *pending;
-  }
+  auto pending = PendingCredit(c, p.card_id);
+  if (!pending.ok()) return pending.status();
+  const int64_t credit = *pending;
   PaymentOutcome out;
   if (balance + credit + p.amount < 0) {
     // What the card holds, as a read shows it; nothing is written.
@@ -375,7 +358,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
                .amount = p.amount,
                .balance = balance + credit};
   } else {
-    // The grant's row first, at its own time (the credit is read already).
+    // The grant's row first, at its own time.
     auto folded = credit > 0 ? FoldCard(c, p.card_id, balance) : Result<int64_t>(balance);
     if (!folded.ok()) return folded.status();
     out.row = {.card_id = p.card_id,

@@ -131,9 +131,9 @@ class SqlitePointCardStore final : public PointCardStore {
   // The card's applied credit written into it (writer thread, inside the
   // op's transaction): its new balance.
   Result<int64_t> FoldCard(db::sqlite::Connection& c, int64_t card_id, int64_t balance);
-  // FoldCard when the card has applied credit (writer thread): its balance
-  // with it.
-  Result<int64_t> MaterializeCredit(db::sqlite::Connection& c, int64_t card_id, int64_t balance);
+  // The card's applied, unfolded grant credit (0 when no grant can be
+  // applied), which a write folds first (FoldCard).
+  Result<int64_t> PendingCredit(db::sqlite::Connection& c, int64_t card_id);
   // Writes `row` (card, store, amount, its new balance, kind, actor, texts,
   // refundOf) at the writer's next time with the next TRANSACTION_ID, and
   // the card's balance and LAST_UPDATE: sets the row's time and id.

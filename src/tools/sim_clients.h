@@ -167,6 +167,16 @@ class ReferenceGrantClient final : public InProcessClient {
   int64_t grants_ = 0;
 };
 
+// An HTTP exchange; a transport failure as unavailable.
+inline Result<http::ClientResponse> CallHttp(http::HttpClient& client, const char* method, const std::string& target,
+                                             const std::string& body, const http::Headers& headers) {
+  try {
+    return client.Request(method, target, body, headers);
+  } catch (const std::exception& e) {
+    return Status::Unavailable(e.what());
+  }
+}
+
 // One store key per store (--store-keys): the tills of a server run with
 // --require-store-keys. Made before the runs (a key made inside a timed
 // payment would be measured as the payment), read-only while they run, and
@@ -224,11 +234,7 @@ class StoreKeyRing {
  private:
   Result<http::ClientResponse> Call(http::HttpClient& client, const char* method, const std::string& target,
                                     const std::string& body) {
-    try {
-      return client.Request(method, target, body, {{"Authorization", "Bearer " + admin_token_}});
-    } catch (const std::exception& e) {
-      return Status::Unavailable(e.what());
-    }
+    return CallHttp(client, method, target, body, {{"Authorization", "Bearer " + admin_token_}});
   }
   const std::string admin_token_;
   std::map<int64_t, std::string> bearers_;
@@ -310,11 +316,7 @@ class HttpSimClient final : public SimClient {
  private:
   Result<http::ClientResponse> Call(const char* method, const std::string& target, const std::string& body,
                                     const http::Headers& headers = {}) {
-    try {
-      return client_.Request(method, target, body, headers);
-    } catch (const std::exception& e) {
-      return Status::Unavailable(e.what());
-    }
+    return CallHttp(client_, method, target, body, headers);
   }
   http::HttpClient client_;
   std::string admin_token_;
