@@ -32,6 +32,10 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "not_refundable";
     case ErrorCode::kRefundExceedsOriginal:
       return "refund_exceeds_original";
+    case ErrorCode::kHoldExpired:
+      return "hold_expired";
+    case ErrorCode::kHoldNotOpen:
+      return "hold_not_open";
     case ErrorCode::kGrantInProgress:
       return "grant_in_progress";
     case ErrorCode::kPeriodAlreadyGranted:

@@ -33,6 +33,8 @@ enum class ErrorCode {
   kCardClosed,             // a payment or charge on a closed card (409)
   kNotRefundable,          // a refund of a row that is not a payment (409)
   kRefundExceedsOriginal,  // refunds past what the payment took (409)
+  kHoldExpired,            // a capture or void of a hold at or after its expiry (409)
+  kHoldNotOpen,            // a capture or void of a hold captured or voided already (409)
   kGrantInProgress,        // a point grant is already running (409)
   kPeriodAlreadyGranted,   // a grant's period overlaps an earlier grant's (409)
   kIdempotencyMismatch,    // an Idempotency-Key reused with a different request (422)

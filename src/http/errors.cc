@@ -37,6 +37,10 @@ int HttpStatusFor(ErrorCode code) {
       return 409;
     case ErrorCode::kRefundExceedsOriginal:
       return 409;
+    case ErrorCode::kHoldExpired:
+      return 409;
+    case ErrorCode::kHoldNotOpen:
+      return 409;
     case ErrorCode::kGrantInProgress:
       return 409;
     case ErrorCode::kPeriodAlreadyGranted:

@@ -58,7 +58,7 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
       "WHERE CARD_ID >= ?1 AND CARD_ID <= ?2 AND (KIND IS NULL OR CASE KIND WHEN 'grant' THEN STORE_ID <> 0 OR AMOUNT "
       "<= 0 "
       "WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'payment' THEN STORE_ID = 0 OR AMOUNT >= 0 "
-      "WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 ELSE 1 END)",
+      "WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'capture' THEN STORE_ID = 0 OR AMOUNT >= 0 ELSE 1 END)",
       scope));
   if (!kinds.ok()) return kinds.status();
   kinds->Bind(1, scope.card_first).Bind(2, scope.card_last);
@@ -138,15 +138,16 @@ Status CheckRowFields(sqlite::Connection& conn, const CheckScope& scope, Reporte
 //     its order, with a table lookup per row: 5-6 s on 1M rows, 0.2 s as a
 //     scan).
 Status CheckRefunds(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
-  auto q = conn.Prepare(ForScope(
-      "SELECT h.CARD_ID, h.REFUND_OF, COUNT(*), SUM(h.AMOUNT), MIN(h.STORE_ID), MAX(h.STORE_ID), "
-      "COALESCE(o.KIND, 'none'), COALESCE(o.CARD_ID, 0), COALESCE(o.STORE_ID, 0), COALESCE(-o.AMOUNT, 0), "
-      "COALESCE(MIN(h.PAYMENT_TIME) > o.PAYMENT_TIME, 1) "
-      "FROM H_TRANSACTION h LEFT JOIN H_TRANSACTION o ON o.TRANSACTION_ID = h.REFUND_OF "
-      "WHERE h.CARD_ID >= ?1 AND h.CARD_ID <= ?2 AND h.KIND = 'refund' GROUP BY +h.CARD_ID, +h.REFUND_OF "
-      "HAVING o.CARD_ID IS NULL OR o.CARD_ID <> h.CARD_ID OR o.KIND <> 'payment' OR MIN(h.STORE_ID) <> o.STORE_ID "
-      "OR MAX(h.STORE_ID) <> o.STORE_ID OR MIN(h.PAYMENT_TIME) <= o.PAYMENT_TIME OR SUM(h.AMOUNT) > -o.AMOUNT",
-      scope));
+  auto q = conn.Prepare(
+      ForScope("SELECT h.CARD_ID, h.REFUND_OF, COUNT(*), SUM(h.AMOUNT), MIN(h.STORE_ID), MAX(h.STORE_ID), "
+               "COALESCE(o.KIND, 'none'), COALESCE(o.CARD_ID, 0), COALESCE(o.STORE_ID, 0), COALESCE(-o.AMOUNT, 0), "
+               "COALESCE(MIN(h.PAYMENT_TIME) > o.PAYMENT_TIME, 1) "
+               "FROM H_TRANSACTION h LEFT JOIN H_TRANSACTION o ON o.TRANSACTION_ID = h.REFUND_OF "
+               "WHERE h.CARD_ID >= ?1 AND h.CARD_ID <= ?2 AND h.KIND = 'refund' GROUP BY +h.CARD_ID, +h.REFUND_OF "
+               "HAVING o.CARD_ID IS NULL OR o.CARD_ID <> h.CARD_ID OR o.KIND NOT IN ('payment', 'capture') OR "
+               "MIN(h.STORE_ID) <> o.STORE_ID "
+               "OR MAX(h.STORE_ID) <> o.STORE_ID OR MIN(h.PAYMENT_TIME) <= o.PAYMENT_TIME OR SUM(h.AMOUNT) > -o.AMOUNT",
+               scope));
   if (!q.ok()) return q.status();
   q->Bind(1, scope.card_first).Bind(2, scope.card_last);
   while (true) {
@@ -163,6 +164,63 @@ Status CheckRefunds(sqlite::Connection& conn, const CheckScope& scope, Reporter&
                           std::to_string(q->Int(3)) + " point(s) at stores " + std::to_string(q->Int(4)) + "-" +
                           std::to_string(q->Int(5)) + "; it is " + what);
   }
+}
+
+// 13. holds (point-card schema 5), kept in step with the PostgreSQL
+//     checker's "hold", "capture" and "held" probes: each hold's amount,
+//     status and times in order (made before it expires; captured or voided
+//     before it expired; an expiry stamped at EXPIRES_TIME), a captured
+//     hold's row a capture of its card and store, of its CAPTURED_AMOUNT
+//     (from the hold's amount to -1), at or after its end; every capture row
+//     named by exactly one captured hold; and no card holding more in open,
+//     unexpired holds (at ?3, now) than its balance with its pending credit.
+constexpr const char* kHoldProbes[][2] = {
+    {"hold",
+     "SELECT h.CARD_ID, 'hold ' || h.HOLD_ID || ' (' || h.STATUS || ', amount ' || h.AMOUNT || ', made ' || "
+     "h.CREATED_TIME || ', expiring ' || h.EXPIRES_TIME || ', ended ' || COALESCE(h.ENDED_TIME, 'never') || "
+     "', capture ' || COALESCE(h.CAPTURE_ID, 'none') || ' of ' || COALESCE(h.CAPTURED_AMOUNT, 'none') || ') is out "
+     "of order, or its capture row ' || COALESCE('is a ' || x.KIND || ' of ' || x.AMOUNT || ' on card ' || x.CARD_ID "
+     "|| ' at store ' || x.STORE_ID || ' at ' || x.PAYMENT_TIME, 'is not in the history') "
+     "FROM P_HOLD h LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = h.CAPTURE_ID "
+     "WHERE h.CARD_ID >= ?1 AND h.CARD_ID <= ?2 AND (h.AMOUNT NOT BETWEEN -1000000 AND -1 "
+     "OR h.CREATED_TIME >= h.EXPIRES_TIME OR NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID) "
+     "OR CASE h.STATUS WHEN 'open' THEN h.ENDED_TIME IS NOT NULL OR h.CAPTURE_ID IS NOT NULL "
+     "WHEN 'voided' THEN h.ENDED_TIME IS NULL OR h.ENDED_TIME < h.CREATED_TIME OR h.ENDED_TIME >= h.EXPIRES_TIME "
+     "OR h.CAPTURE_ID IS NOT NULL "
+     "WHEN 'expired' THEN h.ENDED_TIME IS NOT h.EXPIRES_TIME OR h.CAPTURE_ID IS NOT NULL "
+     "WHEN 'captured' THEN h.ENDED_TIME IS NULL OR h.ENDED_TIME < h.CREATED_TIME OR h.ENDED_TIME >= h.EXPIRES_TIME "
+     "OR x.TRANSACTION_ID IS NULL OR x.KIND <> 'capture' OR x.CARD_ID <> h.CARD_ID OR x.STORE_ID <> h.STORE_ID "
+     "OR h.CAPTURED_AMOUNT IS NULL OR x.AMOUNT <> h.CAPTURED_AMOUNT OR h.CAPTURED_AMOUNT NOT BETWEEN h.AMOUNT AND -1 "
+     "OR x.PAYMENT_TIME < h.ENDED_TIME ELSE 1 END) ORDER BY h.CARD_ID"},
+    {"capture",
+     "SELECT x.CARD_ID, 'capture at ' || x.PAYMENT_TIME || ' (transaction ' || x.TRANSACTION_ID || ') is named by ' "
+     "|| COUNT(h.HOLD_ID) || ' captured hold(s)' FROM H_TRANSACTION x LEFT JOIN P_HOLD h "
+     "ON h.CAPTURE_ID = x.TRANSACTION_ID AND h.STATUS = 'captured' WHERE x.CARD_ID >= ?1 AND x.CARD_ID <= ?2 "
+     "AND x.KIND = 'capture' GROUP BY x.CARD_ID, x.PAYMENT_TIME, x.TRANSACTION_ID HAVING COUNT(h.HOLD_ID) <> 1"},
+    {"held",
+     "SELECT a.CARD_ID, 'holds ' || SUM(-h.AMOUNT) || ' point(s) in open holds but has ' || a.BALANCE || ' and ' || "
+     "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+     "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') || ' pending' FROM S_ACCOUNT a JOIN P_HOLD h "
+     "ON h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > ?3 WHERE a.CARD_ID >= ?1 "
+     "AND a.CARD_ID <= ?2 GROUP BY a.CARD_ID, a.BALANCE HAVING SUM(-h.AMOUNT) > a.BALANCE + "
+     "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+     "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied')"},
+};
+
+Status CheckHolds(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
+  const int64_t now = NowUs();
+  for (const auto& probe : kHoldProbes) {
+    auto q = conn.Prepare(probe[1]);
+    if (!q.ok()) return q.status();
+    q->Bind(1, scope.card_first).Bind(2, scope.card_last).Bind(3, now);
+    while (true) {
+      auto row = q->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      problem(probe[0], "card " + std::to_string(q->Int(0)) + " " + std::string(q->Text(1)));
+    }
+  }
+  return Status::Ok();
 }
 
 // 10. every card's state (point-card schema 3): STATUS active or closed,
@@ -467,6 +525,12 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn, const CheckScope& 
   if (*numbered > 0) {
     if (Status s = CheckRowFields(conn, scope, problem); !s.ok()) return s;
     if (Status s = CheckRefunds(conn, scope, problem); !s.ok()) return s;
+  }
+  // Holds (a file migrated to point-card schema 5).
+  auto holds = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'P_HOLD'");
+  if (!holds.ok()) return holds.status();
+  if (*holds > 0) {
+    if (Status s = CheckHolds(conn, scope, problem); !s.ok()) return s;
   }
   log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   return report;

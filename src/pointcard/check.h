@@ -9,8 +9,8 @@
 //      they were issued);
 //   5. every history row belongs to a card, and a card's times are distinct;
 //   6. every row's KIND matches it (grant: STORE_ID 0 and a positive
-//      amount; charge and refund: a store and a positive amount; payment: a
-//      store and a negative one);
+//      amount; charge and refund: a store and a positive amount; payment
+//      and capture: a store and a negative one);
 //   7. every staged credit (P_GRANT_CREDIT) belongs to a card and to a grant
 //      that is staging or applied -- a folded grant's credit would be added
 //      twice -- and is positive;
@@ -42,7 +42,14 @@
 //      row and not revoked before it;
 //   12. every refund (KIND refund, 0.11.0) returns part of a payment of its
 //      own card, at that payment's store and after it, and a payment's
-//      refunds together return at most what it took.
+//      refunds together return at most what it took (captures, 0.12.0,
+//      are refundable as payments are);
+//   13. every hold (P_HOLD, 0.12.0) in order: an amount from -1,000,000 to
+//      -1, made before it expires, captured or voided before it expired
+//      (an expiry stamped at EXPIRES_TIME), a captured one's row a capture
+//      of its card and store within its amount, at or after its end; every
+//      capture row named by one captured hold; and no card holding more in
+//      open, unexpired holds than its balance with its pending credit.
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over

@@ -60,6 +60,9 @@ struct Card {
   // Credit of an applied grant not yet written into the card's history (the
   // fold writes it within seconds: docs/pointcard.md#the-grant-protocol).
   int64_t pending_points = 0;
+  // |amount| of the card's open holds that have not expired (available is
+  // balance - held).
+  int64_t held = 0;
   std::optional<std::string> external_ref{};  // the retailer's own id, unique
   std::string status{kCardActive};
   std::optional<int64_t> closed_at_us{};
@@ -105,7 +108,7 @@ struct HistoryRow {
   int64_t amount = 0;
   int64_t balance = 0;
   int64_t transaction_id = 0;
-  std::string kind{};                      // "payment", "charge", "grant"
+  std::string kind{};                      // "payment", "charge", "grant", "refund", "capture"
   std::string actor{};                     // kActorAdmin, kActorSystem, kActorAnonymous
   std::optional<std::string> reference{};  // the client's, such as an order id
   std::optional<std::string> reason{};
@@ -211,6 +214,100 @@ struct RefundRequest {
   std::optional<KeyUse> key{};  // must be the refunded row's store's
 };
 
+// A hold (P_HOLD): points a store reserves on a card now and captures or
+// voids later (POST /api/v1/cards/{id}/holds). While open and unexpired it
+// counts in the card's `held`; nothing is in the history until a capture,
+// which writes one "capture" row (refundable as a payment is). Status runs
+// open -> captured | voided | expired; "expired" is read lazily from
+// EXPIRES_TIME (an open hold past it is shown expired, and the card's next
+// hold action stamps it).
+inline constexpr std::string_view kHoldOpen = "open";
+inline constexpr std::string_view kHoldCaptured = "captured";
+inline constexpr std::string_view kHoldVoided = "voided";
+inline constexpr std::string_view kHoldExpiredStatus = "expired";
+inline constexpr int64_t kHoldSecondsMax = 604800;  // 7 days
+inline constexpr int64_t kHoldListLimitMax = 100;
+
+struct Hold {
+  int64_t hold_id = 0;
+  int64_t card_id = 0;
+  int64_t store_id = 0;
+  int64_t amount = 0;  // -1,000,000 .. -1
+  std::string status{kHoldOpen};
+  int64_t created_us = 0;
+  int64_t expires_us = 0;
+  std::optional<int64_t> ended_us{};         // captured, voided: its time; expired: EXPIRES_TIME
+  std::optional<int64_t> capture_id{};       // the capture row's TRANSACTION_ID
+  std::optional<int64_t> captured_amount{};  // hold.amount <= it <= -1
+  std::string actor{kActorAnonymous};
+};
+// An open hold past its expiry, as reads show it: expired at EXPIRES_TIME.
+inline void ShowExpiry(Hold& h, int64_t now_us) {
+  if (h.status == kHoldOpen && h.expires_us <= now_us) {
+    h.status = std::string(kHoldExpiredStatus);
+    h.ended_us = h.expires_us;
+  }
+}
+
+// POST /api/v1/cards/{id}/holds.
+struct NewHold {
+  int64_t card_id = 0;
+  int64_t store_id = 0;
+  int64_t amount = 0;              // -1,000,000 .. -1
+  int64_t expires_in_seconds = 0;  // 1 .. 604,800
+  std::optional<std::string> idempotency_key{};
+  std::string actor{kActorAnonymous};
+  std::optional<KeyUse> key{};  // must be the body's store's
+};
+
+// POST /api/v1/cards/{id}/holds/{holdId}/capture or .../void.
+struct HoldAction {
+  int64_t card_id = 0;
+  int64_t hold_id = 0;
+  bool capture = false;             // false: void
+  std::optional<int64_t> amount{};  // a capture's: hold.amount .. -1; nullopt: the whole hold
+  std::optional<std::string> idempotency_key{};
+  std::string actor{kActorAnonymous};
+  std::optional<KeyUse> key{};  // must be the hold's store's
+};
+
+// What a hold write came to: the hold as it is after it, and a capture's
+// row. `refusal` (hold_expired) is an answer whose write commits: the hold
+// is stamped expired at the card's time, so no later action sees it open.
+struct HoldOutcome {
+  Hold hold;
+  std::optional<HistoryRow> row{};
+  bool replayed = false;
+  Status refusal{};
+};
+
+struct HoldPage {
+  std::vector<Hold> holds;                // newest first
+  std::optional<int64_t> next_before_id;  // pass as before= for the next page
+};
+
+inline Status NoSuchHold(int64_t card_id, int64_t hold_id) {
+  return Status::NotFound("card " + std::to_string(card_id) + " has no hold with id " + std::to_string(hold_id));
+}
+// insufficient_balance for a hold or capture that does not fit what the
+// card has available (balance - held).
+inline Status NotAvailable(int64_t card_id, int64_t available, int64_t amount, std::string_view what) {
+  return {ErrorCode::kInsufficientBalance, "card " + std::to_string(card_id) + " has " + std::to_string(available) +
+                                               " point(s) available; " + std::string(what) + " of " +
+                                               std::to_string(-amount) + " does not fit"};
+}
+inline Status HoldExpired(int64_t hold_id, int64_t expires_us) {
+  return {ErrorCode::kHoldExpired, "hold " + std::to_string(hold_id) + " expired at " + FormatTime(expires_us)};
+}
+inline Status HoldNotOpen(int64_t hold_id, std::string_view status) {
+  return {ErrorCode::kHoldNotOpen, "hold " + std::to_string(hold_id) + " is " + std::string(status) + " already"};
+}
+// A capture past what its hold reserves, or more than the card holds.
+inline Status CaptureTooLarge(int64_t hold_id, int64_t hold_amount) {
+  return Status::InvalidField("amount", "a capture of hold " + std::to_string(hold_id) + " must be from " +
+                                            std::to_string(hold_amount) + " to -1");
+}
+
 // What a point use came to. Both outcomes are answers (201 or 409), and
 // both are kept with an idempotency key so a retry gets the same answer.
 struct PaymentOutcome {
@@ -297,7 +394,7 @@ inline Status NoSuchTransaction(int64_t card_id, int64_t transaction_id) {
 }
 inline Status NotRefundable(int64_t transaction_id, std::string_view kind) {
   return {ErrorCode::kNotRefundable, "transaction " + std::to_string(transaction_id) + " is a " + std::string(kind) +
-                                         "; only payments are refundable"};
+                                         "; only payments and captures are refundable"};
 }
 inline Status RefundExceedsOriginal(int64_t transaction_id, int64_t remaining, int64_t asked) {
   return {ErrorCode::kRefundExceedsOriginal,

@@ -142,21 +142,28 @@ Status CreatePostgresCardFunctions(pg::Connection& conn) {
 namespace {
 
 // One statement, one snapshot: the balance and an applied grant's credit
-// not folded yet (the fold moves one into the other in one transaction).
-#define HOTROW_SELECT_CARD                                                                                        \
-  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE), "                                          \
-  "COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "               \
-  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0), a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME) " \
-  "FROM S_ACCOUNT a "
+// not folded yet (the fold moves one into the other in one transaction),
+// and what the card's open holds hold now.
+#define HOTROW_SELECT_CARD                                                                                         \
+  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE), "                                           \
+  "COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "                \
+  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0), a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME), " \
+  "COALESCE((SELECT SUM(-h.AMOUNT) FROM P_HOLD h WHERE h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' "               \
+  "AND h.EXPIRES_TIME > clock_timestamp() AT TIME ZONE 'UTC'), 0) FROM S_ACCOUNT a "
 constexpr pg::NamedSql kSelectCard{"pointcard_card", HOTROW_SELECT_CARD "WHERE a.CARD_ID = $1"};
 constexpr pg::NamedSql kSelectCardByRef{"pointcard_card_by_ref", HOTROW_SELECT_CARD "WHERE a.EXTERNAL_REF = $1"};
 #undef HOTROW_SELECT_CARD
 constexpr pg::NamedSql kCreateCard{"pointcard_card_create",
                                    "SELECT * FROM hotrow_card_create_v2($1, $2, $3, $4, $5, $6)"};
+constexpr pg::NamedSql kSelectHeld{
+    "pointcard_card_held",
+    "SELECT COALESCE(SUM(-AMOUNT), 0) FROM P_HOLD WHERE CARD_ID = $1 AND STATUS = 'open' "
+    "AND EXPIRES_TIME > clock_timestamp() AT TIME ZONE 'UTC'"};
 constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT * FROM hotrow_card_close_v1($1, $2, $3)"};
 
 // The card in the first row's columns from `at` on (kSelectCard's, and
-// hotrow_card_v1's after a write's outcome); nullopt for none.
+// hotrow_card_v1's after a write's outcome, without `held`); nullopt for
+// none.
 std::optional<Card> ReadCard(const pg::Rows& rows, int at = 0) {
   if (rows.empty() || rows.IsNull(0, at)) return std::nullopt;
   int64_t pending = rows.Int(0, at + 4);
@@ -168,6 +175,7 @@ std::optional<Card> ReadCard(const pg::Rows& rows, int at = 0) {
   if (!rows.IsNull(0, at + 5)) card.external_ref = std::string(rows.Text(0, at + 5));
   card.status = std::string(rows.Text(0, at + 6));
   if (!rows.IsNull(0, at + 7)) card.closed_at_us = rows.Int(0, at + 7);
+  if (at == 0) card.held = rows.Int(0, 8);  // kSelectCard's; hotrow_card_v1 has no column for it
   return card;
 }
 
@@ -264,7 +272,13 @@ void PostgresPointCardStore::CloseCard(CardClose close, std::string fingerprint,
         if (outcome == 3) return done(NoSuchCard(close.card_id));
         if (outcome != 0 && outcome != 1 && outcome != 4)
           return done(Status::Internal("hotrow_card_close_v1 answered outcome " + std::to_string(outcome)));
-        done(WrittenCard(*rows, outcome == 4, "hotrow_card_close_v1"));
+        auto card = WrittenCard(*rows, outcome == 4, "hotrow_card_close_v1");
+        if (card.ok()) {  // what its holds hold, read after the close (which changes none)
+          auto held = (*c)->Query(kSelectHeld, {std::to_string(close.card_id)});
+          if (!held.ok()) return done(held.status());
+          card->held = held->Int(0, 0);
+        }
+        done(std::move(card));
       });
 }
 

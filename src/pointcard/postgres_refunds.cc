@@ -66,7 +66,7 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
                             NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
-      IF orig.KIND <> 'payment' THEN
+      IF orig.KIND NOT IN ('payment', 'capture') THEN
         RETURN QUERY SELECT 11::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
                             orig.KIND, NULL::text, NULL::text, NULL::text;
         RETURN;

@@ -131,6 +131,37 @@ constexpr std::string_view kStoreKeys = R"sql(
   CREATE INDEX M_STORE_KEY_STORE ON M_STORE_KEY (STORE_ID, CREATED_TIME);
 )sql";
 
+// 5 (v0.12.0): holds (model.h, Hold).
+//   - P_HOLD, its ids from a sequence (bigserial); P_HOLD_CARD lists a
+//     card's holds, P_HOLD_OPEN finds what it holds.
+//   - S_ACCOUNT.HOLD_TIME: the card's newest hold decision (create,
+//     capture, void, an expiry stamped). A card's time is after it and
+//     after LAST_UPDATE, so decisions about its holds only move forward;
+//     NULL, the card never had a hold, and a payment reads no P_HOLD at all
+//     (no SSI read lock on a table other cards' holds write). Nullable, no
+//     default: no rewrite, a moment's exclusive lock (lock_timeout as in 3).
+//   - P_IDEMPOTENCY.HOLD_ID: the hold a hold, capture or void key answers.
+constexpr std::string_view kHolds = R"sql(
+  SET LOCAL lock_timeout = '10s';
+  ALTER TABLE S_ACCOUNT ADD COLUMN HOLD_TIME timestamp;
+  CREATE TABLE P_HOLD (
+    HOLD_ID         bigserial PRIMARY KEY,
+    CARD_ID         bigint    NOT NULL,
+    STORE_ID        int       NOT NULL,
+    AMOUNT          bigint    NOT NULL,
+    STATUS          text      NOT NULL,
+    CREATED_TIME    timestamp NOT NULL,
+    EXPIRES_TIME    timestamp NOT NULL,
+    ENDED_TIME      timestamp,
+    CAPTURE_ID      bigint,
+    CAPTURED_AMOUNT bigint,
+    ACTOR           text      NOT NULL
+  );
+  CREATE INDEX P_HOLD_CARD ON P_HOLD (CARD_ID, HOLD_ID);
+  CREATE INDEX P_HOLD_OPEN ON P_HOLD (CARD_ID, EXPIRES_TIME) WHERE STATUS = 'open';
+  ALTER TABLE P_IDEMPOTENCY ADD COLUMN HOLD_ID bigint;
+)sql";
+
 Status CreateFunctions(pg::Connection& conn);
 
 // Created as v0.1.0 made them, then migrated (pg::Migrate); the functions
@@ -208,8 +239,9 @@ Status CreateSchema(pg::Connection& conn) {
   )sql");
       !s.ok())
     return s;
-  if (Status s = pg::Migrate(conn, "pointcard",
-                             {{.sql = kStagedGrants}, {.sql = kRowFields}, {.sql = kCards}, {.sql = kStoreKeys}});
+  if (Status s = pg::Migrate(
+          conn, "pointcard",
+          {{.sql = kStagedGrants}, {.sql = kRowFields}, {.sql = kCards}, {.sql = kStoreKeys}, {.sql = kHolds}});
       !s.ok())
     return s;
   return CreateFunctions(conn);
@@ -314,7 +346,14 @@ Status CreateFunctions(pg::Connection& conn) {
     -- commits something (0, 1, 4, 5), and the key stays held until this
     -- commits (hotrow_store_key_check_v1). A payment refused for its key
     -- does not lock the card's row; every other outcome is as v5's.
-    CREATE OR REPLACE FUNCTION hotrow_pay_v6(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
+    -- v0.12.0 (v7): holds. A payment takes from what is available, the
+    -- balance less the card's open holds unexpired at its time, which is
+    -- after the card's newest hold decision (S_ACCOUNT.HOLD_TIME) as well as
+    -- its newest row; a refusal's new_balance is what was available. A
+    -- card that never had a hold reads no P_HOLD. A charge is never
+    -- refused. v6 is its wrapper, so a 0.10.0 or 0.11.0 instance in a
+    -- rolling upgrade respects holds too.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v7(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
                                              p_actor text, p_reference text, p_reason text, p_key_id text,
                                              p_key_sha text)
     RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
@@ -331,6 +370,8 @@ Status CreateFunctions(pg::Connection& conn) {
       credit_grant bigint;
       id bigint;
       st text;
+      v_hold timestamp;
+      held bigint := 0;
     BEGIN
       IF p_key_id IS NOT NULL THEN
         key_store := hotrow_store_key_check_v1(p_key_id, p_key_sha);
@@ -370,8 +411,8 @@ Status CreateFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS INTO b, v_last, st FROM S_ACCOUNT a WHERE a.CARD_ID = p_card
-        FOR UPDATE;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS, a.HOLD_TIME INTO b, v_last, st, v_hold FROM S_ACCOUNT a
+        WHERE a.CARD_ID = p_card FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
         RETURN;
@@ -384,19 +425,25 @@ Status CreateFunctions(pg::Connection& conn) {
         JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = p_card AND g.STATE = 'applied'
         ORDER BY c.GRANT_ID LIMIT 1;
       credit := COALESCE(credit, 0);
-      IF b + credit + p_amount < 0 THEN
+      -- Strictly increasing per card, whatever the clock does.
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond',
+                    v_hold + interval '1 microsecond');
+      IF p_amount < 0 AND v_hold IS NOT NULL THEN
+        SELECT COALESCE(SUM(-x.AMOUNT), 0) INTO held FROM P_HOLD x
+          WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME > t;
+      END IF;
+      IF p_amount < 0 AND b + credit - held + p_amount < 0 THEN
         IF p_key IS NOT NULL THEN
           INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
-                                            p_store, p_amount, b + credit);
+                                            p_store, p_amount, b + credit - held);
         END IF;
         IF p_key_id IS NOT NULL THEN
           PERFORM hotrow_store_key_touch_v1(p_key_id);
         END IF;
-        RETURN QUERY SELECT 1::smallint, NULL::bigint, b + credit, NULL::bigint, NULL::text, NULL::text, NULL::text;
+        RETURN QUERY SELECT 1::smallint, NULL::bigint, b + credit - held, NULL::bigint, NULL::text, NULL::text,
+                            NULL::text;
         RETURN;
       END IF;
-      -- Strictly increasing per card, whatever the clock does.
-      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
       IF credit > 0 THEN
         DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = p_card AND GRANT_ID = credit_grant;
         b := b + credit;
@@ -418,6 +465,15 @@ Status CreateFunctions(pg::Connection& conn) {
       END IF;
       RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount, id, p_actor, p_reference, p_reason;
     END $$;
+    -- v0.10.0-v0.11.0's point use, kept for instances of those releases
+    -- still running beside this one: v7, so they respect holds.
+    CREATE OR REPLACE FUNCTION hotrow_pay_v6(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
+                                             p_actor text, p_reference text, p_reason text, p_key_id text,
+                                             p_key_sha text)
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint, transaction_id bigint, actor text,
+                   reference text, reason text) LANGUAGE sql AS $$
+      SELECT * FROM hotrow_pay_v7(p_card, p_store, p_amount, p_key, p_fp, p_actor, p_reference, p_reason, p_key_id,
+                                  p_key_sha) $$;
     -- v0.9.0's point use, kept for instances of that release still running
     -- beside this one: no store key.
     CREATE OR REPLACE FUNCTION hotrow_pay_v5(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
@@ -552,6 +608,7 @@ Status CreateFunctions(pg::Connection& conn) {
   if (Status s = CreatePostgresStoreFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresKeyFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresRefundFunctions(conn); !s.ok()) return s;
+  if (Status s = CreatePostgresHoldFunctions(conn); !s.ok()) return s;
   return CreatePostgresGrantFunctions(conn);
 }
 }  // namespace

@@ -233,7 +233,8 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' (store ' || STORE_ID || ', amount ' || AMOUNT || ') has KIND ' "
        "|| KIND FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND CASE KIND WHEN 'grant' THEN "
        "STORE_ID <> 0 OR AMOUNT <= 0 WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'payment' THEN STORE_ID = 0 "
-       "OR AMOUNT >= 0 WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 ELSE true END ORDER BY CARD_ID"},
+       "OR AMOUNT >= 0 WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'capture' THEN STORE_ID = 0 OR "
+       "AMOUNT >= 0 ELSE true END ORDER BY CARD_ID"},
       {"row fields",
        "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' has TRANSACTION_ID ' || TRANSACTION_ID || ', ACTOR ' || "
        "COALESCE(ACTOR, 'NULL') || ', REFERENCE ' || COALESCE(length(REFERENCE) || ' character(s)', 'none') || "
@@ -251,7 +252,7 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "|| ', its first refund at ' || MIN(h.PAYMENT_TIME) "
        "FROM H_TRANSACTION h LEFT JOIN H_TRANSACTION o ON o.TRANSACTION_ID = h.REFUND_OF "
        "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND h.KIND = 'refund' GROUP BY h.CARD_ID, h.REFUND_OF "
-       "HAVING MIN(o.CARD_ID) IS NULL OR MIN(o.CARD_ID) <> h.CARD_ID OR MIN(o.KIND) <> 'payment' "
+       "HAVING MIN(o.CARD_ID) IS NULL OR MIN(o.CARD_ID) <> h.CARD_ID OR MIN(o.KIND) NOT IN ('payment', 'capture') "
        "OR MIN(h.STORE_ID) <> MIN(o.STORE_ID) OR MAX(h.STORE_ID) <> MIN(o.STORE_ID) "
        "OR MIN(h.PAYMENT_TIME) <= MIN(o.PAYMENT_TIME) OR SUM(h.AMOUNT) > -MIN(o.AMOUNT) ORDER BY h.CARD_ID"},
       {"card state",
@@ -273,6 +274,37 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND h.ACTOR LIKE 'key:%' AND (k.KEY_ID IS NULL "
        "OR k.STORE_ID <> h.STORE_ID OR k.CREATED_TIME > h.PAYMENT_TIME OR k.REVOKED_TIME <= h.PAYMENT_TIME) "
        "ORDER BY h.CARD_ID"},
+      // 13. holds (check.cc, kHoldProbes, in step with these).
+      {"hold",
+       "SELECT h.CARD_ID, 'hold ' || h.HOLD_ID || ' (' || h.STATUS || ', amount ' || h.AMOUNT || ', made ' || "
+       "h.CREATED_TIME || ', expiring ' || h.EXPIRES_TIME || ', ended ' || COALESCE(h.ENDED_TIME::text, 'never') || "
+       "', capture ' || COALESCE(h.CAPTURE_ID::text, 'none') || ' of ' || COALESCE(h.CAPTURED_AMOUNT::text, 'none') "
+       "|| ') is out of order, or its capture row ' || COALESCE('is a ' || x.KIND || ' of ' || x.AMOUNT || ' on card ' "
+       "|| x.CARD_ID || ' at store ' || x.STORE_ID || ' at ' || x.PAYMENT_TIME, 'is not in the history') "
+       "FROM P_HOLD h LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = h.CAPTURE_ID "
+       "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND (h.AMOUNT NOT BETWEEN -1000000 AND -1 "
+       "OR h.CREATED_TIME >= h.EXPIRES_TIME OR NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID) "
+       "OR CASE h.STATUS WHEN 'open' THEN h.ENDED_TIME IS NOT NULL OR h.CAPTURE_ID IS NOT NULL "
+       "WHEN 'voided' THEN h.ENDED_TIME IS NULL OR h.ENDED_TIME < h.CREATED_TIME OR h.ENDED_TIME >= h.EXPIRES_TIME "
+       "OR h.CAPTURE_ID IS NOT NULL "
+       "WHEN 'expired' THEN h.ENDED_TIME IS DISTINCT FROM h.EXPIRES_TIME OR h.CAPTURE_ID IS NOT NULL "
+       "WHEN 'captured' THEN h.ENDED_TIME IS NULL OR h.ENDED_TIME < h.CREATED_TIME OR h.ENDED_TIME >= h.EXPIRES_TIME "
+       "OR x.TRANSACTION_ID IS NULL OR x.KIND <> 'capture' OR x.CARD_ID <> h.CARD_ID OR x.STORE_ID <> h.STORE_ID "
+       "OR h.CAPTURED_AMOUNT IS NULL OR x.AMOUNT <> h.CAPTURED_AMOUNT OR h.CAPTURED_AMOUNT NOT BETWEEN h.AMOUNT AND -1 "
+       "OR x.PAYMENT_TIME < h.ENDED_TIME ELSE true END) ORDER BY h.CARD_ID"},
+      {"capture",
+       "SELECT x.CARD_ID, 'capture at ' || x.PAYMENT_TIME || ' (transaction ' || x.TRANSACTION_ID || ') is named by ' "
+       "|| COUNT(h.HOLD_ID) || ' captured hold(s)' FROM H_TRANSACTION x LEFT JOIN P_HOLD h "
+       "ON h.CAPTURE_ID = x.TRANSACTION_ID AND h.STATUS = 'captured' WHERE x.CARD_ID >= $1 AND x.CARD_ID <= $2 "
+       "AND x.KIND = 'capture' GROUP BY x.CARD_ID, x.PAYMENT_TIME, x.TRANSACTION_ID HAVING COUNT(h.HOLD_ID) <> 1"},
+      {"held",
+       "SELECT a.CARD_ID, 'holds ' || SUM(-h.AMOUNT) || ' point(s) in open holds but has ' || a.BALANCE || ' and ' || "
+       "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+       "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') || ' pending' FROM S_ACCOUNT a JOIN P_HOLD h "
+       "ON h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > clock_timestamp() AT TIME ZONE 'UTC' "
+       "WHERE a.CARD_ID >= $1 AND a.CARD_ID <= $2 GROUP BY a.CARD_ID, a.BALANCE HAVING SUM(-h.AMOUNT) > a.BALANCE + "
+       "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+       "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied')"},
       {"orphan credit",
        "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || ' to a card that does not exist' FROM P_GRANT_CREDIT c "
        "WHERE c.CARD_ID >= $1 AND c.CARD_ID <= $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
@@ -302,7 +334,8 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
       has("columns WHERE table_schema = current_schema() AND table_name = 's_account' "
           "AND column_name = 'status'");                                                            // schema 3
   auto keyed = has("tables WHERE table_schema = current_schema() AND table_name = 'm_store_key'");  // schema 4
-  for (const auto* r : {&numbered, &closable, &keyed}) {
+  auto holding = has("tables WHERE table_schema = current_schema() AND table_name = 'p_hold'");     // schema 5
+  for (const auto* r : {&numbered, &closable, &keyed, &holding}) {
     if (!r->ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
       return r->status();
@@ -314,6 +347,8 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
     if ((std::string_view(p.kind) == "card state" || std::string_view(p.kind) == "closed card") && !has_states)
       continue;
     if (std::string_view(p.kind) == "store key" && !*keyed) continue;
+    const std::string_view kind(p.kind);
+    if ((kind == "hold" || kind == "capture" || kind == "held") && !*holding) continue;
     auto rows = conn.Query(p.sql, bounds);
     if (!rows.ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");

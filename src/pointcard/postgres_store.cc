@@ -85,7 +85,7 @@ constexpr pg::NamedSql kLockCard{"pointcard_lock_card", "SELECT pg_advisory_lock
 constexpr pg::NamedSql kUnlockCard{"pointcard_unlock_card", "SELECT pg_advisory_unlock($1::int, $2::int)"};
 constexpr pg::NamedSql kPay{"pointcard_pay",
                             "SELECT outcome, time_us, new_balance, transaction_id, actor, reference, reason "
-                            "FROM hotrow_pay_v6($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"};
+                            "FROM hotrow_pay_v7($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"};
 // One statement, one snapshot: the card's existence and its balance at a
 // time (its newest row at or before it, by the card index).
 constexpr pg::NamedSql kSelectBalanceAt{"pointcard_balance_at", R"(
@@ -227,7 +227,7 @@ void PostgresPointCardStore::History(int64_t card_id, int64_t limit, std::option
 
 namespace {
 
-// The outcome column of hotrow_pay_v6 (the numbers are the SQL function's
+// The outcome column of hotrow_pay_v7 (the numbers are the SQL function's
 // contract, written beside it in postgres_schema.cc).
 //
 // Why the payment rule exists twice, here in PL/pgSQL and in C++ in
@@ -332,7 +332,7 @@ void PostgresPointCardStore::Pay(Payment p, std::string fingerprint, StoreCallba
     if (outcome == PayResult::kKeyOfAnotherStore) return done(KeyOfAnotherStore(rows->Int(0, 2), p.store_id));
     if (outcome == PayResult::kMismatch) return done(CardKeyMismatch(*p.idempotency_key));
     if (outcome < PayResult::kOk || outcome > PayResult::kReplayedRefused)
-      return done(Status::Internal("hotrow_pay_v6 answered outcome " + std::to_string(rows->Int(0, 0))));
+      return done(Status::Internal("hotrow_pay_v7 answered outcome " + std::to_string(rows->Int(0, 0))));
     PaymentOutcome out;
     out.replayed = outcome == PayResult::kReplayed || outcome == PayResult::kReplayedRefused;
     out.refused = outcome == PayResult::kRefused || outcome == PayResult::kReplayedRefused;

@@ -143,6 +143,10 @@ class PostgresPointCardStore final : public PointCardStore {
                std::function<void(Result<HistoryPage>)> done) override;
   void Pay(Payment payment, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
   void Refund(RefundRequest refund, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) override;
+  void CreateHold(NewHold hold, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) override;
+  void EndHold(HoldAction action, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) override;
+  void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
+                 std::function<void(Result<HoldPage>)> done) override;
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:
@@ -223,6 +227,8 @@ Status CreatePostgresStoreFunctions(db::pg::Connection& conn);
 Status CreatePostgresKeyFunctions(db::pg::Connection& conn);
 // postgres_refunds.cc: refunds, (re)created at every start.
 Status CreatePostgresRefundFunctions(db::pg::Connection& conn);
+// postgres_holds.cc: holds, (re)created at every start.
+Status CreatePostgresHoldFunctions(db::pg::Connection& conn);
 
 // postgres_schema.cc: tables, migrations and functions, under the schema
 // lock (on one connection, or on one of the pool's at start-up).

@@ -167,6 +167,42 @@ void PointCardService::Refund(RefundRequest r, Callback<Result<PaymentOutcome>> 
   store_.Refund(std::move(r), std::move(fingerprint), std::move(done));
 }
 
+void PointCardService::CreateHold(NewHold h, std::function<void(Result<HoldOutcome>)> done) {
+  if (h.amount < -kAmountAbsMax || h.amount > -1)
+    return done(Status::InvalidField(
+        "amount", "amount must be an integer from -" + std::to_string(kAmountAbsMax) + " to -1: the points to hold"));
+  if (h.expires_in_seconds < 1 || h.expires_in_seconds > kHoldSecondsMax)
+    return done(Status::InvalidField(
+        "expiresInSeconds", "expiresInSeconds must be an integer from 1 to " + std::to_string(kHoldSecondsMax)));
+  if (h.store_id > kStoreIdMax) return done(NoSuchStore(h.store_id));
+  std::string fingerprint;
+  if (h.idempotency_key) {
+    if (Status s = ValidateIdempotencyKey(*h.idempotency_key); !s.ok()) return done(s);
+    fingerprint = "hold store=" + std::to_string(h.store_id) + " amount=" + std::to_string(h.amount) +
+                  " expiresInSeconds=" + std::to_string(h.expires_in_seconds);
+  }
+  store_.CreateHold(std::move(h), std::move(fingerprint), std::move(done));
+}
+
+void PointCardService::EndHold(HoldAction a, std::function<void(Result<HoldOutcome>)> done) {
+  if (a.amount && (*a.amount < -kAmountAbsMax || *a.amount > -1))
+    return done(Status::InvalidField("amount", "amount must be an integer from -" + std::to_string(kAmountAbsMax) +
+                                                   " to -1, or left out for the whole hold"));
+  std::string fingerprint;
+  if (a.idempotency_key) {
+    if (Status s = ValidateIdempotencyKey(*a.idempotency_key); !s.ok()) return done(s);
+    fingerprint = std::string(a.capture ? "capture" : "void") + " hold=" + std::to_string(a.hold_id);
+    if (a.capture) fingerprint += " amount=" + (a.amount ? std::to_string(*a.amount) : std::string("all"));
+  }
+  store_.EndHold(std::move(a), std::move(fingerprint), std::move(done));
+}
+
+void PointCardService::ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
+                                 std::function<void(Result<HoldPage>)> done) {
+  if (limit < 1 || limit > kHoldListLimitMax) return done(Status::OutOfRange("limit", 1, kHoldListLimitMax));
+  store_.ListHolds(card_id, limit, before_id, std::move(done));
+}
+
 namespace {
 
 // An external reference in NFC, then checked: one spelled two ways (a

@@ -93,6 +93,16 @@ class PointCardService final : public DomainService {
   // (invalid_field Idempotency-Key without one: a refund retried without
   // one could pay back twice). The rest is the store's (store.h).
   void Refund(RefundRequest refund, Callback<Result<PaymentOutcome>> done);
+  // Holds: amount -1,000,000..-1, expiresInSeconds 1..604,800, a store id
+  // a store can have; the rest is the store's (store.h). Keys scoped to the
+  // card with its payments' ("hold", "capture", "void" keep the
+  // fingerprints apart).
+  void CreateHold(NewHold hold, std::function<void(Result<HoldOutcome>)> done);
+  // A capture's amount, when given, -1,000,000..-1.
+  void EndHold(HoldAction action, std::function<void(Result<HoldOutcome>)> done);
+  // limit 1-100.
+  void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
+                 std::function<void(Result<HoldPage>)> done);
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
   // not_found for an unknown grant.

@@ -9,13 +9,15 @@ namespace sqlite = db::sqlite;
 namespace {
 
 // A card as reads show it, ?1 selecting it: the balance with its applied
-// credit, one statement, one snapshot. Whole literals (no string built per
+// credit and what its open holds unexpired at ?2 hold, one statement, one
+// snapshot. Whole literals (no string built per
 // read: GET /api/v1/cards/{id} allocates nothing, tests/alloc).
-#define HOTROW_SELECT_CARD                                                                              \
-  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "                                           \
-  "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID " \
-  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), a.EXTERNAL_REF, a.STATUS, a.CLOSED_TIME "      \
-  "FROM S_ACCOUNT a WHERE "
+#define HOTROW_SELECT_CARD                                                                               \
+  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "                                            \
+  "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "  \
+  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), a.EXTERNAL_REF, a.STATUS, a.CLOSED_TIME, "      \
+  "(SELECT COALESCE(SUM(-h.AMOUNT), 0) FROM P_HOLD h WHERE h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' " \
+  "AND h.EXPIRES_TIME > ?2) FROM S_ACCOUNT a WHERE "
 constexpr const char* kSelectCardById = HOTROW_SELECT_CARD "a.CARD_ID = ?1";
 constexpr const char* kSelectCardByRef = HOTROW_SELECT_CARD "a.EXTERNAL_REF = ?1";
 #undef HOTROW_SELECT_CARD
@@ -27,6 +29,7 @@ Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, 
     q->Bind(1, id);
   else
     q->Bind(1, ref);
+  q->Bind(2, NowUs());
   auto row = q->Step();
   if (!row.ok()) return row.status();
   if (!*row) return std::optional<Card>();
@@ -38,6 +41,7 @@ Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, 
   if (!q->IsNull(5)) card.external_ref = std::string(q->Text(5));
   card.status = std::string(q->Text(6));
   if (!q->IsNull(7)) card.closed_at_us = q->Int(7);
+  card.held = q->Int(8);
   if (Status s = q->Run(); !s.ok()) return s;
   return std::optional<Card>(std::move(card));
 }

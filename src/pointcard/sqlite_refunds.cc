@@ -72,7 +72,8 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
   // never changes, so a replay, always of a payment, is unaffected.
   if (key_store && original->store_id != 0 && *key_store != original->store_id)
     return KeyOfAnotherStore(*key_store, original->store_id);
-  if (original->kind != "payment") return NotRefundable(r.transaction_id, original->kind);
+  if (original->kind != "payment" && original->kind != "capture")
+    return NotRefundable(r.transaction_id, original->kind);
   auto earlier = FindCardKey(c, r.card_id, r.idempotency_key, fp);
   if (!earlier.ok()) return earlier.status();
   if (*earlier) return **earlier;

@@ -168,6 +168,29 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                ) WITHOUT ROWID;
                                CREATE INDEX M_STORE_KEY_STORE ON M_STORE_KEY (STORE_ID, CREATED_TIME);
                              )sql"},
+                             // 5 (v0.12.0): holds (model.h, Hold). A hold is no history row
+                             // until its capture; an open one counts in `held` until EXPIRES_TIME.
+                             //  - P_HOLD_CARD lists a card's holds; P_HOLD_OPEN finds what it holds.
+                             //  - P_IDEMPOTENCY.HOLD_ID: the hold a hold, capture or void key
+                             //    answers (NULL for a payment's or a refund's).
+                             {.sql = R"sql(
+                               CREATE TABLE P_HOLD (
+                                 HOLD_ID         INTEGER PRIMARY KEY,
+                                 CARD_ID         INTEGER NOT NULL,
+                                 STORE_ID        INTEGER NOT NULL,
+                                 AMOUNT          INTEGER NOT NULL,
+                                 STATUS          TEXT    NOT NULL,
+                                 CREATED_TIME    INTEGER NOT NULL,
+                                 EXPIRES_TIME    INTEGER NOT NULL,
+                                 ENDED_TIME      INTEGER,
+                                 CAPTURE_ID      INTEGER,
+                                 CAPTURED_AMOUNT INTEGER,
+                                 ACTOR           TEXT    NOT NULL
+                               );
+                               CREATE INDEX P_HOLD_CARD ON P_HOLD (CARD_ID, HOLD_ID);
+                               CREATE INDEX P_HOLD_OPEN ON P_HOLD (CARD_ID, EXPIRES_TIME) WHERE STATUS = 'open';
+                               ALTER TABLE P_IDEMPOTENCY ADD COLUMN HOLD_ID INTEGER;
+                             )sql"},
                          },
                          "point card");
 }

@@ -86,7 +86,12 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
                                "SELECT COALESCE(MAX(MAX(CREATED_TIME, COALESCE(LAST_USED_TIME, 0), "
                                "COALESCE(REVOKED_TIME, 0))), 0) FROM M_STORE_KEY");
   if (!keys.ok()) return keys.status();
-  store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys});
+  // And past every hold's (point-card schema 5): a capture or void comes
+  // after its hold's creation, and an expiry stamped is a decision taken.
+  auto holds =
+      sqlite::QueryInt(conn, "SELECT COALESCE(MAX(MAX(CREATED_TIME, COALESCE(ENDED_TIME, 0))), 0) FROM P_HOLD");
+  if (!holds.ok()) return holds.status();
+  store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys, *holds});
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
   store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
@@ -172,13 +177,7 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
                                    std::function<void(Result<HistoryPage>)> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
-  // One read transaction: the existence check and the page see one snapshot.
-  if (Status s = (*conn)->Exec("BEGIN"); !s.ok()) return done(s);
-  auto exists = (*conn)->Prepare("SELECT 1 FROM S_ACCOUNT WHERE CARD_ID = ?1");
-  if (!exists.ok()) return done(exists.status());
-  auto found = exists->Bind(1, card_id).Step();
-  if (!found.ok()) return done(found.status());
-  if (!*found) return done(NoSuchCard(card_id));
+  if (Status s = BeginCardRead(**conn, card_id); !s.ok()) return done(s);
   auto q = (*conn)->Prepare(kSelectHistory);
   if (!q.ok()) return done(q.status());
   q->Bind(1, card_id).Bind(2, before_us.value_or(INT64_MAX)).Bind(3, limit + 1);
@@ -194,6 +193,16 @@ void SqlitePointCardStore::History(int64_t card_id, int64_t limit, std::optional
     page.next_before_us = page.rows.back().payment_time_us;
   }
   done(std::move(page));
+}
+
+Status BeginCardRead(sqlite::Connection& c, int64_t card_id) {
+  if (Status s = c.Exec("BEGIN"); !s.ok()) return s;
+  auto exists = c.Prepare("SELECT 1 FROM S_ACCOUNT WHERE CARD_ID = ?1");
+  if (!exists.ok()) return exists.status();
+  auto found = exists->Bind(1, card_id).Step();
+  if (!found.ok()) return found.status();
+  if (!*found) return NoSuchCard(card_id);
+  return exists->Run();
 }
 
 // A key of a release before 0.8.0 too: the row is found by its primary key.
@@ -285,17 +294,16 @@ Status SqlitePointCardStore::AppendRow(sqlite::Connection& c, HistoryRow& row) {
   return insert->Run();
 }
 
-// A point use or a refund as a WriteOp (one allocation per request;
-// pooling it was measured and bought nothing,
+// A point use, a refund or a hold's write as a WriteOp (one allocation per
+// request; pooling it was measured and bought nothing,
 // docs/design.md#allocation-free-requests).
-template <typename Request, Result<PaymentOutcome> (SqlitePointCardStore::*ApplyFn)(sqlite::Connection&, const Request&,
-                                                                                    const std::string&)>
+template <typename Request, typename Outcome, typename Done,
+          Result<Outcome> (SqlitePointCardStore::*ApplyFn)(sqlite::Connection&, const Request&, const std::string&)>
 class CardOp final : public db::sqlite::WriteOp {
  public:
-  CardOp(SqlitePointCardStore* store, Request r, std::string fp, StoreCallback<Result<PaymentOutcome>> done)
+  CardOp(SqlitePointCardStore* store, Request r, std::string fp, Done done)
       : store_(store), request_(std::move(r)), fingerprint_(std::move(fp)), done_(std::move(done)) {}
-  static db::sqlite::OpPtr Make(SqlitePointCardStore* store, Request r, std::string fp,
-                                StoreCallback<Result<PaymentOutcome>> done) {
+  static db::sqlite::OpPtr Make(SqlitePointCardStore* store, Request r, std::string fp, Done done) {
     return db::sqlite::MakeOp<CardOp>(store, std::move(r), std::move(fp), std::move(done));
   }
 
@@ -314,11 +322,25 @@ class CardOp final : public db::sqlite::WriteOp {
   SqlitePointCardStore* store_ = nullptr;
   Request request_;
   std::string fingerprint_;
-  StoreCallback<Result<PaymentOutcome>> done_;
-  Result<PaymentOutcome> result_ = Status::Internal("not applied");
+  Done done_;
+  Result<Outcome> result_ = Status::Internal("not applied");
 };
-using PayOp = CardOp<Payment, &SqlitePointCardStore::ApplyPayment>;
-using RefundOp = CardOp<RefundRequest, &SqlitePointCardStore::ApplyRefund>;
+using PayOp =
+    CardOp<Payment, PaymentOutcome, StoreCallback<Result<PaymentOutcome>>, &SqlitePointCardStore::ApplyPayment>;
+using RefundOp =
+    CardOp<RefundRequest, PaymentOutcome, StoreCallback<Result<PaymentOutcome>>, &SqlitePointCardStore::ApplyRefund>;
+using HoldDone = std::function<void(Result<HoldOutcome>)>;
+using CreateHoldOp = CardOp<NewHold, HoldOutcome, HoldDone, &SqlitePointCardStore::ApplyCreateHold>;
+using EndHoldOp = CardOp<HoldAction, HoldOutcome, HoldDone, &SqlitePointCardStore::ApplyEndHold>;
+
+// A hold's refusal that committed (hold_expired) reaches the caller as its
+// error.
+HoldDone RefusalAsError(HoldDone done) {
+  return [done = std::move(done)](Result<HoldOutcome> r) {
+    if (r.ok() && !r->refusal.ok()) return done(r->refusal);
+    done(std::move(r));
+  };
+}
 
 Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c, const Payment& p,
                                                           const std::string& fp) {
@@ -348,15 +370,24 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   auto pending = PendingCredit(c, p.card_id);
   if (!pending.ok()) return pending.status();
   const int64_t credit = *pending;
+  // A payment takes from what is available: the balance less the open
+  // holds, at the writer's time (which only moves forward). A charge is
+  // never refused.
+  int64_t held = 0;
+  if (p.amount < 0) {
+    auto open = HeldAt(c, p.card_id, std::max(NowUs(), clock_last_us_ + 1));
+    if (!open.ok()) return open.status();
+    held = *open;
+  }
   PaymentOutcome out;
-  if (balance + credit + p.amount < 0) {
-    // What the card holds, as a read shows it; nothing is written.
+  if (p.amount < 0 && balance + credit - held + p.amount < 0) {
+    // What the card has available, as a read shows it; nothing is written.
     out.refused = true;
     out.row = {.payment_time_us = 0,
                .card_id = p.card_id,
                .store_id = p.store_id,
                .amount = p.amount,
-               .balance = balance + credit};
+               .balance = balance + credit - held};
   } else {
     // The grant's row first, at its own time.
     auto folded = credit > 0 ? FoldCard(c, p.card_id, balance) : Result<int64_t>(balance);
@@ -385,6 +416,17 @@ void SqlitePointCardStore::Pay(Payment payment, std::string fingerprint, StoreCa
 void SqlitePointCardStore::Refund(RefundRequest refund, std::string fingerprint,
                                   StoreCallback<Result<PaymentOutcome>> done) {
   db_.writer().Submit(RefundOp::Make(this, std::move(refund), std::move(fingerprint), std::move(done)));
+}
+
+void SqlitePointCardStore::CreateHold(NewHold hold, std::string fingerprint,
+                                      std::function<void(Result<HoldOutcome>)> done) {
+  db_.writer().Submit(CreateHoldOp::Make(this, std::move(hold), std::move(fingerprint), std::move(done)));
+}
+
+void SqlitePointCardStore::EndHold(HoldAction action, std::string fingerprint,
+                                   std::function<void(Result<HoldOutcome>)> done) {
+  db_.writer().Submit(
+      EndHoldOp::Make(this, std::move(action), std::move(fingerprint), RefusalAsError(std::move(done))));
 }
 
 void SqlitePointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) {

@@ -116,6 +116,13 @@ class SqlitePointCardStore final : public PointCardStore {
   Result<PaymentOutcome> ApplyRefund(db::sqlite::Connection& c, const RefundRequest& r, const std::string& fingerprint);
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
   void GetGrant(int64_t grant_id, std::function<void(Result<GrantInfo>)> done) override;
+  void CreateHold(NewHold hold, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) override;
+  void EndHold(HoldAction action, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) override;
+  void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
+                 std::function<void(Result<HoldPage>)> done) override;
+  // A hold's writes inside the writer's transaction (sqlite_holds.cc).
+  Result<HoldOutcome> ApplyCreateHold(db::sqlite::Connection& c, const NewHold& h, const std::string& fingerprint);
+  Result<HoldOutcome> ApplyEndHold(db::sqlite::Connection& c, const HoldAction& a, const std::string& fingerprint);
 
   static constexpr size_t kStageInFlight = 2;
   // How long a grant waits at its apply for the previous grant's fold.
@@ -205,6 +212,12 @@ Status StoreExists(db::sqlite::Connection& c, int64_t store_id);
 // key's store, or BadStoreKey; its LAST_USED_TIME moves to now_us when it is
 // kKeyUseResolutionUs old or unset.
 Result<int64_t> CheckStoreKey(db::sqlite::Connection& c, const KeyUse& key, int64_t now_us);
+// Begins a read transaction on a reader and checks that the card exists
+// (not_found): what follows reads the same snapshot (a history or holds
+// page).
+Status BeginCardRead(db::sqlite::Connection& c, int64_t card_id);
+// |amount| of the card's open holds unexpired at t_us (sqlite_holds.cc).
+Result<int64_t> HeldAt(db::sqlite::Connection& c, int64_t card_id, int64_t t_us);
 // The stored outcome of an earlier point use or refund on the card with
 // this key (P_IDEMPOTENCY), if any; idempotency_mismatch for another
 // fingerprint.

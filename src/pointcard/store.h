@@ -103,6 +103,28 @@ class PointCardStore {
   // (a 404's retry would refund the row, should one with that id appear).
   virtual void Refund(RefundRequest refund, std::string fingerprint, StoreCallback<Result<PaymentOutcome>> done) = 0;
 
+  // Holds (model.h, Hold), each one SERIALIZABLE transaction under the
+  // card's lock, at the card's time t (one that only moves forward per
+  // card). A new hold: the store key (BadStoreKey, KeyOfAnotherStore), the
+  // store (not_found), the idempotency key (a replay answers the hold as it
+  // is now), the card (not_found, card_closed), then |amount| <= available
+  // at t (insufficient_balance, nothing written and no key kept). The
+  // card's pending grant credit counts in its balance.
+  virtual void CreateHold(NewHold hold, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) = 0;
+  // A capture or void: the store key, the card and the hold (not_found),
+  // the key's store against the hold's (KeyOfAnotherStore), the
+  // idempotency key (a replay answers the hold as it is now), the hold's
+  // status (hold_not_open), its expiry (t >= EXPIRES_TIME: hold_expired,
+  // the hold stamped expired and no key kept), then a capture's amount
+  // (hold.amount .. -1) and balance. A capture writes one "capture" row at
+  // the hold's store (its pending grant credit folded first) and names it
+  // in the hold. A closed card still captures and voids.
+  virtual void EndHold(HoldAction action, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) = 0;
+  // The card's holds newest first, at most `limit`, with ids below
+  // `before_id` when given; not_found for an unknown card.
+  virtual void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
+                         std::function<void(Result<HoldPage>)> done) = 0;
+
   // The point grant: for every card, floor(sum of positive amounts from
   // stores > 0 in [from, to) * rate / 100) more points and one history row
   // with STORE_ID 0. Atomic, and serializable with the online point uses

@@ -328,6 +328,49 @@ TEST(FromV090, StoresOfTheReleaseBeforeGetKeys) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// 0.12.0 adds holds (point-card schema 5) to what 0.11.0 wrote: its store
+// key's payment and keyed refund replay, a card of it holds, captures and
+// pays from what is left available, and the check passes.
+TEST(FromV0110, CardsOfTheReleaseBeforeGetHolds) {
+  TempDir dir;
+  const std::string path = dir.File("hotrow.db"),
+                    fixture = std::string(HOTROW_SOURCE_DIR) + "/tests/fixtures/v0.11.0.db";
+  const std::string cards = pointcard::PointCardPath(path);
+  fs::copy_file(fixture, path);
+  fs::copy_file(fixture + ".pointcard.db", cards);
+  ASSERT_EQ(QueryOne(cards, "PRAGMA user_version"), 4) << "the fixture is v0.11.0's";
+  ASSERT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'refund'"), 1);
+  {
+    auto p = ServerProcess::Start({"--db", "sqlite:" + path, "--admin-token", kTestAdminToken}, dir.File("log"));
+    ASSERT_TRUE(p);
+    HttpClient c(p->port());
+    auto paid =
+        c.Post("/api/v1/cards/5/transactions", R"({"storeId":1,"amount":-30})", {{"Idempotency-Key", "fixture-paid"}});
+    ASSERT_EQ(paid.status, 201) << paid.body;
+    EXPECT_EQ(paid.Header("Idempotent-Replayed"), "true") << "0.11.0's payment key";
+    auto refund =
+        c.Post("/api/v1/cards/5/transactions/" + std::to_string(JsonInt(paid.body, "transactionId")) + "/refund",
+               R"({"amount":10})", {{"Idempotency-Key", "fixture-refund"}});
+    EXPECT_EQ(refund.status, 201) << refund.body;
+    EXPECT_EQ(refund.Header("Idempotent-Replayed"), "true") << "0.11.0's refund key";
+    const int64_t balance = JsonInt(c.Get("/api/v1/cards/4").body, "balance");
+    ASSERT_GT(balance, 100);
+    auto hold = c.Post("/api/v1/cards/4/holds", R"({"storeId":1,"amount":-100,"expiresInSeconds":600})");
+    ASSERT_EQ(hold.status, 201) << hold.body;
+    EXPECT_EQ(JsonInt(c.Get("/api/v1/cards/4").body, "available"), balance - 100);
+    auto over =
+        c.Post("/api/v1/cards/4/transactions", R"({"storeId":1,"amount":-)" + std::to_string(balance - 99) + "}");
+    EXPECT_EQ(over.status, 409) << "the hold is not available: " << over.body;
+    auto captured = c.Post("/api/v1/cards/4/holds/" + std::to_string(JsonInt(hold.body, "holdId")) + "/capture");
+    EXPECT_EQ(captured.status, 200) << captured.body;
+    ASSERT_EQ(p->Stop(), 0);
+  }
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 5) << "4, then 0.12.0's holds";
+  EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM P_HOLD WHERE STATUS = 'captured'"), 1);
+  auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
 // v0.4.0 kept the point card in the main file; this release moves it into
 // PATH.pointcard.db (pointcard/sqlite_file.h) and closes the main file to
 // releases before it.

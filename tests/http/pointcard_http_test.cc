@@ -181,6 +181,108 @@ TEST(PointCardHttp, RefundsNeedAKeyAndTheirPaymentsStore) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// Holds over HTTP, under --require-store-keys: a till's key holds for its
+// store (201), captures in part (200 with the capture row) and voids; bad
+// input, wrong methods and unknown ids are precise 4xx answers that write
+// nothing; held and available show on the card; a kill -9 keeps every
+// acknowledged hold, capture and void.
+TEST(PointCardHttp, HoldsAreMadeCapturedAndVoidedByTheirStoresTill) {
+  TestServer server(TestServerOptions{0, true, {"--require-store-keys"}, {}});
+  ASSERT_TRUE(server.ok());
+  HttpClient c(server.port());
+  const Headers admin = {{"Authorization", std::string("Bearer ") + kTestAdminToken}};
+  auto made = c.Post("/api/v1/stores/2/keys", "{}", admin);
+  ASSERT_EQ(made.status, 201) << made.body;
+  auto other = c.Post("/api/v1/stores/3/keys", "{}", admin);
+  ASSERT_EQ(other.status, 201) << other.body;
+  const Headers till = {{"Authorization", "Bearer " + JsonString(made.body, "key")}};
+  const Headers other_till = {{"Authorization", "Bearer " + JsonString(other.body, "key")}};
+  ASSERT_EQ(c.Post("/api/v1/cards/7/transactions", R"({"storeId":2,"amount":5000})", till).status, 201);
+  const int64_t balance = JsonInt(c.Get("/api/v1/cards/7").body, "balance");
+  const std::string holds = "/api/v1/cards/7/holds";
+  auto keyed = [](const Headers& h, const std::string& key) {
+    Headers all = h;
+    all.push_back({"Idempotency-Key", key});
+    return all;
+  };
+
+  EXPECT_EQ(c.Post(holds, R"({"storeId":2,"amount":-500,"expiresInSeconds":600})").status, 401);
+  EXPECT_EQ(c.Post(holds, R"({"storeId":2,"amount":-500,"expiresInSeconds":600})", other_till).status, 403);
+  for (const char* bad : {R"({"storeId":2,"amount":-500})", R"({"storeId":2,"amount":500,"expiresInSeconds":600})",
+                          R"({"storeId":2,"amount":-500,"expiresInSeconds":604801})",
+                          R"({"storeId":2,"amount":"-500","expiresInSeconds":600})",
+                          R"({"storeId":2,"amount":-500,"expiresInSeconds":600,"x":1})", "{", "[]"}) {
+    auto r = c.Post(holds, bad, till);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+  EXPECT_EQ(c.Post("/api/v1/cards/999999/holds", R"({"storeId":2,"amount":-5,"expiresInSeconds":60})", till).status,
+            404);
+  EXPECT_EQ(c.Delete(holds, till).status, 405);
+
+  auto hold = c.Post(holds, R"({"storeId":2,"amount":-500,"expiresInSeconds":600})", keyed(till, "h-1"));
+  ASSERT_EQ(hold.status, 201) << hold.body;
+  EXPECT_EQ(JsonString(hold.body, "status"), "open");
+  EXPECT_EQ(JsonInt(hold.body, "amount"), -500);
+  EXPECT_EQ(JsonString(hold.body, "actor"), "key:" + JsonString(made.body, "keyId"));
+  const std::string id = std::to_string(JsonInt(hold.body, "holdId"));
+  auto replay = c.Post(holds, R"({"storeId":2,"amount":-500,"expiresInSeconds":600})", keyed(till, "h-1"));
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(c.Post(holds, R"({"storeId":2,"amount":-501,"expiresInSeconds":600})", keyed(till, "h-1")).status, 422);
+  auto card = c.Get("/api/v1/cards/7");
+  EXPECT_EQ(JsonInt(card.body, "held"), 500);
+  EXPECT_EQ(JsonInt(card.body, "available"), balance - 500);
+  auto too_much =
+      c.Post("/api/v1/cards/7/transactions", R"({"storeId":2,"amount":-)" + std::to_string(balance - 499) + "}", till);
+  EXPECT_EQ(too_much.status, 409) << too_much.body;
+  EXPECT_NE(too_much.body.find(std::to_string(balance - 500) + " point(s) available"), std::string::npos)
+      << too_much.body;
+
+  const std::string capture = holds + "/" + id + "/capture";
+  EXPECT_EQ(c.Post(capture, R"({"amount":-200})", other_till).status, 403) << "store 2's hold";
+  EXPECT_EQ(c.Post(capture, R"({"amount":-501})", till).status, 400);
+  EXPECT_EQ(c.Post(capture, R"({"amount":-200,"storeId":2})", till).status, 400);
+  EXPECT_EQ(c.Post(holds + "/x/capture", "", till).status, 400);
+  EXPECT_EQ(c.Post(holds + "/999999/capture", "", till).status, 404);
+  EXPECT_EQ(c.Get(capture, till).status, 405);
+  auto captured = c.Post(capture, R"({"amount":-200})", keyed(till, "c-1"));
+  ASSERT_EQ(captured.status, 200) << captured.body;
+  EXPECT_EQ(JsonString(captured.body, "status"), "captured");
+  EXPECT_EQ(JsonInt(captured.body, "capturedAmount"), -200);
+  EXPECT_NE(captured.body.find(R"("kind":"capture")"), std::string::npos) << captured.body;
+  EXPECT_EQ(c.Post(capture, R"({"amount":-200})", keyed(till, "c-1")).Header("Idempotent-Replayed"), "true");
+  auto twice = c.Post(capture, "", till);
+  EXPECT_EQ(twice.status, 409);
+  EXPECT_NE(twice.body.find("hold_not_open"), std::string::npos) << twice.body;
+
+  auto second = c.Post(holds, R"({"storeId":2,"amount":-100,"expiresInSeconds":600})", till);
+  ASSERT_EQ(second.status, 201) << second.body;
+  const std::string void_path = holds + "/" + std::to_string(JsonInt(second.body, "holdId")) + "/void";
+  EXPECT_EQ(c.Post(void_path, R"({"amount":-1})", till).status, 400) << "a void takes no body";
+  auto voided = c.Post(void_path, "", till);
+  ASSERT_EQ(voided.status, 200) << voided.body;
+  EXPECT_EQ(JsonString(voided.body, "status"), "voided");
+  auto listed = c.Get(holds + "?limit=1");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_NE(listed.body.find(R"("status":"voided")"), std::string::npos) << listed.body;
+  EXPECT_EQ(c.Get(holds + "?limit=0").status, 400);
+  EXPECT_EQ(c.Get(holds + "?before=x").status, 400);
+  card = c.Get("/api/v1/cards/7");
+  EXPECT_EQ(JsonInt(card.body, "held"), 0);
+  EXPECT_EQ(JsonInt(card.body, "balance"), balance - 200);
+
+  server.Kill();  // kill -9: every answer above was durable
+  auto check = RunHotrow({"check", "pointcard", "--db", server.db_url()});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  ASSERT_TRUE(server.Start());
+  HttpClient c2(server.port());
+  EXPECT_EQ(JsonInt(c2.Get("/api/v1/cards/7").body, "balance"), balance - 200);
+  auto after = c2.Get(holds);
+  EXPECT_NE(after.body.find(R"("status":"captured")"), std::string::npos) << after.body;
+  EXPECT_EQ(c2.Post(capture, R"({"amount":-200})", keyed(till, "c-1")).Header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 // Guessing is throttled on every route (the HTTP layer counts each 401 and
 // 403 to a request with Authorization): past --auth-failures-max failures
 // within a minute, 429 with Retry-After. Store keys' failures count apart,

@@ -253,5 +253,45 @@ TEST(PostgresPointCard, ADatabaseOfV090GetsStoreKeysAndKeepsOlderPaymentsWorking
   service.Stop();
 }
 
+// A database v0.11.0 made (the last release before point-card migration
+// 5): its keys replay, its cards hold, and v0.11.0's own payment function
+// (hotrow_pay_v6, now a wrapper of v7) respects the holds, so an instance
+// of that release beside this one cannot spend held points.
+TEST(PostgresPointCard, ADatabaseOfV0110GetsHoldsThatOlderPaymentsRespect) {
+  std::string url = RestoreFixture("v0.11.0-postgres.sql");
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'p_hold'"), 0)
+      << "the fixture is from before the migration";
+  ASSERT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'refund'"), 1);
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  auto replay = Wait<Result<pointcard::PaymentOutcome>>([&](auto done) {
+    service.Pay(pointcard::Payment{5, 1, -30, "fixture-paid"}, done);
+  });
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  const int64_t balance = count("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = 3");
+  ASSERT_GT(balance, 10);
+  auto hold = Wait<Result<pointcard::HoldOutcome>>([&](auto done) {
+    service.CreateHold({.card_id = 3, .store_id = 1, .amount = -(balance - 5), .expires_in_seconds = 600}, done);
+  });
+  ASSERT_TRUE(hold.ok()) << hold.status().ToString();
+  // An instance of 0.11.0 still running beside this one: 5 are available.
+  auto older = OrThrow(conn->Query(
+      "SELECT outcome, new_balance FROM hotrow_pay_v6(3, 1, -6, NULL, NULL, 'anonymous', NULL, NULL, NULL, NULL)"));
+  EXPECT_EQ(older.Int(0, 0), 1) << "v0.11.0's function refuses what is held";
+  EXPECT_EQ(older.Int(0, 1), 5) << "and names what is available";
+  auto fits = OrThrow(
+      conn->Query("SELECT outcome FROM hotrow_pay_v6(3, 1, -5, NULL, NULL, 'anonymous', NULL, NULL, NULL, NULL)"));
+  EXPECT_EQ(fits.Int(0, 0), 0);
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  service.Stop();
+}
+
 }  // namespace
 }  // namespace hotrow::testing

@@ -196,6 +196,53 @@ TEST_F(Checker, FindsARefundOfTooMuchOfAnotherCardOrStoreOrOfACharge) {
   ExpectFound("UPDATE H_TRANSACTION SET REFUND_OF = 1 WHERE KIND = 'charge' AND CARD_ID = " + c, "row fields");
 }
 
+// Invariant 13: a hold's amount, status and times in order, its capture row
+// a capture of its card and store within its amount, every capture row
+// named by one captured hold, and no card holding more than it has.
+TEST_F(Checker, FindsAHoldOutOfOrderACaptureOfNoHoldAndMoreHeldThanTheCardHas) {
+  auto [card, time] = CardWithHistory();
+  const std::string c = std::to_string(card), t = std::to_string(time);
+  auto balance = db::sqlite::QueryInt(*conn_, "SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + c);
+  ASSERT_TRUE(balance.ok());
+  ASSERT_GT(*balance, 10) << "the seed gave the card points";
+  // A capture of 10 at store 3, written as the server does: the row, then
+  // its captured hold; and an open hold of 1 for an hour.
+  ASSERT_TRUE(conn_
+                  ->Exec("INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, "
+                         "TRANSACTION_ID, ACTOR) VALUES (" +
+                         t + " + 20, " + c + ", 3, -10, " + std::to_string(*balance - 10) + ", 'capture', " + kNextId +
+                         ", 'anonymous'); UPDATE S_ACCOUNT SET BALANCE = BALANCE - 10, LAST_UPDATE = " + t +
+                         " + 20 WHERE CARD_ID = " + c +
+                         "; INSERT INTO P_HOLD (HOLD_ID, CARD_ID, STORE_ID, AMOUNT, STATUS, CREATED_TIME, "
+                         "EXPIRES_TIME, ENDED_TIME, CAPTURE_ID, CAPTURED_AMOUNT, ACTOR) VALUES (1, " +
+                         c + ", 3, -15, 'captured', " + t + " + 10, " + t + " + 1000000, " + t +
+                         " + 20, (SELECT MAX(TRANSACTION_ID) FROM H_TRANSACTION), -10, 'anonymous'); "
+                         "INSERT INTO P_HOLD (HOLD_ID, CARD_ID, STORE_ID, AMOUNT, STATUS, CREATED_TIME, EXPIRES_TIME, "
+                         "ACTOR) VALUES (2, " +
+                         c + ", 3, -1, 'open', " + t + " + 30, 9000000000000000, 'anonymous')")
+                  .ok());
+  auto clean = pointcard::CheckInvariants(*conn_);
+  ASSERT_TRUE(clean.ok());
+  EXPECT_TRUE(clean->ok()) << (clean->examples.empty() ? "" : clean->examples[0]);
+  const std::string captured = " WHERE HOLD_ID = 1";
+  ExpectFound("UPDATE P_HOLD SET CAPTURED_AMOUNT = -16" + captured, "hold");  // more than it held
+  ASSERT_TRUE(conn_->Exec("UPDATE P_HOLD SET CAPTURED_AMOUNT = -10" + captured).ok());
+  ExpectFound("UPDATE P_HOLD SET STORE_ID = 4" + captured, "hold");  // its row is another store's
+  ASSERT_TRUE(conn_->Exec("UPDATE P_HOLD SET STORE_ID = 3" + captured).ok());
+  ExpectFound("UPDATE P_HOLD SET EXPIRES_TIME = ENDED_TIME" + captured, "hold");  // captured at its expiry
+  ASSERT_TRUE(conn_->Exec("UPDATE P_HOLD SET EXPIRES_TIME = " + t + " + 1000000" + captured).ok());
+  ExpectFound("UPDATE P_HOLD SET STATUS = 'voided', CAPTURE_ID = NULL" + captured, "capture");  // a row of no hold
+  ASSERT_TRUE(conn_
+                  ->Exec("UPDATE P_HOLD SET STATUS = 'captured', CAPTURE_ID = (SELECT MAX(TRANSACTION_ID) FROM "
+                         "H_TRANSACTION)" +
+                         captured)
+                  .ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  ExpectFound("UPDATE P_HOLD SET STATUS = 'expired' WHERE HOLD_ID = 2", "hold");  // expired with no end
+  ASSERT_TRUE(conn_->Exec("UPDATE P_HOLD SET STATUS = 'open' WHERE HOLD_ID = 2").ok());
+  ExpectFound("UPDATE P_HOLD SET AMOUNT = -" + std::to_string(*balance) + " WHERE HOLD_ID = 2", "held");
+}
+
 TEST_F(Checker, FindsHistoryOfACardThatDoesNotExist) {
   ExpectFound(std::string(kInsertRow) + "1, 999999, 1, 100, 100, 'charge', " + kNextId + ", 'anonymous')",
               "orphan history");
