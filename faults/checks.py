@@ -366,6 +366,67 @@ def check_refunds(history, truth, baseline, cards):
     return v
 
 
+def check_holds(history, truth, baseline, cards):
+    """Each hold the rig sends (keyed, of -id points) is present once when
+    answered 201, absent when it only failed, at most once when its outcome
+    is unknown; a capture answered 200 left its hold captured for the amount
+    asked, one that only failed captured nothing; a void answered 200 left
+    its hold voided; and no hold is left unexplained. (`hotrow check
+    pointcard`, invariant 13, holds every hold and capture row to its rules.)"""
+    v = []
+    now = truth.holds(cards)
+    added = {k: rows for k, rows in now.items() if k not in baseline}
+    ends = collections.defaultdict(list)
+    for o in history.of("capture", "void"):
+        ends[o.args["logical"]].append(o)
+    groups = collections.defaultdict(list)
+    for o in history.of("hold"):
+        groups[o.args["logical"]].append(o)
+    explained = set()
+    for logical, attempts in groups.items():
+        a0 = attempts[0].args
+        key = (a0["card"], a0["amount"])
+        explained.add(key)
+        rows = added.get(key, [])
+        outcomes = {o.outcome for o in attempts}
+        desc = f"hold {logical} (card {a0['card']}, amount {a0['amount']})"
+        if len(rows) > 1:
+            v.append(f"{desc}: made {len(rows)} times")
+        if "ok" in outcomes and len(rows) != 1:
+            v.append(f"{desc}: answered 201 but present {len(rows)} times")
+        if outcomes == {"fail"} and rows:
+            v.append(f"{desc}: answered as failed ({attempts[-1].status} {attempts[-1].error}) but present")
+        if len(rows) != 1:
+            continue
+        status, captured = rows[0]
+        end = ends.get(logical, [])
+        end_outcomes = {o.outcome for o in end}
+        if not end:
+            if status not in ("open", "expired"):
+                v.append(f"{desc}: neither captured nor voided by the rig, but {status}")
+            continue
+        kind = end[0].kind
+        if kind == "capture":
+            taken = end[0].args["taken"]
+            if "ok" in end_outcomes and (status, captured) != ("captured", taken):
+                v.append(f"{desc}: its capture of {taken} answered 200, but it is {status} for {captured}")
+            if end_outcomes == {"fail"} and status == "captured":
+                v.append(f"{desc}: its capture only failed ({end[-1].status} {end[-1].error}), but it is captured")
+            if status == "voided":
+                v.append(f"{desc}: only a capture was sent, but it is voided")
+        else:
+            if "ok" in end_outcomes and status != "voided":
+                v.append(f"{desc}: its void answered 200, but it is {status}")
+            if end_outcomes == {"fail"} and status == "voided":
+                v.append(f"{desc}: its void only failed ({end[-1].status} {end[-1].error}), but it is voided")
+            if status == "captured":
+                v.append(f"{desc}: only a void was sent, but it is captured")
+    stray = set(added) - explained
+    if stray:
+        v.append(f"holds: {len(stray)} hold(s) no request explains, e.g. {sorted(stray)[:3]}")
+    return v
+
+
 def check_grants(history, truth, grants_before):
     """Every grant the rig sends carries an Idempotency-Key, so each is
     checked by its key: one with a 201 is recorded once, one that only

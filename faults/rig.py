@@ -259,6 +259,7 @@ class Rig:
         self.initial = self.truth.plans(HOT_PLANS + EDIT_PLANS)
         self.payments_before = self.truth.payments(CARDS)
         self.refunds_before = self.truth.refunds(CARDS)
+        self.holds_before = set(self.truth.holds(CARDS))
         self.grants_before = self.truth.grants()
 
     def sabotage(self):
@@ -297,6 +298,7 @@ class Rig:
         v += self.run_check("season scores", checks.check_season_scores, h, t)
         v += self.run_check("payments", checks.check_payments, h, t, self.payments_before, CARDS)
         v += self.run_check("refunds", checks.check_refunds, h, t, self.refunds_before, CARDS)
+        v += self.run_check("holds", checks.check_holds, h, t, self.holds_before, CARDS)
         v += self.run_check("grants", checks.check_grants, h, t, self.grants_before)
         v += self.run_check("pointcard", self.pointcard_invariants)
         return v

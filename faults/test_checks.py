@@ -30,9 +30,10 @@ def history(*ops):
 
 class FakeTruth:
     def __init__(self, plans=None, board=(), payments=None, grants=(), grant_rows=(0, 0), titles=(), names=None,
-                 seasons=None, refunds=None):
+                 seasons=None, refunds=None, holds=None):
         self._names, self._seasons = names or {}, seasons or {}
         self._refunds = refunds or collections.Counter()
+        self._holds = holds or {}
         self._plans, self._board, self._payments = plans or {}, list(board), payments or collections.Counter()
         self._grants, self._grant_rows, self._titles = list(grants), grant_rows, list(titles)
 
@@ -53,6 +54,9 @@ class FakeTruth:
 
     def payments(self, cards):
         return self._payments
+
+    def holds(self, cards):
+        return self._holds
 
     def refunds(self, cards):
         return self._refunds
@@ -151,6 +155,43 @@ class Refunds(unittest.TestCase):
         rows = collections.Counter({(1, 101, 1): 1, (1, 150, 50): 1})
         self.assertEqual(checks.check_refunds(h, FakeTruth(refunds=rows), collections.Counter({(1, 150, 50): 1}), [1]),
                          [])
+
+
+class Holds(unittest.TestCase):
+    def hold(self, outcome, logical, attempt=0):
+        return op("hold", outcome, 0, 1, status=201 if outcome == "ok" else 409, card=1, store=1, amount=-logical,
+                  logical=logical, attempt=attempt, value={"holdId": logical} if outcome == "ok" else None)
+
+    def end(self, kind, outcome, logical, taken=None):
+        args = dict(card=1, hold=logical, amount=-logical, logical=logical)
+        if taken is not None:
+            args["taken"] = taken
+        return op(kind, outcome, 2, 3, status=200 if outcome == "ok" else 409, **args)
+
+    def test_double_holds_missing_oks_present_fails_wrong_ends_and_strays_are_found(self):
+        h = history(self.hold("ok", 1), self.hold("ok", 2), self.hold("fail", 3), self.hold("ok", 4),
+                    self.end("capture", "ok", 4, -2), self.hold("ok", 5), self.end("void", "ok", 5),
+                    self.hold("ok", 6), self.end("capture", "fail", 6, -3), self.hold("info", 7))
+        rows = {(1, -1): [("open", 0), ("open", 0)], (1, -3): [("open", 0)], (1, -4): [("captured", -1)],
+                (1, -5): [("expired", 0)], (1, -6): [("captured", -3)], (1, -7): [("open", 0)],
+                (1, -99): [("open", 0)]}
+        v = " | ".join(checks.check_holds(h, FakeTruth(holds=rows), set(), [1]))
+        self.assertIn("hold 1 (card 1, amount -1): made 2 times", v)
+        self.assertIn("hold 2", v)  # answered 201, absent
+        self.assertIn("hold 3", v)  # failed, present
+        self.assertIn("hold 4 (card 1, amount -4): its capture of -2 answered 200, but it is captured for -1", v)
+        self.assertIn("hold 5 (card 1, amount -5): its void answered 200, but it is expired", v)
+        self.assertIn("hold 6 (card 1, amount -6): its capture only failed", v)
+        self.assertNotIn("hold 7", v)  # info: once is allowed
+        self.assertIn("no request explains", v)
+
+    def test_a_clean_history_passes(self):
+        h = history(self.hold("ok", 1), self.end("capture", "ok", 1, -1), self.hold("ok", 2),
+                    self.end("void", "ok", 2), self.hold("ok", 3), self.hold("info", 4), self.hold("fail", 5),
+                    self.hold("ok", 6), self.end("capture", "fail", 6, -3))
+        rows = {(1, -1): [("captured", -1)], (1, -2): [("voided", 0)], (1, -3): [("expired", 0)],
+                (1, -6): [("expired", 0)], (1, -50): [("open", 0)]}
+        self.assertEqual(checks.check_holds(h, FakeTruth(holds=rows), {(1, -50)}, [1]), [])
 
 
 class Scores(unittest.TestCase):

@@ -7,9 +7,19 @@ with this.
 import collections
 import sqlite3
 import subprocess
+import time
 
 # An applied grant's credit not folded yet (both backends' P_GRANT_CREDIT).
 _APPLIED = "FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE g.STATE = 'applied'"
+
+
+def hold_states(rows):
+    """{(card, amount): [(status, captured amount), ...]}: the rig's holds are
+    of -id points, so (card, amount) names one logical hold."""
+    out = collections.defaultdict(list)
+    for card, amount, status, captured in rows:
+        out[(int(card), int(amount))].append((status, int(captured)))
+    return dict(out)
 
 
 class PgTruth:
@@ -34,13 +44,20 @@ class PgTruth:
 
     def payments(self, cards):
         rows = self.pg.rows("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
-                            f"WHERE STORE_ID > 0 AND REFUND_OF IS NULL AND CARD_ID IN ({','.join(map(str, cards))})")
+                            f"WHERE KIND IN ('payment', 'charge') AND CARD_ID IN ({','.join(map(str, cards))})")
         return collections.Counter((int(c), int(s), int(a)) for c, s, a in rows)
 
     def refunds(self, cards):
         rows = self.pg.rows("SELECT CARD_ID, REFUND_OF, AMOUNT FROM H_TRANSACTION "
                             f"WHERE KIND = 'refund' AND CARD_ID IN ({','.join(map(str, cards))})")
         return collections.Counter((int(c), int(r), int(a)) for c, r, a in rows)
+
+    def holds(self, cards):
+        # An open hold past its expiry is expired, written down or not.
+        rows = self.pg.rows("SELECT CARD_ID, AMOUNT, CASE WHEN STATUS = 'open' AND EXPIRES_TIME <= "
+                            "clock_timestamp() AT TIME ZONE 'UTC' THEN 'expired' ELSE STATUS END, "
+                            f"COALESCE(CAPTURED_AMOUNT, 0) FROM P_HOLD WHERE CARD_ID IN ({','.join(map(str, cards))})")
+        return hold_states((int(c), int(a), st, int(t)) for c, a, st, t in rows)
 
     def grants(self):
         # A 'staging' grant never answered (its lease runs out, and it goes).
@@ -115,7 +132,7 @@ class SqliteTruth:
 
     def payments(self, cards):
         rows = self._query("SELECT CARD_ID, STORE_ID, AMOUNT FROM H_TRANSACTION "
-                           f"WHERE STORE_ID > 0 AND REFUND_OF IS NULL AND CARD_ID IN ({','.join(map(str, cards))})",
+                           f"WHERE KIND IN ('payment', 'charge') AND CARD_ID IN ({','.join(map(str, cards))})",
                            self.cards_path)
         return collections.Counter(rows)
 
@@ -123,6 +140,13 @@ class SqliteTruth:
         rows = self._query("SELECT CARD_ID, REFUND_OF, AMOUNT FROM H_TRANSACTION "
                            f"WHERE KIND = 'refund' AND CARD_ID IN ({','.join(map(str, cards))})", self.cards_path)
         return collections.Counter(rows)
+
+    def holds(self, cards):
+        now = int(time.time() * 1e6)
+        rows = self._query(f"SELECT CARD_ID, AMOUNT, CASE WHEN STATUS = 'open' AND EXPIRES_TIME <= {now} "
+                           "THEN 'expired' ELSE STATUS END, COALESCE(CAPTURED_AMOUNT, 0) FROM P_HOLD "
+                           f"WHERE CARD_ID IN ({','.join(map(str, cards))})", self.cards_path)
+        return hold_states(rows)
 
     def grants(self):
         # A 'staging' grant never answered and is invisible (deleted at start).

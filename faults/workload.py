@@ -3,14 +3,15 @@ deletes, scores (the same players, distinct players with tied scores, a
 `best` board, keyed increments on a board of their own, posts that set a
 displayName on another, signed increments on an `hmac` board, keyed
 increments on a board of 20-second seasons), payments with and without
-Idempotency-Key, refunds of acknowledged payments, and grants.
+Idempotency-Key, refunds of acknowledged payments, holds (captured in part,
+voided or left to expire), and grants.
 
 Each worker draws its operations from its own random.Random(seed, worker),
 so a seed reproduces the workload (not the interleaving). Values are chosen
 so that the checks can tell every write apart in the stores afterwards:
 titles carry the operation's id, a replace score is 100000 + id, a payment's
 amount is +-id on its card, a refund names its payment (each is refunded
-once, for half of what it took).
+once, for half of what it took), a hold is of -id points on its card.
 """
 
 import datetime
@@ -50,7 +51,7 @@ STORES = [1, 2, 3]
 WEIGHTS = [
     ("like", 30), ("edit", 6), ("create", 3), ("delete", 2), ("score_hot", 10), ("score_best", 4),
     ("score_tie", 5), ("score_keyed", 5), ("score_named", 3), ("score_signed", 3), ("score_season", 3), ("pay", 14),
-    ("pay_keyed", 10), ("refund", 4), ("read", 16),
+    ("pay_keyed", 10), ("refund", 4), ("hold", 4), ("read", 16),
 ]
 
 
@@ -235,6 +236,31 @@ class Workload:
                                                  "logical": logical},
                       f"/api/v1/cards/{card}/transactions/{paid}/refund", {"amount": amount},
                       {"Idempotency-Key": key})
+
+    def _do_hold(self, rng, client, target):
+        # A keyed hold of -id points, retried while its outcome is unknown;
+        # one answered 201 is captured in part (60%), voided (20%) or left
+        # to expire (its 1, 2 or 60 seconds), each keyed and retried.
+        card, store = rng.choice(CARDS), rng.choice(STORES)
+        logical = next_payment()
+        seconds = rng.choice([1, 2, 60])
+        op = self._retried(client, "hold", target, {"card": card, "store": store, "amount": -logical,
+                                                    "logical": logical},
+                           f"/api/v1/cards/{card}/holds",
+                           {"storeId": store, "amount": -logical, "expiresInSeconds": seconds},
+                           {"Idempotency-Key": f"hold-{logical}"})
+        if op.outcome != "ok" or not isinstance(op.value, dict):
+            return
+        hold, draw = op.value["holdId"], rng.random()
+        args = {"card": card, "hold": hold, "amount": -logical, "logical": logical}
+        if draw < 0.6:
+            taken = -max(1, logical // 2)
+            self._retried(client, "capture", target, dict(args, taken=taken),
+                          f"/api/v1/cards/{card}/holds/{hold}/capture", {"amount": taken},
+                          {"Idempotency-Key": f"capture-{logical}"})
+        elif draw < 0.8:
+            self._retried(client, "void", target, args, f"/api/v1/cards/{card}/holds/{hold}/void", None,
+                          {"Idempotency-Key": f"void-{logical}"})
 
     def _retried(self, client, kind, target, args, path, body, headers, attempts=3):
         """POSTs one logical request, sent again as it was (same key, or
