@@ -172,6 +172,7 @@ Result<HoldOutcome> SqlitePointCardStore::ApplyCreateHold(sqlite::Connection& c,
                            .created_us = t,
                            .expires_us = t + h.expires_in_seconds * 1'000'000,
                            .actor = h.actor}};
+  holds_possible_ = true;  // from here on payments read what cards hold
   auto insert = c.Prepare(
       "INSERT INTO P_HOLD (HOLD_ID, CARD_ID, STORE_ID, AMOUNT, STATUS, CREATED_TIME, EXPIRES_TIME, ACTOR) "
       "VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?6, ?7)");

@@ -91,6 +91,9 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
   auto holds =
       sqlite::QueryInt(conn, "SELECT COALESCE(MAX(MAX(CREATED_TIME, COALESCE(ENDED_TIME, 0))), 0) FROM P_HOLD");
   if (!holds.ok()) return holds.status();
+  auto open_holds = sqlite::QueryInt(conn, "SELECT EXISTS (SELECT 1 FROM P_HOLD WHERE STATUS = 'open')");
+  if (!open_holds.ok()) return open_holds.status();
+  store->holds_possible_ = *open_holds != 0;
   store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys, *holds});
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
@@ -372,9 +375,9 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   const int64_t credit = *pending;
   // A payment takes from what is available: the balance less the open
   // holds, at the writer's time (which only moves forward). A charge is
-  // never refused.
+  // never refused. No hold ever open: nothing to read.
   int64_t held = 0;
-  if (p.amount < 0) {
+  if (p.amount < 0 && holds_possible_) {
     auto open = HeldAt(c, p.card_id, std::max(NowUs(), clock_last_us_ + 1));
     if (!open.ok()) return open.status();
     held = *open;

@@ -173,6 +173,9 @@ class SqlitePointCardStore final : public PointCardStore {
   // another applied meanwhile (credit_epoch_ counts the applies).
   bool credit_possible_ = false;
   uint64_t credit_epoch_ = 0;
+  // Writer thread only: some hold may be open (set at Open when one is, and
+  // by every new hold; never cleared). False: a payment reads no P_HOLD.
+  bool holds_possible_ = false;
 
   std::mutex grant_mutex_;
   bool grants_stopped_ = false;  // Stop() was called: no new grant

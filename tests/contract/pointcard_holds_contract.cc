@@ -204,6 +204,15 @@ TEST_P(PointCardContract, AVoidOrTheExpiryReleasesAHold) {
   EXPECT_EQ(Holds(*service, 999'999).status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(AllRows(*service, 41).size(), rows);
   EXPECT_EQ(GetCard(*service, 41)->held, 100);
+  // An open hold outlives a restart, and still keeps its points from a
+  // payment.
+  Restart();
+  card = GetCard(*service, 41);
+  EXPECT_EQ(card->held, 100);
+  auto over = Pay(*service, 41, 2, -(card->balance - 99));
+  ASSERT_TRUE(over.ok()) << over.status().ToString();
+  EXPECT_TRUE(over->refused);
+  EXPECT_EQ(over->row.balance, card->balance - 100);
   ExpectInvariants();
 }
 
