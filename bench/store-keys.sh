@@ -8,19 +8,22 @@
 #     per run, wrk -t2 -c32 -d10s of +1 charges on random cards 1..10000,
 #     every connection with the same key (its row is held FOR SHARE by every
 #     payment: the new cost).
-# docs/benchmarks.md ("0.10.0: store keys") has the figures.
+# --amount -1 sends payments instead (a payment reads what the card's
+# holds keep, 0.12.0; SQLite's card is charged 1,000,000 first).
+# docs/benchmarks.md ("0.10.0: store keys", "0.12.0: holds") has the figures.
 #
-#   bench/store-keys.sh --before /tmp/v090/build/hotrow [--pg] [--rounds 3]
+#   bench/store-keys.sh --before /tmp/v090/build/hotrow [--pg] [--rounds 3] [--amount -1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-BEFORE= PG=0 ROUNDS=3
+BEFORE= PG=0 ROUNDS=3 AMOUNT=1
 while (($#)); do
   case $1 in
     --before) BEFORE=$2; shift 2 ;;
     --pg) PG=1; shift ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --amount) AMOUNT=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -32,10 +35,10 @@ trap '[[ $PG == 1 ]] && { bench_stop_pids; pg_stop; }; bench_cleanup' EXIT
 
 if [[ $PG == 1 ]]; then
   pg_start
-  cat >"$WORK/pay.lua" <<'LUA'
+  cat >"$WORK/pay.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"storeId":3,"amount":1}'
+wrk.body = '{"storeId":3,"amount":$AMOUNT}'
 local key = os.getenv("KEY")
 if key and key ~= "" then wrk.headers["Authorization"] = "Bearer " .. key end
 request = function()
@@ -61,6 +64,10 @@ run() {  # name binary anon|key
   fi
   HOTROW_BIN=$2 start_hotrow "$PORT" --db "$db" --db-pool 8 --admin-token bench >/dev/null 2>&1
   wait_http "http://127.0.0.1:$PORT/readyz" 60
+  if [[ $PG == 0 && $AMOUNT -lt 0 ]]; then
+    curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/cards/7/transactions" -H 'Content-Type: application/json' \
+      -d '{"storeId":3,"amount":1000000}' >/dev/null
+  fi
   local key=""
   if [[ $3 == key ]]; then
     key=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/stores/3/keys" -H 'Authorization: Bearer bench' |
@@ -76,7 +83,7 @@ run() {  # name binary anon|key
     local auth=()
     [[ -n $key ]] && auth=(-H "Authorization: Bearer $key")
     local out
-    out=$(hey -z 10s -c 32 -m POST -T application/json "${auth[@]}" -d '{"storeId":3,"amount":1}' \
+    out=$(hey -z 10s -c 32 -m POST -T application/json "${auth[@]}" -d "{\"storeId\":3,\"amount\":$AMOUNT}" \
       "http://127.0.0.1:$PORT/api/v1/cards/7/transactions")
     printf '%-14s %s/s  p50 %s s  p99 %s s  %s\n' "$1" "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" \
       "$(awk '/50% in/ {print $3}' <<<"$out")" "$(awk '/99% in/ {print $3}' <<<"$out")" \
@@ -85,7 +92,7 @@ run() {  # name binary anon|key
   bench_stop_pids
 }
 
-echo "payments, $([[ $PG == 1 ]] && echo PostgreSQL || echo SQLite); before: $("$BEFORE" --version); this: $("$HOTROW" --version)"
+echo "payments of $AMOUNT, $([[ $PG == 1 ]] && echo PostgreSQL || echo SQLite); before: $("$BEFORE" --version); this: $("$HOTROW" --version)"
 for _ in $(seq "$ROUNDS"); do
   run before "$BEFORE" anon
   run anonymous "$HOTROW" anon

@@ -133,7 +133,7 @@ Status DeletePointCardData(db::sqlite::Connection& conn) {
   return conn.Exec(
       "DELETE FROM H_TRANSACTION; DELETE FROM S_ACCOUNT; DELETE FROM M_STORE; DELETE FROM M_REGION; "
       "DELETE FROM P_IDEMPOTENCY; DELETE FROM P_GRANT_CREDIT; DELETE FROM P_GRANT; DELETE FROM P_REQUEST_KEY; "
-      "DELETE FROM M_STORE_KEY;");
+      "DELETE FROM M_STORE_KEY; DELETE FROM P_HOLD;");
 }
 
 int SeedPointCards(const SeedFlags& f, db::sqlite::Database& database) {
@@ -282,7 +282,7 @@ int SeedPostgres(const SeedFlags& f, const std::string& url) {
                           leaderboard::CreatePostgresLeaderboardSchema}
                  : Target{"S_ACCOUNT",
                           "TRUNCATE H_TRANSACTION, S_ACCOUNT, M_STORE, M_REGION, P_IDEMPOTENCY, "
-                          "P_GRANT, P_GRANT_CREDIT, P_REQUEST_KEY, M_STORE_KEY RESTART IDENTITY",
+                          "P_GRANT, P_GRANT_CREDIT, P_REQUEST_KEY, M_STORE_KEY, P_HOLD RESTART IDENTITY",
                           pointcard::CreatePostgresPointCardSchema};
   if (Status s = t.create(c); !s.ok()) {
     log::Error("{}", s.ToString());

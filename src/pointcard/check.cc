@@ -208,7 +208,14 @@ constexpr const char* kHoldProbes[][2] = {
 };
 
 Status CheckHolds(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
-  const int64_t now = NowUs();
+  // "held" counts at the writer's time: never before its last decision,
+  // whatever the wall clock does (the writer's clock resumes after the
+  // largest time stored).
+  auto last = sqlite::QueryInt(conn,
+                               "SELECT MAX(COALESCE((SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION), 0), "
+                               "COALESCE((SELECT MAX(MAX(CREATED_TIME, COALESCE(ENDED_TIME, 0))) FROM P_HOLD), 0))");
+  if (!last.ok()) return last.status();
+  const int64_t now = std::max(NowUs(), *last + 1);
   for (const auto& probe : kHoldProbes) {
     auto q = conn.Prepare(probe[1]);
     if (!q.ok()) return q.status();

@@ -205,11 +205,12 @@ Status KeyMismatch(const std::string& key) {
 constexpr int kWriteTries = 3;  // the reference's policy, as payments
 
 Result<pg::Rows> RunSerializableRetried(pg::Connection& c, int64_t lock_card, const pg::NamedSql& call,
-                                        const std::vector<pg::Param>& params, bool retry_unique_race) {
+                                        const std::vector<pg::Param>& params, bool retry_unique_race,
+                                        Isolation isolation) {
   Result<pg::Rows> rows = Status::Internal("unset");
   for (int attempt = 0; attempt < kWriteTries; ++attempt) {
     if (attempt > 0) RetryBackoff(attempt);
-    rows = RunSerializable(c, lock_card, call, params);
+    rows = RunSerializable(c, lock_card, call, params, isolation);
     const bool unique_race = retry_unique_race && !rows.ok() && rows.status().sqlstate() == "23505";
     if (rows.ok() || !(pg::IsRetryable(rows.status()) || unique_race)) break;
     pg::CountRetry(rows.status());
@@ -245,8 +246,16 @@ void PostgresPointCardStore::CreateCard(NewCard card, std::string fingerprint, s
         if (!rows.ok()) return done(rows.status());
         switch (rows->Int(0, 0)) {
           case 0:
-          case 1:  // a replay answers the card as it is now
-            return done(WrittenCard(*rows, rows->Int(0, 0) == 1, "hotrow_card_create_v2"));
+            return done(WrittenCard(*rows, false, "hotrow_card_create_v2"));  // a new card holds nothing
+          case 1: {  // a replay answers the card as it is now, with what its holds keep
+            auto card = WrittenCard(*rows, true, "hotrow_card_create_v2");
+            if (card.ok()) {
+              auto held = (*c)->Query(kSelectHeld, {std::to_string(card->card_id)});
+              if (!held.ok()) return done(held.status());
+              card->held = held->Int(0, 0);
+            }
+            return done(std::move(card));
+          }
           case 2:
             return done(KeyMismatch(*card.idempotency_key));
           case 3:

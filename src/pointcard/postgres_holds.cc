@@ -1,8 +1,12 @@
 // Holds on PostgreSQL (store.h, PointCardStore::CreateHold, EndHold): two
-// functions, run as a payment is, in one SERIALIZABLE transaction behind
-// the card's advisory lock with the card's row FOR UPDATE
-// (RunSerializable), so every decision about a card's holds and balance,
-// on any instance, is taken one after the other, at the card's time:
+// functions, each one transaction behind the card's advisory lock with the
+// card's row FOR UPDATE (RunSerializable), so every decision about a card's
+// holds and balance, on any instance, is taken one after the other. They
+// run at READ COMMITTED: everything they read is the card's own (changed
+// only under its lock), immutable (a store), or locked on its own (a store
+// key's row, its advisory lock), so the card's lock makes them serializable
+// (Isolation::kCardLocked); SSI would only abort them for other cards'
+// holds sharing P_HOLD's index pages. The card's time:
 // after its newest row (LAST_UPDATE) and its newest hold decision
 // (HOLD_TIME), so it only moves forward. Why the rule lives in PL/pgSQL as
 // well as in C++ (sqlite_holds.cc): postgres_store.cc, above PayResult.
@@ -92,6 +96,9 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
                     v_hold + interval '1 microsecond');
       UPDATE P_HOLD x SET STATUS = 'expired', ENDED_TIME = x.EXPIRES_TIME
         WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME <= t;
+      IF FOUND THEN  -- an expiry decided at t: the card's time moves on, whatever this answers
+        UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+      END IF;
       SELECT COALESCE(SUM(c.POINTS), 0) INTO credit FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID
         WHERE c.CARD_ID = p_card AND g.STATE = 'applied';
       SELECT COALESCE(SUM(-x.AMOUNT), 0) INTO held FROM P_HOLD x
@@ -188,6 +195,9 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
                     v_hold + interval '1 microsecond');
       UPDATE P_HOLD x SET STATUS = 'expired', ENDED_TIME = x.EXPIRES_TIME
         WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME <= t;
+      IF FOUND THEN  -- an expiry decided at t: the card's time moves on, whatever this answers
+        UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+      END IF;
       IF h.STATUS <> 'open' OR h.EXPIRES_TIME <= t THEN
         UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
         RETURN QUERY SELECT * FROM hotrow_hold_answer_v1(15::smallint, NULL, p_hold_id);
@@ -325,7 +335,8 @@ Result<HoldOutcome> ReadAnswer(const pg::Rows& rows, int64_t card_id, int64_t ho
       if (out.replayed) ShowExpiry(out.hold, NowUs());
       return out;
     case HoldResult::kNotAvailable:
-      return NotAvailable(card_id, extra, amount, hold_id == 0 ? "a hold" : "a capture");
+      return NotAvailable(card_id, extra, amount != 0 ? amount : out.hold.amount,
+                          hold_id == 0 ? "a hold" : "a capture");
     case HoldResult::kNoCard:
       return NoSuchCard(card_id);
     case HoldResult::kMismatch:
@@ -361,7 +372,7 @@ void PostgresPointCardStore::CreateHold(NewHold hold, std::string fingerprint,
         {std::to_string(h.card_id), std::to_string(h.store_id), std::to_string(h.amount),
          std::to_string(h.expires_in_seconds), OptionalParam(h.idempotency_key), fp, h.actor,
          h.key ? pg::Param(h.key->key_id) : pg::Param(), h.key ? pg::Param(h.key->secret_sha256) : pg::Param()},
-        /*retry_unique_race=*/true);
+        /*retry_unique_race=*/true, Isolation::kCardLocked);
     if (!rows.ok()) return done(rows.status());
     done(ReadAnswer(*rows, h.card_id, 0, h.store_id, h.amount, h.idempotency_key, "hotrow_hold_create_v1"));
   });
@@ -376,7 +387,7 @@ void PostgresPointCardStore::EndHold(HoldAction action, std::string fingerprint,
         {std::to_string(a.card_id), std::to_string(a.hold_id), a.capture ? "true" : "false",
          a.amount ? pg::Param(std::to_string(*a.amount)) : pg::Param(), OptionalParam(a.idempotency_key), fp, a.actor,
          a.key ? pg::Param(a.key->key_id) : pg::Param(), a.key ? pg::Param(a.key->secret_sha256) : pg::Param()},
-        /*retry_unique_race=*/true);
+        /*retry_unique_race=*/true, Isolation::kCardLocked);
     if (!rows.ok()) return done(rows.status());
     done(ReadAnswer(*rows, a.card_id, a.hold_id, 0, a.amount.value_or(0), a.idempotency_key, "hotrow_hold_end_v1"));
   });

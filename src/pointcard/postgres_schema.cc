@@ -141,6 +141,11 @@ constexpr std::string_view kStoreKeys = R"sql(
 //     (no SSI read lock on a table other cards' holds write). Nullable, no
 //     default: no rewrite, a moment's exclusive lock (lock_timeout as in 3).
 //   - P_IDEMPOTENCY.HOLD_ID: the hold a hold, capture or void key answers.
+// A contract step: this release makes hotrow_pay_v6 (0.10.0-0.11.x's) a
+// wrapper of v7, so that running older instances respect holds; one of
+// them starting again would put its own v6 back (every start recreates its
+// functions) and spend held points. So older binaries are refused at start
+// (running ones keep serving), and a downgrade is a restore.
 constexpr std::string_view kHolds = R"sql(
   SET LOCAL lock_timeout = '10s';
   ALTER TABLE S_ACCOUNT ADD COLUMN HOLD_TIME timestamp;
@@ -239,9 +244,12 @@ Status CreateSchema(pg::Connection& conn) {
   )sql");
       !s.ok())
     return s;
-  if (Status s = pg::Migrate(
-          conn, "pointcard",
-          {{.sql = kStagedGrants}, {.sql = kRowFields}, {.sql = kCards}, {.sql = kStoreKeys}, {.sql = kHolds}});
+  if (Status s = pg::Migrate(conn, "pointcard",
+                             {{.sql = kStagedGrants},
+                              {.sql = kRowFields},
+                              {.sql = kCards},
+                              {.sql = kStoreKeys},
+                              {.sql = kHolds, .contract = true}});
       !s.ok())
     return s;
   return CreateFunctions(conn);
@@ -288,6 +296,8 @@ Status CreateFunctions(pg::Connection& conn) {
       v_last timestamp;
       t timestamp;
       st text;
+      v_hold timestamp;
+      held bigint := 0;
     BEGIN
       IF p_key IS NOT NULL THEN
         SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
@@ -301,7 +311,8 @@ Status CreateFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS INTO b, v_last, st FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS, a.HOLD_TIME INTO b, v_last, st, v_hold FROM S_ACCOUNT a
+        WHERE a.CARD_ID = p_card;
       IF NOT FOUND THEN
         RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
         RETURN;
@@ -309,16 +320,23 @@ Status CreateFunctions(pg::Connection& conn) {
       IF st <> 'active' THEN
         PERFORM hotrow_card_closed(p_card);
       END IF;
-      IF b + p_amount < 0 THEN
+      -- Strictly increasing per card, whatever the clock does, and after
+      -- its newest hold decision (0.12.0: what open holds keep is not
+      -- available to these instances' payments either).
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond',
+                    v_hold + interval '1 microsecond');
+      IF p_amount < 0 AND v_hold IS NOT NULL THEN
+        SELECT COALESCE(SUM(-x.AMOUNT), 0) INTO held FROM P_HOLD x
+          WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME > t;
+      END IF;
+      IF b - held + p_amount < 0 THEN
         IF p_key IS NOT NULL THEN
           INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
-                                            p_store, p_amount, b);
+                                            p_store, p_amount, b - held);
         END IF;
-        RETURN QUERY SELECT 1::smallint, NULL::bigint, b;
+        RETURN QUERY SELECT 1::smallint, NULL::bigint, b - held;
         RETURN;
       END IF;
-      -- Strictly increasing per card, whatever the clock does.
-      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
       UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
       INSERT INTO H_TRANSACTION VALUES (t, p_card, p_store, p_amount, b + p_amount);
       IF p_key IS NOT NULL THEN

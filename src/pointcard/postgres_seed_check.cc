@@ -274,16 +274,22 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND h.ACTOR LIKE 'key:%' AND (k.KEY_ID IS NULL "
        "OR k.STORE_ID <> h.STORE_ID OR k.CREATED_TIME > h.PAYMENT_TIME OR k.REVOKED_TIME <= h.PAYMENT_TIME) "
        "ORDER BY h.CARD_ID"},
-      // 13. holds (check.cc, kHoldProbes, in step with these).
+      // 13. holds (check.cc, kHoldProbes, in step with these; and the card's
+      // HOLD_TIME at or after each hold's decisions, which SQLite has no
+      // need of). "held" counts at the card's time: never before its last
+      // decision, whatever the clock does.
       {"hold",
        "SELECT h.CARD_ID, 'hold ' || h.HOLD_ID || ' (' || h.STATUS || ', amount ' || h.AMOUNT || ', made ' || "
        "h.CREATED_TIME || ', expiring ' || h.EXPIRES_TIME || ', ended ' || COALESCE(h.ENDED_TIME::text, 'never') || "
        "', capture ' || COALESCE(h.CAPTURE_ID::text, 'none') || ' of ' || COALESCE(h.CAPTURED_AMOUNT::text, 'none') "
        "|| ') is out of order, or its capture row ' || COALESCE('is a ' || x.KIND || ' of ' || x.AMOUNT || ' on card ' "
        "|| x.CARD_ID || ' at store ' || x.STORE_ID || ' at ' || x.PAYMENT_TIME, 'is not in the history') "
+       "|| ', the card''s HOLD_TIME ' || COALESCE(a.HOLD_TIME::text, 'NULL') "
        "FROM P_HOLD h LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = h.CAPTURE_ID "
+       "LEFT JOIN S_ACCOUNT a ON a.CARD_ID = h.CARD_ID "
        "WHERE h.CARD_ID >= $1 AND h.CARD_ID <= $2 AND (h.AMOUNT NOT BETWEEN -1000000 AND -1 "
-       "OR h.CREATED_TIME >= h.EXPIRES_TIME OR NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = h.CARD_ID) "
+       "OR h.CREATED_TIME >= h.EXPIRES_TIME OR a.CARD_ID IS NULL OR a.HOLD_TIME IS NULL "
+       "OR a.HOLD_TIME < COALESCE(h.ENDED_TIME, h.CREATED_TIME) "
        "OR CASE h.STATUS WHEN 'open' THEN h.ENDED_TIME IS NOT NULL OR h.CAPTURE_ID IS NOT NULL "
        "WHEN 'voided' THEN h.ENDED_TIME IS NULL OR h.ENDED_TIME < h.CREATED_TIME OR h.ENDED_TIME >= h.EXPIRES_TIME "
        "OR h.CAPTURE_ID IS NOT NULL "
@@ -301,7 +307,8 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "SELECT a.CARD_ID, 'holds ' || SUM(-h.AMOUNT) || ' point(s) in open holds but has ' || a.BALANCE || ' and ' || "
        "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
        "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') || ' pending' FROM S_ACCOUNT a JOIN P_HOLD h "
-       "ON h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > clock_timestamp() AT TIME ZONE 'UTC' "
+       "ON h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > GREATEST(clock_timestamp() AT TIME ZONE "
+       "'UTC', a.LAST_UPDATE + interval '1 microsecond', a.HOLD_TIME + interval '1 microsecond') "
        "WHERE a.CARD_ID >= $1 AND a.CARD_ID <= $2 GROUP BY a.CARD_ID, a.BALANCE HAVING SUM(-h.AMOUNT) > a.BALANCE + "
        "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
        "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied')"},

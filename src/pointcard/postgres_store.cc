@@ -284,12 +284,15 @@ constexpr int64_t kCardLockSpace = 72720004;  // advisory lock key space: (this,
 // with S_ACCOUNT locked ROW EXCLUSIVE (the grant's barrier and its apply's
 // SHARE wait for it).
 Result<pg::Rows> RunSerializable(pg::Connection& c, int64_t card_id, const pg::NamedSql& call,
-                                 const std::vector<pg::Param>& params) {
+                                 const std::vector<pg::Param>& params, Isolation isolation) {
   // Card ids past int4 fold onto others: harmless, they only queue together.
   const std::vector<pg::Param> key = {std::to_string(kCardLockSpace), std::to_string(card_id % 2147483647)};
   const pg::Connection::Statement take[] = {{kLockCard, key}};
   const pg::Connection::Statement work[] = {
-      {"BEGIN ISOLATION LEVEL SERIALIZABLE"}, {"LOCK TABLE S_ACCOUNT IN ROW EXCLUSIVE MODE"}, {call, params}};
+      {isolation == Isolation::kSerializable ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
+                                             : "BEGIN ISOLATION LEVEL READ COMMITTED"},
+      {"LOCK TABLE S_ACCOUNT IN ROW EXCLUSIVE MODE"},
+      {call, params}};
   // The COMMIT in a segment of its own: it commits the work, or ends the
   // block a failed statement left aborted past its Sync (as a ROLLBACK,
   // silently), before the release, which would fail inside that block and

@@ -190,7 +190,10 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                CREATE INDEX P_HOLD_CARD ON P_HOLD (CARD_ID, HOLD_ID);
                                CREATE INDEX P_HOLD_OPEN ON P_HOLD (CARD_ID, EXPIRES_TIME) WHERE STATUS = 'open';
                                ALTER TABLE P_IDEMPOTENCY ADD COLUMN HOLD_ID INTEGER;
-                             )sql"},
+                             )sql",
+                              // A contract step: 0.11.0 would ignore open holds and spend their
+                              // points, so older binaries are refused (a downgrade is a restore).
+                              .contract = true},
                          },
                          "point card");
 }

@@ -378,7 +378,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   // never refused. No hold ever open: nothing to read.
   int64_t held = 0;
   if (p.amount < 0 && holds_possible_) {
-    auto open = HeldAt(c, p.card_id, std::max(NowUs(), clock_last_us_ + 1));
+    auto open = HeldAt(c, p.card_id, NextTime());  // the row's time comes after it
     if (!open.ok()) return open.status();
     held = *open;
   }

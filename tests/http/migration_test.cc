@@ -366,9 +366,16 @@ TEST(FromV0110, CardsOfTheReleaseBeforeGetHolds) {
     ASSERT_EQ(p->Stop(), 0);
   }
   EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 5) << "4, then 0.12.0's holds";
+  EXPECT_EQ(QueryOne(cards, "SELECT oldest_schema FROM schema_compat WHERE id = 1"), 5)
+      << "a contract step: 0.11.0 would spend what holds keep";
   EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM P_HOLD WHERE STATUS = 'captured'"), 1);
   auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
   EXPECT_EQ(check.exit_code, 0) << check.output;
+  // A reseed drops the holds with the cards they were of.
+  auto reseed =
+      RunHotrow({"seed", "pointcard", "--cards", "20", "--history", "40", "--replace", "--db", "sqlite:" + path});
+  ASSERT_EQ(reseed.exit_code, 0) << reseed.output;
+  EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM P_HOLD"), 0);
 }
 
 // v0.4.0 kept the point card in the main file; this release moves it into

@@ -287,6 +287,14 @@ TEST(PostgresPointCard, ADatabaseOfV0110GetsHoldsThatOlderPaymentsRespect) {
   auto fits = OrThrow(
       conn->Query("SELECT outcome FROM hotrow_pay_v6(3, 1, -5, NULL, NULL, 'anonymous', NULL, NULL, NULL, NULL)"));
   EXPECT_EQ(fits.Int(0, 0), 0);
+  // 0.1.0-0.5.x's functions respect holds too (a review found them
+  // spending held points).
+  auto oldest = OrThrow(conn->Query("SELECT outcome, new_balance FROM hotrow_pay_v2(3, 1, -1, NULL, NULL)"));
+  EXPECT_EQ(oldest.Int(0, 0), 1) << "nothing is available now";
+  EXPECT_EQ(oldest.Int(0, 1), 0);
+  // A contract step: 0.10.0 and 0.11.0 would put their own hotrow_pay_v6
+  // back at start, so they are refused (running ones keep serving).
+  EXPECT_EQ(count("SELECT oldest_schema FROM schema_compat WHERE component = 'pointcard'"), 5);
   auto report = pointcard::CheckPostgresInvariants(*conn);
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->examples.front();

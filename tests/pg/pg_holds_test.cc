@@ -45,6 +45,13 @@ TEST(PostgresHolds, TheCheckerFindsAHoldOutOfOrderACaptureOfNoHoldAndMoreHeldTha
         "capture");
   found("UPDATE P_HOLD SET STATUS = 'expired'" + o, "UPDATE P_HOLD SET STATUS = 'open'" + o, "hold");
   found("UPDATE P_HOLD SET AMOUNT = -1000000" + o, "UPDATE P_HOLD SET AMOUNT = -1" + o, "held");
+  // A card whose HOLD_TIME lost its holds (a reseed that kept P_HOLD did
+  // this): its payments would read no P_HOLD.
+  found("UPDATE S_ACCOUNT SET HOLD_TIME = NULL WHERE CARD_ID = 40",
+        "UPDATE S_ACCOUNT SET HOLD_TIME = (SELECT MAX(GREATEST(CREATED_TIME, ENDED_TIME)) FROM P_HOLD WHERE CARD_ID = "
+        "40) "
+        "WHERE CARD_ID = 40",
+        "hold");
   f.ExpectInvariants();
 }
 
