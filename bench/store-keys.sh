@@ -46,7 +46,9 @@ request = function()
 end
 LUA
 else
-  "$HOTROW" seed pointcard --cards 10000 --stores 20 --history 10000 --db "sqlite:$WORK/t.db" >/dev/null 2>&1
+  # Seeded by the older build, which this one migrates (a newer schema may
+  # refuse an older binary).
+  "$BEFORE" seed pointcard --cards 10000 --stores 20 --history 10000 --db "sqlite:$WORK/t.db" >/dev/null 2>&1
 fi
 
 n=0
