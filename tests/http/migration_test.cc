@@ -212,7 +212,7 @@ TEST(FromV072, HistoryRowsGetTheirIdsAndActorsAndAreServed) {
     EXPECT_EQ(JsonInt(fresh.body, "transactionId"), rows + 1) << "after every numbered row";
     ASSERT_EQ(p->Stop(), 0);
   }
-  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 4) << "schema 2, then 3 (0.9.0's cards), then 4 (keys)";
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 5) << "schema 2, then 3 (0.9.0's cards), 4 (keys), 5 (holds)";
   // Numbered 1..rows in primary-key order, each once.
   EXPECT_EQ(QueryOne(cards,
                      "SELECT COUNT(*) FROM (SELECT TRANSACTION_ID, row_number() OVER (ORDER BY PAYMENT_TIME, CARD_ID, "
@@ -279,7 +279,7 @@ TEST(FromV080, CardsGetTheirStatesAndNewCardsTheNextIds) {
     EXPECT_NE(refused.body.find(R"("code":"card_closed")"), std::string::npos) << refused.body;
     ASSERT_EQ(p->Stop(), 0);
   }
-  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 4) << "3, then 0.10.0's keys";
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 5) << "3, then 0.10.0's keys and 0.12.0's holds";
   EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM S_ACCOUNT WHERE STATUS = 'closed'"), 1);
   auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
   EXPECT_EQ(check.exit_code, 0) << check.output;
@@ -322,7 +322,7 @@ TEST(FromV090, StoresOfTheReleaseBeforeGetKeys) {
     EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true") << "the admin token still pays; 0.9.0's key replays";
     ASSERT_EQ(p->Stop(), 0);
   }
-  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 4);
+  EXPECT_EQ(QueryOne(cards, "PRAGMA user_version"), 5) << "4 (keys), then 5 (holds)";
   EXPECT_EQ(QueryOne(cards, "SELECT COUNT(*) FROM M_STORE_KEY"), 1);
   auto check = RunHotrow({"check", "pointcard", "--db", "sqlite:" + path});
   EXPECT_EQ(check.exit_code, 0) << check.output;
