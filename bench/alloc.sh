@@ -69,6 +69,11 @@ fi
 echo "2. over loopback (wrk -c50 -d$DURATION)"
 "$HOTROW" seed dateplans --count 100000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
 "$HOTROW" seed leaderboard --clients 10000 --db "sqlite:$WORK/a.db" >/dev/null 2>&1
+# The older build serves a copy of the main file with no point-card file
+# beside it (it makes its own): this build's point-card schema 5 is a
+# contract step, which refuses older binaries.
+cp "$WORK/a.db" "$WORK/b.db"
+if [[ -e $WORK/a.db-wal ]]; then cp "$WORK/a.db-wal" "$WORK/b.db-wal"; fi
 cat >"$WORK/echo.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"name":"test","id":"id1","country":"testCountry","age":10}'
@@ -117,10 +122,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
   for mode in "${MODES[@]}"; do
     if [[ $mode == before && -n $BEFORE_BIN ]]; then
       # A build with the counting hooks: counted like this one.
-      HOTROW_BIN="$WORK/hotrow-before" start_hotrow "$PORT" --db "sqlite:$WORK/a.db" --admin-token bench
+      HOTROW_BIN="$WORK/hotrow-before" start_hotrow "$PORT" --db "sqlite:$WORK/b.db" --admin-token bench
       measure_server before own_count "$PORT"
     elif [[ $mode == before ]]; then
-      HOTROW_BIN="$WORK/hotrow-before" start_hotrow "$PORT" --db "sqlite:$WORK/a.db"
+      HOTROW_BIN="$WORK/hotrow-before" start_hotrow "$PORT" --db "sqlite:$WORK/b.db"
       measure_server before no_count "$PORT"
     else
       HOTROW_POOLING=$mode start_hotrow "$PORT" --db "sqlite:$WORK/a.db" --admin-token bench

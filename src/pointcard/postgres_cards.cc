@@ -143,13 +143,16 @@ namespace {
 
 // One statement, one snapshot: the balance and an applied grant's credit
 // not folded yet (the fold moves one into the other in one transaction),
-// and what the card's open holds hold now.
+// and what the card's open holds keep at the card's time (now, but never
+// before its newest row or hold decision: a clock stepped back does not
+// reopen a hold a payment found expired).
 #define HOTROW_SELECT_CARD                                                                                         \
   "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE), "                                           \
   "COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "                \
   "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0), a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME), " \
   "COALESCE((SELECT SUM(-h.AMOUNT) FROM P_HOLD h WHERE h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' "               \
-  "AND h.EXPIRES_TIME > clock_timestamp() AT TIME ZONE 'UTC'), 0) FROM S_ACCOUNT a "
+  "AND h.EXPIRES_TIME > GREATEST(clock_timestamp() AT TIME ZONE 'UTC', a.LAST_UPDATE + interval '1 microsecond', " \
+  "a.HOLD_TIME + interval '1 microsecond')), 0) FROM S_ACCOUNT a "
 constexpr pg::NamedSql kSelectCard{"pointcard_card", HOTROW_SELECT_CARD "WHERE a.CARD_ID = $1"};
 constexpr pg::NamedSql kSelectCardByRef{"pointcard_card_by_ref", HOTROW_SELECT_CARD "WHERE a.EXTERNAL_REF = $1"};
 #undef HOTROW_SELECT_CARD
@@ -157,8 +160,9 @@ constexpr pg::NamedSql kCreateCard{"pointcard_card_create",
                                    "SELECT * FROM hotrow_card_create_v2($1, $2, $3, $4, $5, $6)"};
 constexpr pg::NamedSql kSelectHeld{
     "pointcard_card_held",
-    "SELECT COALESCE(SUM(-AMOUNT), 0) FROM P_HOLD WHERE CARD_ID = $1 AND STATUS = 'open' "
-    "AND EXPIRES_TIME > clock_timestamp() AT TIME ZONE 'UTC'"};
+    "SELECT COALESCE(SUM(-h.AMOUNT), 0) FROM S_ACCOUNT a JOIN P_HOLD h ON h.CARD_ID = a.CARD_ID AND h.STATUS = "
+    "'open' AND h.EXPIRES_TIME > GREATEST(clock_timestamp() AT TIME ZONE 'UTC', a.LAST_UPDATE + interval "
+    "'1 microsecond', a.HOLD_TIME + interval '1 microsecond') WHERE a.CARD_ID = $1"};
 constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT * FROM hotrow_card_close_v1($1, $2, $3)"};
 
 // The card in the first row's columns from `at` on (kSelectCard's, and

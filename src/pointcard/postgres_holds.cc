@@ -264,11 +264,13 @@ constexpr pg::NamedSql kEndHold{
     "pointcard_hold_end", "SELECT * FROM hotrow_hold_end_v1($1, $2, $3, $4, $5, $6, $7, $8, $9)" HOTROW_HOLD_ANSWER};
 #undef HOTROW_HOLD_ANSWER
 // One statement, one snapshot: the card's existence and its page, and the
-// database's time (an open hold past it is shown expired).
+// card's time (the database's, never before its newest row or hold
+// decision): an open hold past it is shown expired.
 constexpr pg::NamedSql kSelectHolds{"pointcard_holds", R"(
   SELECT h.HOLD_ID, h.CARD_ID, h.STORE_ID, h.AMOUNT, h.STATUS, hotrow_us(h.CREATED_TIME), hotrow_us(h.EXPIRES_TIME),
          hotrow_us(h.ENDED_TIME), h.CAPTURE_ID, h.CAPTURED_AMOUNT, h.ACTOR,
-         hotrow_us(clock_timestamp() AT TIME ZONE 'UTC')
+         hotrow_us(GREATEST(clock_timestamp() AT TIME ZONE 'UTC', a.LAST_UPDATE + interval '1 microsecond',
+                            a.HOLD_TIME + interval '1 microsecond'))
   FROM S_ACCOUNT a LEFT JOIN LATERAL (SELECT * FROM P_HOLD x WHERE x.CARD_ID = a.CARD_ID AND x.HOLD_ID < $2
                                       ORDER BY x.HOLD_ID DESC LIMIT $3) h ON true
   WHERE a.CARD_ID = $1 ORDER BY h.HOLD_ID DESC)"};

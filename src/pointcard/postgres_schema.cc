@@ -330,6 +330,9 @@ Status CreateFunctions(pg::Connection& conn) {
           WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME > t;
       END IF;
       IF b - held + p_amount < 0 THEN
+        IF v_hold IS NOT NULL AND p_amount < 0 THEN
+          UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+        END IF;
         IF p_key IS NOT NULL THEN
           INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
                                             p_store, p_amount, b - held);
@@ -451,6 +454,9 @@ Status CreateFunctions(pg::Connection& conn) {
           WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME > t;
       END IF;
       IF p_amount < 0 AND b + credit - held + p_amount < 0 THEN
+        IF v_hold IS NOT NULL THEN  -- it decided which holds had expired at t: the card's time moves on
+          UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+        END IF;
         IF p_key IS NOT NULL THEN
           INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
                                             p_store, p_amount, b + credit - held);

@@ -205,8 +205,11 @@ void RetryBackoff(int attempt);
 // The transaction's isolation: SERIALIZABLE (SSI), or READ COMMITTED for a
 // write whose every read is of data that only writers holding the card's
 // lock change, or that never changes (a hold's: docs/pointcard.md#holds).
-// The card's lock, held from before BEGIN to after COMMIT, alone makes such
-// a write serializable (strict two-phase locking on the card); SSI's
+// The card's lock, held from before BEGIN to after COMMIT, and its
+// S_ACCOUNT row FOR UPDATE, read before anything else of the card (every
+// writer of a card's holds or balance updates that row), make such a write
+// serializable (two-phase locking on the card; the row lock alone when the
+// advisory lock was not taken, a timeout while queued, say); SSI's
 // page-level read locks on P_HOLD's indexes would only abort it for other
 // cards' holds (a hostile review measured 22-30% 503s with holds on 8-50
 // cards at once).

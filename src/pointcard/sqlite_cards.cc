@@ -9,8 +9,8 @@ namespace sqlite = db::sqlite;
 namespace {
 
 // A card as reads show it, ?1 selecting it: the balance with its applied
-// credit and what its open holds unexpired at ?2 hold, one statement, one
-// snapshot. Whole literals (no string built per
+// credit and what its open holds unexpired at ?2 (ReadTime) keep, one
+// statement, one snapshot. Whole literals (no string built per
 // read: GET /api/v1/cards/{id} allocates nothing, tests/alloc).
 #define HOTROW_SELECT_CARD                                                                               \
   "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "                                            \
@@ -22,14 +22,15 @@ constexpr const char* kSelectCardById = HOTROW_SELECT_CARD "a.CARD_ID = ?1";
 constexpr const char* kSelectCardByRef = HOTROW_SELECT_CARD "a.EXTERNAL_REF = ?1";
 #undef HOTROW_SELECT_CARD
 
-Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, int64_t id, std::string_view ref) {
+Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, int64_t id, std::string_view ref,
+                                     int64_t at_us) {
   auto q = conn.Prepare(sql);
   if (!q.ok()) return q.status();
   if (ref.empty())
     q->Bind(1, id);
   else
     q->Bind(1, ref);
-  q->Bind(2, NowUs());
+  q->Bind(2, at_us);
   auto row = q->Step();
   if (!row.ok()) return row.status();
   if (!*row) return std::optional<Card>();
@@ -46,8 +47,8 @@ Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, 
   return std::optional<Card>(std::move(card));
 }
 
-Result<Card> CardById(sqlite::Connection& conn, int64_t card_id) {
-  auto card = ReadCard(conn, kSelectCardById, card_id, {});
+Result<Card> CardById(sqlite::Connection& conn, int64_t card_id, int64_t at_us) {
+  auto card = ReadCard(conn, kSelectCardById, card_id, {}, at_us);
   if (!card.ok()) return card.status();
   if (!*card) return NoSuchCard(card_id);
   return std::move(**card);
@@ -75,13 +76,13 @@ Result<std::optional<int64_t>> FindRequestKey(sqlite::Connection& c, std::string
 void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
-  done(CardById(**conn, card_id));
+  done(CardById(**conn, card_id, ReadTime()));
 }
 
 void SqlitePointCardStore::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
-  done(ReadCard(**conn, kSelectCardByRef, 0, external_ref));
+  done(ReadCard(**conn, kSelectCardByRef, 0, external_ref, ReadTime()));
 }
 
 void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std::function<void(Result<Card>)> done) {
@@ -113,7 +114,7 @@ void SqlitePointCardStore::CreateCard(NewCard card, std::string fingerprint, std
           if (!earlier.ok()) return earlier.status();
           if (*earlier) {
             if (**earlier == 0) return Issued();  // refused then: refused again
-            auto made = CardById(c, **earlier);
+            auto made = CardById(c, **earlier, ReadTime());
             if (!made.ok()) return made.status();
             made->replayed = true;
             return Issued(std::move(made).value());
@@ -170,7 +171,7 @@ void SqlitePointCardStore::CloseCard(CardClose close, std::string fingerprint, s
           if (*row && q->Text(0) != fp) return CardKeyMismatch(*close.idempotency_key);
           replayed = *row;
         }
-        auto card = CardById(c, close.card_id);
+        auto card = CardById(c, close.card_id, ReadTime());
         if (!card.ok()) return card.status();
         card->replayed = replayed;
         if (replayed) return card;

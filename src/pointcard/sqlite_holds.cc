@@ -267,7 +267,7 @@ void SqlitePointCardStore::ListHolds(int64_t card_id, int64_t limit, std::option
   if (!q.ok()) return done(q.status());
   q->Bind(1, card_id).Bind(2, before_id.value_or(INT64_MAX)).Bind(3, limit + 1);
   HoldPage page;
-  const int64_t now = NowUs();
+  const int64_t now = ReadTime();
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return done(row.status());

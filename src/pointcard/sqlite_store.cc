@@ -95,6 +95,7 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
   if (!open_holds.ok()) return open_holds.status();
   store->holds_possible_ = *open_holds != 0;
   store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys, *holds});
+  store->clock_published_us_.store(store->clock_last_us_, std::memory_order_relaxed);
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
   store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
@@ -129,6 +130,7 @@ void SqlitePointCardStore::Stop() {
 
 int64_t SqlitePointCardStore::NextTime() {
   clock_last_us_ = std::max(NowUs(), clock_last_us_ + 1);
+  clock_published_us_.store(clock_last_us_, std::memory_order_relaxed);
   return clock_last_us_;
 }
 

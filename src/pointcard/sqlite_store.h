@@ -60,6 +60,8 @@
 // fold chunk: milliseconds); reads never wait.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -132,6 +134,10 @@ class SqlitePointCardStore final : public PointCardStore {
   SqlitePointCardStore(db::sqlite::Database& db, SqlitePointCardOptions options) : db_(db), options_(options) {}
   // The writer's clock; only the writer thread calls it.
   int64_t NextTime();
+  // The time a read counts open holds at: now, but never before the
+  // writer's last decision (a clock stepped back does not reopen a hold a
+  // payment found expired). Any thread.
+  int64_t ReadTime() const { return std::max(NowUs(), clock_published_us_.load(std::memory_order_relaxed) + 1); }
   void RunGrant(GrantRequest request, std::string fingerprint, const std::function<void(Result<GrantOutcome>)>& done);
   // Deletes a grant that never applied: its staged credits, then its row.
   void Discard(int64_t grant_id);
@@ -168,6 +174,7 @@ class SqlitePointCardStore final : public PointCardStore {
   db::sqlite::Database& db_;
   const SqlitePointCardOptions options_;
   int64_t clock_last_us_ = 0;
+  std::atomic<int64_t> clock_published_us_{0};  // clock_last_us_, for readers (ReadTime)
   // Writer thread only: an applied grant may have credit left. Set when one
   // applies (and at Open), cleared after the commit that folded it unless
   // another applied meanwhile (credit_epoch_ counts the applies).
