@@ -267,6 +267,80 @@ TEST(PgHttp, RefundsOfOnePaymentOnTwoInstancesReturnAtMostWhatItTook) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
+// Holds across instances: payments and holds sent to two instances for one
+// card never take more than it has, and captures and voids of one hold
+// sent to both land once: each is decided under the card's lock, on any
+// instance.
+TEST(PgHttp, HoldsOnOneCardFromTwoInstancesTakeAtMostWhatItHasAndEndOnce) {
+  PostgresProcess* pg = PostgresProcess::Shared();
+  ASSERT_TRUE(pg);
+  std::string url = pg->CreateDatabase();
+  auto seeded =
+      RunHotrow({"seed", "pointcard", "--cards", "20", "--stores", "5", "--history", "40", "--seed", "7", "--db", url});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  TestServer a(TestServerOptions{0, false, {}, {}, url});
+  TestServer b(TestServerOptions{0, false, {}, {}, url});
+  ASSERT_TRUE(a.ok() && b.ok());
+  HttpClient ca(a.port());
+  const int64_t start = JsonInt(ca.Get("/api/v1/cards/8").body, "balance");
+  ASSERT_EQ(
+      ca.Post("/api/v1/cards/8/transactions", R"({"storeId":2,"amount":)" + std::to_string(1000 - start) + "}").status,
+      201)
+      << "card 8 at 1,000 points";
+  std::atomic<int> paid{0}, held{0}, refused{0}, other{0};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 6; ++t) {
+    senders.emplace_back([&, t] {
+      HttpClient c(t % 2 == 0 ? a.port() : b.port());
+      for (int i = 0; i < 5; ++i) {  // 30 payments and holds of 100 for 1,000 points
+        auto r = (t + i) % 2 == 0
+                     ? c.Post("/api/v1/cards/8/transactions", R"({"storeId":2,"amount":-100})")
+                     : c.Post("/api/v1/cards/8/holds", R"({"storeId":2,"amount":-100,"expiresInSeconds":600})");
+        if (r.status == 201)
+          ((t + i) % 2 == 0 ? paid : held)++;
+        else
+          (r.status == 409 ? refused : other)++;
+      }
+    });
+  }
+  for (auto& t : senders) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(paid.load() + held.load(), 10);
+  EXPECT_EQ(refused.load(), 20);
+  auto card = ca.Get("/api/v1/cards/8").body;
+  EXPECT_EQ(JsonInt(card, "available"), 0) << card;
+  EXPECT_EQ(JsonInt(card, "held"), 100 * held.load()) << card;
+  ASSERT_GT(held.load(), 0) << "the race made at least one hold";
+
+  // Twelve captures and voids of one open hold, half through each instance.
+  auto listed = ca.Get("/api/v1/cards/8/holds?limit=1");
+  const auto at = listed.body.find("\"holdId\":");
+  ASSERT_NE(at, std::string::npos) << listed.body;
+  const std::string hold = std::to_string(std::stoll(listed.body.substr(at + 9)));
+  std::atomic<int> ended{0}, not_open{0}, failed{0};
+  senders.clear();
+  for (int t = 0; t < 12; ++t) {
+    senders.emplace_back([&, t] {
+      HttpClient c(t % 2 == 0 ? a.port() : b.port());
+      auto r = c.Post("/api/v1/cards/8/holds/" + hold + (t % 3 == 0 ? "/void" : "/capture"), "");
+      if (r.status == 200)
+        ++ended;
+      else if (r.status == 409 && r.body.find("hold_not_open") != std::string::npos)
+        ++not_open;
+      else
+        ++failed;
+    });
+  }
+  for (auto& t : senders) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(ended.load(), 1);
+  EXPECT_EQ(not_open.load(), 11);
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+  auto check = RunHotrow({"check", "pointcard", "--db", url});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
 TEST(PostgresServer, ARestartKeepsEverything) {
   PostgresProcess* pg = PostgresProcess::Shared();
   ASSERT_TRUE(pg);
