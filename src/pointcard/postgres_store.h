@@ -233,6 +233,9 @@ Result<db::pg::Rows> RunSerializableRetried(db::pg::Connection& c, int64_t lock_
 inline db::pg::Param OptionalParam(const std::optional<std::string>& v) {
   return v ? db::pg::Param(*v) : db::pg::Param();
 }
+// postgres_pay_sql.cc: the point use's functions (hotrow_pay_v7 and the
+// versions older releases call), (re)created at every start.
+Status CreatePostgresPaymentFunctions(db::pg::Connection& conn);
 // postgres_cards.cc: issuing and closing cards, (re)created at every start.
 Status CreatePostgresCardFunctions(db::pg::Connection& conn);
 // postgres_stores.cc: making stores, (re)created at every start.
