@@ -58,7 +58,8 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
       "WHERE CARD_ID >= ?1 AND CARD_ID <= ?2 AND (KIND IS NULL OR CASE KIND WHEN 'grant' THEN STORE_ID <> 0 OR AMOUNT "
       "<= 0 "
       "WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'payment' THEN STORE_ID = 0 OR AMOUNT >= 0 "
-      "WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'capture' THEN STORE_ID = 0 OR AMOUNT >= 0 ELSE 1 END)",
+      "WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'capture' THEN STORE_ID = 0 OR AMOUNT >= 0 "
+      "WHEN 'expiry' THEN STORE_ID <> 0 OR AMOUNT >= 0 ELSE 1 END)",
       scope));
   if (!kinds.ok()) return kinds.status();
   kinds->Bind(1, scope.card_first).Bind(2, scope.card_last);
@@ -105,7 +106,7 @@ Status CheckCredits(sqlite::Connection& conn, const CheckScope& scope, CheckRepo
 constexpr const char* kRowFieldsWhere =
     "(TRANSACTION_ID IS NULL OR TRANSACTION_ID <= 0 OR ACTOR IS NULL "
     "OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR GLOB 'key:?*') "
-    "OR (KIND = 'grant') <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
+    "OR (KIND IN ('grant', 'expiry')) <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
     "OR instr(REFERENCE, ' ') > 0 OR length(REASON) NOT BETWEEN 1 AND 200 OR instr(REASON, char(10)) > 0 "
     "OR instr(REASON, char(13)) > 0 OR (REFUND_OF IS NOT NULL) <> (COALESCE(KIND, '') = 'refund'))";
 
@@ -206,6 +207,83 @@ constexpr const char* kHoldProbes[][2] = {
      "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
      "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied')"},
 };
+
+// 14. every lot (P_LOT, 0.13.0): a grant's credit to its card, named by
+//     that grant's row, expiring when the grant says; 0 <= RESERVED <=
+//     REMAINING; REMAINING = AMOUNT + what its uses took and gave back;
+//     RESERVED = what open holds keep of it; written out (EXPIRED_TIME) at
+//     or after its expiry with only the reserved part left. Every use a
+//     row of the lot's card, of its sign (payments, captures and expiries
+//     take, refunds give back), no row taking more than its amount and an
+//     expiry row exactly its amount; every reservation an open hold's of
+//     the lot's card, within its amount; and no card whose lots have more
+//     than its balance less what its open holds keep of its
+//     never-expiring points.
+constexpr const char* kLotProbes[][2] = {
+    {"lot",
+     "SELECT l.CARD_ID, 'lot ' || l.LOT_ID || ' (grant ' || l.GRANT_ID || ', amount ' || l.AMOUNT || ', remaining ' || "
+     "l.REMAINING || ', reserved ' || l.RESERVED || ', expiring ' || l.EXPIRES_TIME || ', expired ' || "
+     "COALESCE(l.EXPIRED_TIME, 'never') || ') does not add up: its uses come to ' || "
+     "COALESCE((SELECT SUM(u.AMOUNT) FROM P_LOT_USE u WHERE u.LOT_ID = l.LOT_ID), 0) || ', its holds keep ' || "
+     "COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.LOT_ID = l.LOT_ID), 0) FROM P_LOT l "
+     "LEFT JOIN P_GRANT g ON g.GRANT_ID = l.GRANT_ID LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = l.SOURCE_ID "
+     "WHERE l.CARD_ID >= ?1 AND l.CARD_ID <= ?2 AND (l.AMOUNT <= 0 OR l.RESERVED < 0 OR l.RESERVED > l.REMAINING "
+     "OR l.CREATED_TIME >= l.EXPIRES_TIME OR g.GRANT_ID IS NULL OR g.EXPIRES_TIME IS NOT l.EXPIRES_TIME "
+     "OR x.TRANSACTION_ID IS NULL OR x.KIND <> 'grant' OR x.CARD_ID <> l.CARD_ID OR x.AMOUNT <> l.AMOUNT "
+     "OR l.REMAINING <> l.AMOUNT + COALESCE((SELECT SUM(u.AMOUNT) FROM P_LOT_USE u WHERE u.LOT_ID = l.LOT_ID), 0) "
+     "OR l.RESERVED <> COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.LOT_ID = l.LOT_ID), 0) "
+     "OR (l.EXPIRED_TIME IS NOT NULL AND (l.EXPIRED_TIME < l.EXPIRES_TIME OR l.REMAINING <> l.RESERVED))) "
+     "ORDER BY l.CARD_ID"},
+    {"lot use",
+     "SELECT COALESCE(x.CARD_ID, l.CARD_ID, 0), 'transaction ' || u.TRANSACTION_ID || ' (' || COALESCE(x.KIND, "
+     "'missing') || ' of ' || COALESCE(x.AMOUNT, 0) || ') uses lot ' || u.LOT_ID || ' by ' || u.AMOUNT || "
+     "COALESCE(' of card ' || l.CARD_ID, ', which is missing') FROM P_LOT_USE u "
+     "LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = u.TRANSACTION_ID LEFT JOIN P_LOT l ON l.LOT_ID = u.LOT_ID "
+     "WHERE COALESCE(x.CARD_ID, l.CARD_ID, 0) BETWEEN ?1 AND ?2 AND (x.TRANSACTION_ID IS NULL OR l.LOT_ID IS NULL "
+     "OR x.CARD_ID <> l.CARD_ID OR u.AMOUNT = 0 OR CASE x.KIND WHEN 'refund' THEN u.AMOUNT < 0 "
+     "WHEN 'payment' THEN u.AMOUNT > 0 WHEN 'capture' THEN u.AMOUNT > 0 WHEN 'expiry' THEN u.AMOUNT > 0 "
+     "OR l.EXPIRED_TIME IS NULL OR l.EXPIRED_TIME > x.PAYMENT_TIME ELSE 1 END) ORDER BY 1"},
+    {"lot use",
+     "SELECT x.CARD_ID, 'transaction ' || x.TRANSACTION_ID || ' (' || x.KIND || ' of ' || x.AMOUNT || ') uses lots by "
+     "' "
+     "|| SUM(u.AMOUNT) FROM H_TRANSACTION x JOIN P_LOT_USE u ON u.TRANSACTION_ID = x.TRANSACTION_ID "
+     "WHERE x.CARD_ID >= ?1 AND x.CARD_ID <= ?2 GROUP BY x.TRANSACTION_ID, x.CARD_ID, x.KIND, x.AMOUNT "
+     "HAVING abs(SUM(u.AMOUNT)) > abs(x.AMOUNT) OR (x.KIND = 'expiry' AND SUM(u.AMOUNT) <> x.AMOUNT)"},
+    {"expiry",
+     "SELECT x.CARD_ID, 'expiry at ' || x.PAYMENT_TIME || ' (transaction ' || x.TRANSACTION_ID || ', ' || x.AMOUNT || "
+     "') takes from no lot' FROM H_TRANSACTION x WHERE x.CARD_ID >= ?1 AND x.CARD_ID <= ?2 AND x.KIND = 'expiry' "
+     "AND NOT EXISTS (SELECT 1 FROM P_LOT_USE u WHERE u.TRANSACTION_ID = x.TRANSACTION_ID)"},
+    {"lot hold",
+     "SELECT COALESCE(l.CARD_ID, h.CARD_ID, 0), 'hold ' || r.HOLD_ID || ' (' || COALESCE(h.STATUS, 'missing') || ', "
+     "amount ' || COALESCE(h.AMOUNT, 0) || ') reserves ' || r.AMOUNT || ' of lot ' || r.LOT_ID || "
+     "COALESCE(' of card ' || l.CARD_ID, ', which is missing') || ', ' || (SELECT SUM(o.AMOUNT) FROM P_LOT_HOLD o "
+     "WHERE o.HOLD_ID = r.HOLD_ID) || ' in all' FROM P_LOT_HOLD r LEFT JOIN P_HOLD h ON h.HOLD_ID = r.HOLD_ID "
+     "LEFT JOIN P_LOT l ON l.LOT_ID = r.LOT_ID WHERE COALESCE(l.CARD_ID, h.CARD_ID, 0) BETWEEN ?1 AND ?2 "
+     "AND (h.HOLD_ID IS NULL OR l.LOT_ID IS NULL OR h.CARD_ID <> l.CARD_ID OR h.STATUS <> 'open' OR r.AMOUNT <= 0 "
+     "OR (SELECT SUM(o.AMOUNT) FROM P_LOT_HOLD o WHERE o.HOLD_ID = r.HOLD_ID) > -h.AMOUNT) ORDER BY 1"},
+    {"lot sum",
+     "SELECT a.CARD_ID, 'has ' || a.BALANCE || ' point(s), of which its lots have ' || s.LEFT || ' and its open holds "
+     "keep ' || s.NEVER_HELD || ' of the rest' FROM S_ACCOUNT a JOIN (SELECT l.CARD_ID AS CARD_ID, SUM(l.REMAINING) "
+     "AS LEFT, COALESCE((SELECT SUM(-h.AMOUNT - COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.HOLD_ID = "
+     "h.HOLD_ID), 0)) FROM P_HOLD h WHERE h.CARD_ID = l.CARD_ID AND h.STATUS = 'open'), 0) AS NEVER_HELD "
+     "FROM P_LOT l WHERE l.CARD_ID >= ?1 AND l.CARD_ID <= ?2 GROUP BY l.CARD_ID) s ON s.CARD_ID = a.CARD_ID "
+     "WHERE a.BALANCE - s.LEFT < s.NEVER_HELD"},
+};
+
+Status CheckLots(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
+  for (const auto& probe : kLotProbes) {
+    auto q = conn.Prepare(probe[1]);
+    if (!q.ok()) return q.status();
+    q->Bind(1, scope.card_first).Bind(2, scope.card_last);
+    while (true) {
+      auto row = q->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      problem(probe[0], "card " + std::to_string(q->Int(0)) + " " + std::string(q->Text(1)));
+    }
+  }
+  return Status::Ok();
+}
 
 Status CheckHolds(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
   // "held" counts at the writer's time: never before its last decision,
@@ -538,6 +616,12 @@ Result<CheckReport> CheckInvariants(sqlite::Connection& conn, const CheckScope& 
   if (!holds.ok()) return holds.status();
   if (*holds > 0) {
     if (Status s = CheckHolds(conn, scope, problem); !s.ok()) return s;
+  }
+  // Lots (a file migrated to point-card schema 6).
+  auto lots = sqlite::QueryInt(conn, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'P_LOT'");
+  if (!lots.ok()) return lots.status();
+  if (*lots > 0) {
+    if (Status s = CheckLots(conn, scope, problem); !s.ok()) return s;
   }
   log::WarnIfFailed(conn.Exec("COMMIT"), "check: ending the read transaction");
   return report;

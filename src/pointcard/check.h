@@ -50,6 +50,14 @@
 //      of its card and store within its amount, at or after its end; every
 //      capture row named by one captured hold; and no card holding more in
 //      open, unexpired holds than its balance with its pending credit.
+//   14. every lot (P_LOT, 0.13.0, SQLite) adds up: REMAINING = AMOUNT + its
+//      uses, RESERVED = what open holds keep of it, 0 <= RESERVED <=
+//      REMAINING, written out (EXPIRED_TIME) at or after its expiry with
+//      only the reserved part left; each use a row of the lot's card of the
+//      right sign, an expiry row exactly what it took; each reservation an
+//      open hold's; and no card whose lots have more than its balance less
+//      what open holds keep of its never-expiring points. Expiry rows are
+//      KIND 'expiry', store 0, negative, ACTOR system (6., 9.).
 // Balances are checked as written: an applied grant's credit not yet folded
 // is counted apart (pending_points), as reads add it.
 // Cost: one pass over S_ACCOUNT by id merged with one pass over

@@ -110,4 +110,16 @@ metrics::Histogram& GrantFoldSeconds() {
   return h;
 }
 
+Result<std::optional<int64_t>> LotExpiry(const GrantRequest& r, int64_t grant_us) {
+  constexpr int64_t kDayUs = 86'400'000'000;
+  if (r.expires_in_days) return std::optional<int64_t>(grant_us + *r.expires_in_days * kDayUs);
+  if (!r.expires_at_us) return std::optional<int64_t>();
+  if (*r.expires_at_us <= grant_us)
+    return Status::InvalidField("expiresAt", "expiresAt must be after the grant's time, " + FormatTime(grant_us));
+  if (*r.expires_at_us - grant_us > kLotDaysMax * kDayUs)
+    return Status::InvalidField("expiresAt", "expiresAt must be within " + std::to_string(kLotDaysMax) +
+                                                 " days of the grant's time, " + FormatTime(grant_us));
+  return std::optional<int64_t>(*r.expires_at_us);
+}
+
 }  // namespace hotrow::pointcard

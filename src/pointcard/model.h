@@ -281,6 +281,32 @@ struct HoldOutcome {
   Status refusal{};
 };
 
+// A lot (0.13.0): credit that expires, a grant's given with an expiry
+// (P_LOT). Payments and holds take from lots in EXPIRES_TIME order, then
+// from the card's never-expiring points, which are the rest of its balance
+// (charges, refunds, grants without an expiry). From its expiry on, what
+// no open hold reserves leaves the card: reads leave it out at once; an
+// "expiry" row writes it out at the card's next write or the sweep.
+struct Lot {
+  int64_t lot_id = 0;
+  int64_t card_id = 0;
+  int64_t grant_id = 0;
+  int64_t amount = 0;     // what the grant gave
+  int64_t remaining = 0;  // what is left of it, as a read at its time counts
+  int64_t reserved = 0;   // of which open, unexpired holds keep
+  int64_t created_us = 0;
+  int64_t expires_us = 0;
+  bool expired = false;  // its expiry has come at the read's time
+};
+
+// GET /api/v1/cards/{id}/lots: the lots with points left, in the order
+// payments take them, and the never-expiring rest.
+struct LotPage {
+  std::vector<Lot> lots;
+  int64_t never_expiring = 0;           // balance - what the lots have left
+  int64_t never_expiring_reserved = 0;  // held - what the lots reserve
+};
+
 struct HoldPage {
   std::vector<Hold> holds;                // newest first
   std::optional<int64_t> next_before_id;  // pass as before= for the next page
@@ -327,7 +353,19 @@ struct GrantRequest {
   // a period without a key would double the bonus); the reference's
   // experiment grants one period every 10 s and sets it.
   bool allow_overlap = false;
+  // The lots it makes expire (0.13.0, SQLite): at the grant's time plus
+  // expires_in_days x 86,400 s (1..kLotDaysMax), or at expires_at_us (a
+  // time after the grant's, within kLotDaysMax days). Neither: its credit
+  // never expires. The route lets one through at most.
+  std::optional<int64_t> expires_in_days{};
+  std::optional<int64_t> expires_at_us{};
 };
+
+inline constexpr int64_t kLotDaysMax = 3650;
+// When a grant made at grant_us makes its lots expire: nullopt, never;
+// invalid_field expiresAt for a time not after grant_us or more than
+// kLotDaysMax days after it.
+Result<std::optional<int64_t>> LotExpiry(const GrantRequest& r, int64_t grant_us);
 
 // period_already_granted, naming the earlier grant.
 Status PeriodAlreadyGranted(int64_t grant_id, int64_t from_us, int64_t to_us);
@@ -354,6 +392,7 @@ struct GrantInfo {
   int64_t applied_at_us = 0;
   std::optional<int64_t> folded_at_us;  // nullopt while applied
   double fold_ms = 0;                   // writing its history rows, after the answer
+  std::optional<int64_t> expires_us;    // when its lots expire; nullopt: never
   bool folded() const { return folded_at_us.has_value(); }
 };
 

@@ -229,6 +229,15 @@ void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>
   });
 }
 
+void PostgresPointCardStore::ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) {
+  pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
+    if (!c.ok()) return done(c.status());
+    auto card = CardById(**c, card_id);
+    if (!card.ok()) return done(card.status());
+    done(LotPage{.lots = {}, .never_expiring = card->balance, .never_expiring_reserved = card->held});
+  });
+}
+
 void PostgresPointCardStore::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {
   pool_.Submit([ref = std::move(external_ref), done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());

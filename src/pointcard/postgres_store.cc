@@ -369,6 +369,11 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
   // one while another stages. Its own thread: the staging statement holds
   // a pool connection for seconds, and the lease's heartbeat and the apply
   // take others.
+  if (r.expires_in_days || r.expires_at_us)
+    return done(Status(ErrorCode::kNotImplemented,
+                       "expiring grants (expiresInDays, expiresAt) are built on the embedded SQLite store only so far; "
+                       "on PostgreSQL a grant's points never expire",
+                       r.expires_in_days ? "expiresInDays" : "expiresAt"));
   std::unique_lock lock(grant_mutex_);
   if (grants_stopped_) {
     lock.unlock();

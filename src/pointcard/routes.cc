@@ -312,6 +312,48 @@ void ListHolds(PointCardService& service, const Request& req, Responder responde
   });
 }
 
+// GET /api/v1/cards/{cardId}/lots: the lots with points left, in the
+// order payments take them, and the never-expiring rest.
+void ListLots(PointCardService& service, const Request& req, Responder responder) {
+  auto card = PathId(req, "cardId");
+  if (!card.ok()) return responder.Send(Error(card.status()));
+  const int64_t card_id = *card;
+  service.ListLots(card_id, [responder, card_id](Result<LotPage> r) mutable {
+    if (!r.ok()) return responder.Send(Error(r.status()));
+    Response res;
+    JsonWriter w(res.body);
+    w.StartObject();
+    w.Field("cardId", card_id);
+    w.Key("lots");
+    w.StartArray();
+    for (const Lot& l : r->lots) {
+      w.StartObject();
+      w.Key("lotId");
+      if (l.lot_id > 0)
+        w.Int(l.lot_id);
+      else
+        w.Null();  // an applied grant's credit, not folded yet
+      w.Field("grantId", l.grant_id);
+      w.Field("amount", l.amount);
+      w.Field("remaining", l.remaining);
+      w.Field("reserved", l.reserved);
+      w.Field("createdAt", FormatTime(l.created_us));
+      w.Field("expiresAt", FormatTime(l.expires_us));
+      // Expired: only what open holds reserve is left, kept for them.
+      w.Field("status", l.expired ? "expired" : "active");
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("neverExpiring");
+    w.StartObject();
+    w.Field("remaining", r->never_expiring);
+    w.Field("reserved", r->never_expiring_reserved);
+    w.EndObject();
+    w.EndObject();
+    responder.Send(std::move(res));
+  });
+}
+
 void WriteCard(JsonWriter& w, const Card& c) {
   char time[kTimeTextMax];
   w.StartObject();
@@ -468,7 +510,7 @@ void Grant(PointCardService& service, const Gate& gate, Request& req, Responder 
   req.long_running = true;  // seconds on a million cards: exempt from --handler-timeout-ms
   auto body = http::JsonObject::Parse(req.body);
   if (!body.ok()) return responder.Send(Error(body.status()));
-  if (Status s = body->OnlyFields({"from", "to", "ratePercent", "allowOverlap"}); !s.ok())
+  if (Status s = body->OnlyFields({"from", "to", "ratePercent", "allowOverlap", "expiresInDays", "expiresAt"}); !s.ok())
     return responder.Send(Error(s));
   auto from = TimeField(*body, "from");
   if (!from.ok()) return responder.Send(Error(from.status()));
@@ -479,6 +521,16 @@ void Grant(PointCardService& service, const Gate& gate, Request& req, Responder 
   auto allow_overlap = body->OptionalBool("allowOverlap", false);
   if (!allow_overlap.ok()) return responder.Send(Error(allow_overlap.status()));
   GrantRequest g{*from, *to, *rate, IdempotencyKey(req), *allow_overlap};
+  if (body->Has("expiresInDays")) {
+    auto days = body->SaturatedInteger("expiresInDays");
+    if (!days.ok()) return responder.Send(Error(days.status()));
+    g.expires_in_days = *days;
+  }
+  if (body->Has("expiresAt")) {
+    auto at = TimeField(*body, "expiresAt");
+    if (!at.ok()) return responder.Send(Error(at.status()));
+    g.expires_at_us = *at;
+  }
   auto started = std::chrono::steady_clock::now();
   service.Grant(std::move(g), [responder, started](Result<GrantOutcome> r) mutable {
     CardMetrics& m = Metrics();
@@ -552,6 +604,11 @@ void GetGrant(PointCardService& service, const Gate& gate, Request& req, Respond
       w.Key("foldedAt");
       w.Null();
     }
+    w.Key("expiresAt");
+    if (r->expires_us)
+      w.String(FormatTime(*r->expires_us));
+    else
+      w.Null();
     w.EndObject();
     res.AddHeader("Cache-Control", "no-store");
     responder.Send(std::move(res));
@@ -576,6 +633,7 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
              BodyPolicy::kJson);
   router.Add(Method::kPost, "/api/v1/cards/{cardId}/holds", gated(CreateHold), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/holds", bind(ListHolds));
+  router.Add(Method::kGet, "/api/v1/cards/{cardId}/lots", bind(ListLots));
   router.Add(Method::kPost, "/api/v1/cards/{cardId}/holds/{holdId}/capture", gated(CaptureHold), BodyPolicy::kJson);
   router.Add(Method::kPost, "/api/v1/cards/{cardId}/holds/{holdId}/void", gated(VoidHold), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}", bind(GetCard));

@@ -70,6 +70,10 @@ void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int
   store_.History(card_id, limit, before_us, std::move(done));
 }
 
+void PointCardService::ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) {
+  store_.ListLots(card_id, std::move(done));
+}
+
 namespace {
 
 // A reference is an identifier (an order id, a receipt number): visible
@@ -333,8 +337,16 @@ void PointCardService::Grant(GrantRequest r, std::function<void(Result<GrantOutc
   if (r.idempotency_key) {
     if (Status s = ValidateIdempotencyKey(*r.idempotency_key); !s.ok()) return done(s);
   }
+  if (r.expires_in_days && r.expires_at_us)
+    return done(Status::InvalidField("expiresAt", "give expiresInDays or expiresAt, not both"));
+  if (r.expires_in_days && (*r.expires_in_days < 1 || *r.expires_in_days > kLotDaysMax))
+    return done(Status::OutOfRange("expiresInDays", 1, kLotDaysMax));
+  // Grants without an expiry keep the fingerprints their keys had before
+  // 0.13.0.
   std::string fingerprint = "grant from=" + std::to_string(r.from_us) + " to=" + std::to_string(r.to_us) +
-                            " rate=" + std::to_string(r.rate_percent) + (r.allow_overlap ? " overlap=allowed" : "");
+                            " rate=" + std::to_string(r.rate_percent) + (r.allow_overlap ? " overlap=allowed" : "") +
+                            (r.expires_in_days ? " expires_in_days=" + std::to_string(*r.expires_in_days) : "") +
+                            (r.expires_at_us ? " expires_at=" + std::to_string(*r.expires_at_us) : "");
   {
     std::lock_guard lock(grant_mutex_);
     if (grants_stopped_) return done(Status::Unavailable("the server is shutting down"));

@@ -1,5 +1,7 @@
 // Cards on SQLite: reading one, issuing one, closing one
 // (sqlite_store.h). Writes run on the writer, each in its op's savepoint.
+#include <algorithm>
+
 #include "pointcard/sqlite_store.h"
 
 namespace hotrow::pointcard {
@@ -8,19 +10,42 @@ namespace sqlite = db::sqlite;
 
 namespace {
 
+// What open holds unexpired at ?2 reserve of lot l.
+#define HOTROW_LOT_RESERVED                                                                      \
+  "(SELECT COALESCE(SUM(r.AMOUNT), 0) FROM P_LOT_HOLD r JOIN P_HOLD h ON h.HOLD_ID = r.HOLD_ID " \
+  "WHERE r.LOT_ID = l.LOT_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > ?2)"
+
 // A card as reads show it, ?1 selecting it: the balance with its applied
-// credit and what its open holds unexpired at ?2 (ReadTime) keep, one
-// statement, one snapshot. Whole literals (no string built per
-// read: GET /api/v1/cards/{id} allocates nothing, tests/alloc).
-#define HOTROW_SELECT_CARD                                                                               \
-  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "                                            \
-  "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "  \
-  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), a.EXTERNAL_REF, a.STATUS, a.CLOSED_TIME, "      \
-  "(SELECT COALESCE(SUM(-h.AMOUNT), 0) FROM P_HOLD h WHERE h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' " \
-  "AND h.EXPIRES_TIME > ?2) FROM S_ACCOUNT a WHERE "
+// credit unexpired at ?2 (ReadTime), less what its lots due by ?2 lose
+// (all that open, unexpired holds do not reserve: written out or not, it
+// has left), and what its open holds unexpired at ?2 keep; one statement,
+// one snapshot. Whole literals (no string built per read:
+// GET /api/v1/cards/{id} allocates nothing, tests/alloc).
+#define HOTROW_SELECT_CARD                                                                                     \
+  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, a.LAST_UPDATE, "                                                  \
+  "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "        \
+  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied' AND (g.EXPIRES_TIME IS NULL OR g.EXPIRES_TIME > ?2)), " \
+  "a.EXTERNAL_REF, a.STATUS, a.CLOSED_TIME, "                                                                  \
+  "(SELECT COALESCE(SUM(-h.AMOUNT), 0) FROM P_HOLD h WHERE h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' "       \
+  "AND h.EXPIRES_TIME > ?2), "                                                                                 \
+  "(SELECT COALESCE(SUM(l.REMAINING - " HOTROW_LOT_RESERVED                                                    \
+  "), 0) FROM P_LOT l WHERE l.CARD_ID = a.CARD_ID "                                                            \
+  "AND l.REMAINING > 0 AND l.EXPIRES_TIME <= ?2) FROM S_ACCOUNT a WHERE "
 constexpr const char* kSelectCardById = HOTROW_SELECT_CARD "a.CARD_ID = ?1";
 constexpr const char* kSelectCardByRef = HOTROW_SELECT_CARD "a.EXTERNAL_REF = ?1";
 #undef HOTROW_SELECT_CARD
+
+// A card's lots with points left, in the order payments take them, with
+// what open holds unexpired at ?2 reserve of each.
+constexpr const char* kSelectLots =
+    "SELECT l.LOT_ID, l.GRANT_ID, l.AMOUNT, l.REMAINING, " HOTROW_LOT_RESERVED
+    ", l.CREATED_TIME, l.EXPIRES_TIME FROM P_LOT l WHERE l.CARD_ID = ?1 AND l.REMAINING > 0 "
+    "ORDER BY l.EXPIRES_TIME, l.LOT_ID";
+// Its applied, unfolded expiring credits unexpired at ?2: lots to be.
+constexpr const char* kSelectPendingLots =
+    "SELECT c.GRANT_ID, c.POINTS, g.APPLIED_TIME, g.EXPIRES_TIME FROM P_GRANT_CREDIT c JOIN P_GRANT g "
+    "ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = ?1 AND g.STATE = 'applied' AND g.EXPIRES_TIME > ?2";
+#undef HOTROW_LOT_RESERVED
 
 Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, int64_t id, std::string_view ref,
                                      int64_t at_us) {
@@ -35,7 +60,7 @@ Result<std::optional<Card>> ReadCard(sqlite::Connection& conn, const char* sql, 
   if (!row.ok()) return row.status();
   if (!*row) return std::optional<Card>();
   Card card{.card_id = q->Int(0),
-            .balance = q->Int(1) + q->Int(4),
+            .balance = q->Int(1) + q->Int(4) - q->Int(9),
             .region_id = q->Int(2),
             .last_update_us = q->Int(3),
             .pending_points = q->Int(4)};
@@ -77,6 +102,66 @@ void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> 
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
   done(CardById(**conn, card_id, ReadTime()));
+}
+
+void SqlitePointCardStore::ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) {
+  auto conn = db_.Reader();
+  if (!conn.ok()) return done(conn.status());
+  if (Status s = BeginCardRead(**conn, card_id); !s.ok()) return done(s);
+  const int64_t now = ReadTime();
+  auto card = CardById(**conn, card_id, now);  // the same snapshot
+  if (!card.ok()) return done(card.status());
+  LotPage page;
+  auto q = (*conn)->Prepare(kSelectLots);
+  if (!q.ok()) return done(q.status());
+  q->Bind(1, card_id).Bind(2, now);
+  while (true) {
+    auto row = q->Step();
+    if (!row.ok()) return done(row.status());
+    if (!*row) break;
+    Lot l{.lot_id = q->Int(0),
+          .card_id = card_id,
+          .grant_id = q->Int(1),
+          .amount = q->Int(2),
+          .remaining = q->Int(3),
+          .reserved = q->Int(4),
+          .created_us = q->Int(5),
+          .expires_us = q->Int(6)};
+    // Past its expiry only what open holds reserve is left, for them.
+    l.expired = l.expires_us <= now;
+    if (l.expired) l.remaining = l.reserved;
+    if (l.remaining > 0) page.lots.push_back(l);
+  }
+  auto pending = (*conn)->Prepare(kSelectPendingLots);
+  if (!pending.ok()) return done(pending.status());
+  pending->Bind(1, card_id).Bind(2, now);
+  while (true) {
+    auto row = pending->Step();
+    if (!row.ok()) return done(row.status());
+    if (!*row) break;
+    page.lots.push_back({.lot_id = 0,  // numbered when folded
+                         .card_id = card_id,
+                         .grant_id = pending->Int(0),
+                         .amount = pending->Int(1),
+                         .remaining = pending->Int(1),
+                         .reserved = 0,
+                         .created_us = pending->Int(2),
+                         .expires_us = pending->Int(3),
+                         .expired = false});
+  }
+  // Folded lots get ids after every lot there is: unnumbered ones last
+  // among equal expiries.
+  std::stable_sort(page.lots.begin(), page.lots.end(), [](const Lot& a, const Lot& b) {
+    if (a.expires_us != b.expires_us) return a.expires_us < b.expires_us;
+    return a.lot_id != 0 && b.lot_id == 0;
+  });
+  page.never_expiring = card->balance;
+  page.never_expiring_reserved = card->held;
+  for (const Lot& l : page.lots) {
+    page.never_expiring -= l.remaining;
+    page.never_expiring_reserved -= l.reserved;
+  }
+  done(std::move(page));
 }
 
 void SqlitePointCardStore::FindCard(std::string external_ref, std::function<void(Result<std::optional<Card>>)> done) {

@@ -158,11 +158,15 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
       if (*twin) return Begun{0, **twin, 0};
     }
     if (Status s = CheckOverlap(c, request); !s.ok()) return s;  // early; decided again at the apply
+    // Its lots' expiry, from the grant's time on the writer's clock.
+    auto expires = LotExpiry(request, now);
+    if (!expires.ok()) return expires.status();
     auto q = c.Prepare(
         "INSERT INTO P_GRANT (GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, QUERY_MS, UPDATE_MS, "
-        "STATE) VALUES (?1, ?2, ?3, ?4, 0, 0, 0, 0, 'staging')");
+        "STATE, EXPIRES_TIME) VALUES (?1, ?2, ?3, ?4, 0, 0, 0, 0, 'staging', ?5)");
     if (!q.ok()) return q.status();
     q->Bind(1, now).Bind(2, request.from_us).Bind(3, request.to_us).Bind(4, request.rate_percent);
+    if (*expires) q->Bind(5, **expires);
     if (Status s = q->Run(); !s.ok()) return s;
     return Begun{c.LastInsertRowid(), std::nullopt, now};
   });
@@ -264,6 +268,8 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
             if (Status s = q->Bind(8, grant_id).Run(); !s.ok()) return s;
             if (c.Changes() != 1) return Status::Internal("grant " + std::to_string(grant_id) + " is not staging");
             credit_possible_ = true;  // from this op on, point uses fold first
+            // An expiring grant: from this op on, writes settle lots first.
+            if (request.expires_in_days || request.expires_at_us) lots_possible_ = true;
             ++credit_epoch_;
             return Applied{{grant_id, kept_cards, kept_points, query_ms, update_ms, 0, false}, false};
           },
@@ -340,19 +346,20 @@ void SqlitePointCardStore::Discard(int64_t grant_id) {
 
 Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t card_id, int64_t balance) {
   auto q = c.Prepare(
-      "SELECT c.GRANT_ID, c.POINTS FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "SELECT c.GRANT_ID, c.POINTS, g.EXPIRES_TIME FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
       "WHERE c.CARD_ID = ?1 AND g.STATE = 'applied' ORDER BY c.GRANT_ID");
   if (!q.ok()) return q.status();
   q->Bind(1, card_id);
   struct Credit {
     int64_t grant_id, points;
+    std::optional<int64_t> expires_us;
   };
   std::vector<Credit> credits;  // one, almost always
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    credits.push_back({q->Int(0), q->Int(1)});
+    credits.push_back({q->Int(0), q->Int(1), q->IsNull(2) ? std::nullopt : std::optional<int64_t>(q->Int(2))});
   }
   auto writer = GrantRowWriter::Prepare(c);
   if (!writer.ok()) return writer.status();
@@ -362,7 +369,16 @@ Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t ca
     balance += credit.points;
     auto id = LastTransactionId(c);
     if (!id.ok()) return id.status();
-    if (Status s = writer->Write(card_id, credit.points, balance, NextTime(), *id + 1); !s.ok()) return s;
+    const int64_t now = NextTime();
+    if (Status s = writer->Write(card_id, credit.points, balance, now, *id + 1); !s.ok()) return s;
+    if (credit.expires_us) {  // an expiring grant's credit becomes the card's lot
+      auto lot = c.Prepare(
+          "INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, EXPIRES_TIME) "
+          "VALUES (?1, ?2, ?3, ?4, ?4, 0, ?5, ?6)");
+      if (!lot.ok()) return lot.status();
+      lot->Bind(1, card_id).Bind(2, credit.grant_id).Bind(3, *id + 1).Bind(4, credit.points);
+      if (Status s = lot->Bind(5, now).Bind(6, *credit.expires_us).Run(); !s.ok()) return s;
+    }
     consume->Reset();
     if (Status s = consume->Bind(1, card_id).Bind(2, credit.grant_id).Run(); !s.ok()) return s;
   }
@@ -394,6 +410,7 @@ struct SqlitePointCardStore::FoldRun {
   int64_t applied_at = 0;
   int64_t after_card = INT64_MIN;  // the cursor: every credit up to it is folded
   int64_t folded_cards = 0;
+  std::optional<int64_t> expires_us;  // its lots' expiry (P_GRANT.EXPIRES_TIME)
 };
 
 Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sqlite::Connection& c, FoldRun& run) {
@@ -435,6 +452,18 @@ Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sql
       // balances: the crash test's count is in folded cards.
       for (int64_t n = folded_cards + 1; sql == kWrite[0] && n <= folded_cards + cards; ++n)
         failpoint::MaybeCrash("grant.fold", n);
+    }
+    if (run.expires_us) {
+      // An expiring grant's credits become lots, named by the rows just
+      // written (the chunk's time, its cards, store 0).
+      auto lots = c.Prepare(
+          "INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, EXPIRES_TIME) "
+          "SELECT c.CARD_ID, ?4, h.TRANSACTION_ID, c.POINTS, c.POINTS, 0, ?1, ?5 FROM P_GRANT_CREDIT c "
+          "JOIN H_TRANSACTION h ON h.PAYMENT_TIME = ?1 AND h.CARD_ID = c.CARD_ID AND h.STORE_ID = 0 "
+          "WHERE c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4");
+      if (!lots.ok()) return lots.status();
+      lots->Bind(1, now).Bind(2, after_card).Bind(3, last).Bind(4, grant_id).Bind(5, *run.expires_us);
+      if (Status s = lots->Run(); !s.ok()) return s;
     }
     // Consumed: one range of the key, not a delete per card.
     auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");
@@ -502,15 +531,17 @@ void SqlitePointCardStore::FoldLoop() {
       }
       struct Next {
         int64_t grant_id = 0, applied_at = 0;
+        std::optional<int64_t> expires_us;
       };
       auto next = OnWriter<Next>(db_.writer(), [](sqlite::Connection& c) -> Result<Next> {
-        auto q =
-            c.Prepare("SELECT GRANT_ID, APPLIED_TIME FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1");
+        auto q = c.Prepare(
+            "SELECT GRANT_ID, APPLIED_TIME, EXPIRES_TIME FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID "
+            "LIMIT 1");
         if (!q.ok()) return q.status();
         auto row = q->Step();
         if (!row.ok()) return row.status();
         Next out;
-        if (*row) out = {q->Int(0), q->Int(1)};
+        if (*row) out = {q->Int(0), q->Int(1), q->IsNull(2) ? std::nullopt : std::optional<int64_t>(q->Int(2))};
         if (Status s = q->Run(); !s.ok()) return s;
         return out;
       });
@@ -529,6 +560,7 @@ void SqlitePointCardStore::FoldLoop() {
       run = std::make_shared<FoldRun>();
       run->grant_id = next->grant_id;
       run->applied_at = next->applied_at;
+      run->expires_us = next->expires_us;
       started = std::chrono::steady_clock::now();
     }
     // One promise per attempt, held by its chain: a paused attempt's last

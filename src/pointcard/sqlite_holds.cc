@@ -111,17 +111,15 @@ Result<HoldOutcome> Replay(sqlite::Connection& c, int64_t card_id, int64_t hold_
   return out;
 }
 
-// The card's open holds past their expiry at t become expired (at their
-// EXPIRES_TIME), so its next reads and writes need not decide it again.
-Status StampExpired(sqlite::Connection& c, int64_t card_id, int64_t t_us) {
+}  // namespace
+
+Status StampExpiredHolds(sqlite::Connection& c, int64_t card_id, int64_t t_us) {
   auto q = c.Prepare(
       "UPDATE P_HOLD SET STATUS = 'expired', ENDED_TIME = EXPIRES_TIME WHERE CARD_ID = ?1 AND STATUS = 'open' "
       "AND EXPIRES_TIME <= ?2");
   if (!q.ok()) return q.status();
   return q->Bind(1, card_id).Bind(2, t_us).Run();
 }
-
-}  // namespace
 
 Result<int64_t> HeldAt(sqlite::Connection& c, int64_t card_id, int64_t t_us) {
   auto q = c.Prepare(
@@ -153,10 +151,10 @@ Result<HoldOutcome> SqlitePointCardStore::ApplyCreateHold(sqlite::Connection& c,
   if (!card.ok()) return card.status();
   if (!*card) return NoSuchCard(h.card_id);
   if (read->Text(1) != kCardActive) return CardIsClosed(h.card_id);
-  const int64_t balance = read->Int(0);
+  int64_t balance = read->Int(0);
   if (Status s = read->Run(); !s.ok()) return s;
   const int64_t t = NextTime();
-  if (Status s = StampExpired(c, h.card_id, t); !s.ok()) return s;
+  if (Status s = SettleCard(c, h.card_id, t, balance); !s.ok()) return s;
   auto credit = PendingCredit(c, h.card_id);
   if (!credit.ok()) return credit.status();
   auto held = HeldAt(c, h.card_id, t);
@@ -179,6 +177,7 @@ Result<HoldOutcome> SqlitePointCardStore::ApplyCreateHold(sqlite::Connection& c,
   if (!insert.ok()) return insert.status();
   insert->Bind(1, out.hold.hold_id).Bind(2, h.card_id).Bind(3, h.store_id).Bind(4, h.amount);
   if (Status s = insert->Bind(5, t).Bind(6, out.hold.expires_us).Bind(7, h.actor).Run(); !s.ok()) return s;
+  if (Status s = ReserveLots(c, h.card_id, out.hold.hold_id, -h.amount); !s.ok()) return s;
   if (h.idempotency_key) {
     if (Status s = RememberHoldKey(c, *h.idempotency_key, fp, out.hold, t); !s.ok()) return s;
   }
@@ -199,7 +198,7 @@ Result<HoldOutcome> SqlitePointCardStore::ApplyEndHold(sqlite::Connection& c, co
   auto card = read->Bind(1, a.card_id).Step();
   if (!card.ok()) return card.status();
   if (!*card) return NoSuchCard(a.card_id);
-  const int64_t balance = read->Int(0);
+  int64_t balance = read->Int(0);
   if (Status s = read->Run(); !s.ok()) return s;
   auto hold = FindHold(c, a.card_id, a.hold_id);
   if (!hold.ok()) return hold.status();
@@ -215,12 +214,12 @@ Result<HoldOutcome> SqlitePointCardStore::ApplyEndHold(sqlite::Connection& c, co
   if (out.hold.status != kHoldOpen || out.hold.expires_us <= t) {
     // Expired: stamped now (the refusal commits), so no later action,
     // whatever the clock does, finds it open.
-    if (Status s = StampExpired(c, a.card_id, t); !s.ok()) return s;
+    if (Status s = SettleCard(c, a.card_id, t, balance); !s.ok()) return s;
     ShowExpiry(out.hold, t);
     out.refusal = HoldExpired(a.hold_id, out.hold.expires_us);
     return out;
   }
-  if (Status s = StampExpired(c, a.card_id, t); !s.ok()) return s;  // the card's others
+  if (Status s = SettleCard(c, a.card_id, t, balance); !s.ok()) return s;  // the card's others
   out.hold.ended_us = t;
   if (a.capture) {
     const int64_t amount = a.amount.value_or(out.hold.amount);
@@ -243,8 +242,11 @@ Result<HoldOutcome> SqlitePointCardStore::ApplyEndHold(sqlite::Connection& c, co
     out.hold.status = std::string(kHoldCaptured);
     out.hold.capture_id = out.row->transaction_id;
     out.hold.captured_amount = amount;
+    int64_t after = out.row->balance;
+    if (Status s = EndReservations(c, a.card_id, a.hold_id, -amount, out.row->transaction_id, after); !s.ok()) return s;
   } else {
     out.hold.status = std::string(kHoldVoided);
+    if (Status s = EndReservations(c, a.card_id, a.hold_id, 0, 0, balance); !s.ok()) return s;
   }
   auto end = c.Prepare(
       "UPDATE P_HOLD SET STATUS = ?1, ENDED_TIME = ?2, CAPTURE_ID = ?3, CAPTURED_AMOUNT = ?4 WHERE HOLD_ID = ?5");

@@ -63,7 +63,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
   auto card = read->Bind(1, r.card_id).Step();
   if (!card.ok()) return card.status();
   if (!*card) return NoSuchCard(r.card_id);
-  const int64_t balance = read->Int(0);
+  int64_t balance = read->Int(0);
   if (Status s = read->Run(); !s.ok()) return s;
   auto original = FindOriginal(c, r.card_id, r.transaction_id);
   if (!original.ok()) return original.status();
@@ -82,6 +82,8 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
   const int64_t remaining = -original->amount - *refunded;
   const int64_t amount = r.amount.value_or(remaining);
   if (amount > remaining || amount <= 0) return RefundExceedsOriginal(r.transaction_id, remaining, amount);
+  // With lots, what expired by now leaves first (sqlite_lots.cc).
+  if (Status s = SettleCard(c, r.card_id, NextTime(), balance); !s.ok()) return s;
   auto credit = PendingCredit(c, r.card_id);
   if (!credit.ok()) return credit.status();
   auto folded = *credit > 0 ? FoldCard(c, r.card_id, balance) : Result<int64_t>(balance);  // the grant's row first
@@ -97,6 +99,11 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyRefund(sqlite::Connection& c, 
              .reason = r.reason,
              .refund_of = r.transaction_id};
   if (Status s = AppendRow(c, out.row); !s.ok()) return s;
+  int64_t after = out.row.balance;
+  if (Status s = RestoreLots(c, r.card_id, r.transaction_id, original->amount, *refunded, amount,
+                             out.row.transaction_id, after);
+      !s.ok())
+    return s;
   if (Status s = RememberCardKey(c, r.card_id, r.idempotency_key, fp, out, out.row.payment_time_us); !s.ok()) return s;
   return out;
 }

@@ -194,6 +194,53 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                               // A contract step: 0.11.0 would ignore open holds and spend their
                               // points, so older binaries are refused (a downgrade is a restore).
                               .contract = true},
+                             // 6 (v0.13.0): expiring lots (model.h, Lot). Only credit that
+                             // expires is a lot; the rest of a balance never expires.
+                             //  - P_LOT: a grant's credit to a card, with REMAINING and what
+                             //    open holds reserve of it; EXPIRED_TIME and EXPIRY_ID once its
+                             //    expiry is written out. P_LOT_LIVE finds a card's lots with
+                             //    points left (in the order payments take them), P_LOT_DUE the
+                             //    lots the sweep writes out.
+                             //  - P_LOT_USE: what each row took from (payment, capture, expiry:
+                             //    negative) or gave back to (refund: positive) each lot.
+                             //  - P_LOT_HOLD: what each open hold reserves of each lot.
+                             //  - P_GRANT.EXPIRES_TIME: when a grant's lots expire (NULL: never).
+                             {.sql = R"sql(
+                               CREATE TABLE P_LOT (
+                                 LOT_ID       INTEGER PRIMARY KEY,
+                                 CARD_ID      INTEGER NOT NULL,
+                                 GRANT_ID     INTEGER NOT NULL,
+                                 SOURCE_ID    INTEGER,
+                                 AMOUNT       INTEGER NOT NULL,
+                                 REMAINING    INTEGER NOT NULL,
+                                 RESERVED     INTEGER NOT NULL DEFAULT 0,
+                                 CREATED_TIME INTEGER NOT NULL,
+                                 EXPIRES_TIME INTEGER NOT NULL,
+                                 EXPIRED_TIME INTEGER,
+                                 EXPIRY_ID    INTEGER
+                               );
+                               CREATE INDEX P_LOT_CARD ON P_LOT (CARD_ID, LOT_ID);
+                               CREATE INDEX P_LOT_LIVE ON P_LOT (CARD_ID, EXPIRES_TIME, LOT_ID) WHERE REMAINING > 0;
+                               CREATE INDEX P_LOT_DUE ON P_LOT (EXPIRES_TIME) WHERE EXPIRED_TIME IS NULL;
+                               CREATE TABLE P_LOT_USE (
+                                 TRANSACTION_ID INTEGER NOT NULL,
+                                 LOT_ID         INTEGER NOT NULL,
+                                 AMOUNT         INTEGER NOT NULL,
+                                 PRIMARY KEY (TRANSACTION_ID, LOT_ID)
+                               ) WITHOUT ROWID;
+                               CREATE INDEX P_LOT_USE_LOT ON P_LOT_USE (LOT_ID);
+                               CREATE TABLE P_LOT_HOLD (
+                                 HOLD_ID INTEGER NOT NULL,
+                                 LOT_ID  INTEGER NOT NULL,
+                                 AMOUNT  INTEGER NOT NULL,
+                                 PRIMARY KEY (HOLD_ID, LOT_ID)
+                               ) WITHOUT ROWID;
+                               CREATE INDEX P_LOT_HOLD_LOT ON P_LOT_HOLD (LOT_ID);
+                               ALTER TABLE P_GRANT ADD COLUMN EXPIRES_TIME INTEGER;
+                             )sql",
+                              // A contract step: 0.12.0 would spend a lot's points without
+                              // taking them from the lot, which would then expire them again.
+                              .contract = true},
                          },
                          "point card");
 }

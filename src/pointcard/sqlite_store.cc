@@ -94,8 +94,21 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
   auto open_holds = sqlite::QueryInt(conn, "SELECT EXISTS (SELECT 1 FROM P_HOLD WHERE STATUS = 'open')");
   if (!open_holds.ok()) return open_holds.status();
   store->holds_possible_ = *open_holds != 0;
-  store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys, *holds});
+  // And past every lot's written-out expiry (point-card schema 6).
+  auto lots = sqlite::QueryInt(conn, "SELECT COALESCE(MAX(COALESCE(EXPIRED_TIME, 0)), 0) FROM P_LOT");
+  if (!lots.ok()) return lots.status();
+  auto expiring = sqlite::QueryInt(conn,
+                                   "SELECT EXISTS (SELECT 1 FROM P_LOT) OR EXISTS (SELECT 1 FROM P_GRANT "
+                                   "WHERE EXPIRES_TIME IS NOT NULL)");
+  if (!expiring.ok()) return expiring.status();
+  store->lots_possible_ = *expiring != 0;
+  store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys, *holds, *lots});
   store->clock_published_us_.store(store->clock_last_us_, std::memory_order_relaxed);
+  // Lots due are written out within a second or so of their expiry, if no
+  // write to their card does it first (reads leave them out at once).
+  store->sweeper_ = std::make_unique<PeriodicTask>(std::chrono::seconds(1), std::chrono::seconds(1), [p = store.get()] {
+    if (p->db_.writer().started()) p->SweepLots();
+  });
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
   store->purger_ = std::make_unique<PeriodicTask>(std::chrono::seconds(10), std::chrono::hours(1),
@@ -117,6 +130,8 @@ void SqlitePointCardStore::Stop() {
     fold_stopped_ = true;
   }
   fold_cv_.notify_all();
+  sweep_stopped_ = true;
+  if (sweeper_) sweeper_->Stop();
   if (purger_) purger_->Stop();
   // Joined outside grant_mutex_: a grant still running takes it to finish.
   std::thread grant;
@@ -372,6 +387,14 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   if (read->Text(1) != kCardActive) return CardIsClosed(p.card_id);
   int64_t balance = read->Int(0);
   if (Status s = read->Run(); !s.ok()) return s;
+  // With lots, the card is settled first: what expired by now leaves it
+  // (its expiry rows before this payment's row). No lot ever made: nothing
+  // to settle, as before 0.13.0.
+  std::optional<int64_t> settled_at;
+  if (lots_possible_) {
+    settled_at = NextTime();
+    if (Status s = SettleCard(c, p.card_id, *settled_at, balance); !s.ok()) return s;
+  }
   auto pending = PendingCredit(c, p.card_id);
   if (!pending.ok()) return pending.status();
   const int64_t credit = *pending;
@@ -380,7 +403,7 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
   // never refused. No hold ever open: nothing to read.
   int64_t held = 0;
   if (p.amount < 0 && holds_possible_) {
-    auto open = HeldAt(c, p.card_id, NextTime());  // the row's time comes after it
+    auto open = HeldAt(c, p.card_id, settled_at ? *settled_at : NextTime());  // the row's time comes after it
     if (!open.ok()) return open.status();
     held = *open;
   }
@@ -406,6 +429,8 @@ Result<PaymentOutcome> SqlitePointCardStore::ApplyPayment(sqlite::Connection& c,
                .reference = p.reference,
                .reason = p.reason};
     if (Status s = AppendRow(c, out.row); !s.ok()) return s;
+    if (p.amount < 0)
+      if (Status s = TakeFromLots(c, p.card_id, -p.amount, out.row.transaction_id); !s.ok()) return s;
   }
   if (p.idempotency_key) {
     const int64_t now = out.refused ? NextTime() : out.row.payment_time_us;
@@ -439,7 +464,7 @@ void SqlitePointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<
   if (!conn.ok()) return done(conn.status());
   auto q = (*conn)->Prepare(
       "SELECT CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, FROM_TIME, TO_TIME, RATE_PERCENT, APPLIED_TIME, "
-      "FOLDED_TIME, FOLD_MS, STATE FROM P_GRANT WHERE GRANT_ID = ?1 AND STATE <> 'staging'");
+      "FOLDED_TIME, FOLD_MS, STATE, EXPIRES_TIME FROM P_GRANT WHERE GRANT_ID = ?1 AND STATE <> 'staging'");
   if (!q.ok()) return done(q.status());
   auto row = q->Bind(1, grant_id).Step();
   if (!row.ok()) return done(row.status());
@@ -454,6 +479,7 @@ void SqlitePointCardStore::GetGrant(int64_t grant_id, std::function<void(Result<
     g.folded_at_us = q->Int(9);
     g.fold_ms = q->Double(10);
   }
+  if (!q->IsNull(12)) g.expires_us = q->Int(12);
   done(g);
 }
 

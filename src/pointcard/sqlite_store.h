@@ -122,11 +122,14 @@ class SqlitePointCardStore final : public PointCardStore {
   void EndHold(HoldAction action, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) override;
   void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
                  std::function<void(Result<HoldPage>)> done) override;
+  void ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) override;
   // A hold's writes inside the writer's transaction (sqlite_holds.cc).
   Result<HoldOutcome> ApplyCreateHold(db::sqlite::Connection& c, const NewHold& h, const std::string& fingerprint);
   Result<HoldOutcome> ApplyEndHold(db::sqlite::Connection& c, const HoldAction& a, const std::string& fingerprint);
 
   static constexpr size_t kStageInFlight = 2;
+  // Cards the lot sweep settles per op (it chains ops while more are due).
+  static constexpr int64_t kSweepCardsMax = 256;
   // How long a grant waits at its apply for the previous grant's fold.
   static constexpr std::chrono::seconds kFoldWaitMax{60};
 
@@ -151,6 +154,36 @@ class SqlitePointCardStore final : public PointCardStore {
   // refundOf) at the writer's next time with the next TRANSACTION_ID, and
   // the card's balance and LAST_UPDATE: sets the row's time and id.
   Status AppendRow(db::sqlite::Connection& c, HistoryRow& row);
+  // Lots (sqlite_lots.cc), on the writer thread inside the op's
+  // transaction; `balance` is the card's BALANCE, kept up to date as rows
+  // are written.
+  //
+  // Before a write to the card decides at t: its pending grant credit
+  // folded (an expiring grant's becomes its lot), its open holds past
+  // their expiry stamped (what they reserve released), and its lots due at
+  // t written out: one "expiry" row each of what no open hold reserves,
+  // EXPIRED_TIME set in the same transaction. Without lots (never one
+  // made), it stamps holds only, as 0.12.0 did.
+  Status SettleCard(db::sqlite::Connection& c, int64_t card_id, int64_t t, int64_t& balance);
+  // A payment's `points` taken from the card's free lot parts in order
+  // (P_LOT_USE of its row); the rest is never-expiring.
+  Status TakeFromLots(db::sqlite::Connection& c, int64_t card_id, int64_t points, int64_t transaction_id);
+  // A new hold's `points` reserved in the same order (P_LOT_HOLD).
+  Status ReserveLots(db::sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t points);
+  // A hold's end: `taken` of what it reserved taken by its capture row
+  // (0: a void or an expiry), the rest released; released from a lot
+  // written out already, it leaves in an expiry row.
+  Status EndReservations(db::sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t taken,
+                         int64_t transaction_id, int64_t& balance);
+  // A refund's `amount` given back to what its original took: the
+  // never-expiring part first, then the lots, latest-expiring first; a lot
+  // written out already takes it and lets it leave in an expiry row.
+  Status RestoreLots(db::sqlite::Connection& c, int64_t card_id, int64_t original_id, int64_t original_amount,
+                     int64_t refunded_before, int64_t amount, int64_t refund_id, int64_t& balance);
+  // One expiry row of `points` from the lot (its first sets EXPIRY_ID).
+  Status LeaveLot(db::sqlite::Connection& c, int64_t card_id, int64_t lot_id, int64_t points, int64_t& balance);
+  // The sweep: settles cards whose lots are due, kSweepCardsMax per op.
+  void SweepLots();
   void FoldLoop();
   struct FoldRun;  // one grant's fold in progress (sqlite_grant.cc)
   struct FoldChunk {
@@ -183,6 +216,11 @@ class SqlitePointCardStore final : public PointCardStore {
   // Writer thread only: some hold may be open (set at Open when one is, and
   // by every new hold; never cleared). False: a payment reads no P_HOLD.
   bool holds_possible_ = false;
+  // Writer thread only: some lot may exist or be folded in (set at Open
+  // when one does, and by every expiring grant's apply; never cleared).
+  // False: writes touch no P_LOT, as before 0.13.0.
+  bool lots_possible_ = false;
+  std::atomic<bool> sweep_stopped_{false};
 
   std::mutex grant_mutex_;
   bool grants_stopped_ = false;  // Stop() was called: no new grant
@@ -198,7 +236,8 @@ class SqlitePointCardStore final : public PointCardStore {
   bool fold_stopped_ = false;
   std::thread folder_;
 
-  std::unique_ptr<PeriodicTask> purger_;  // last: stopped first
+  std::unique_ptr<PeriodicTask> sweeper_;  // lots due, every kSweepInterval
+  std::unique_ptr<PeriodicTask> purger_;   // last: stopped first
 };
 
 // Creates the tables as v0.1.0 made them, then migrates them (the point
@@ -226,6 +265,10 @@ Result<int64_t> CheckStoreKey(db::sqlite::Connection& c, const KeyUse& key, int6
 // (not_found): what follows reads the same snapshot (a history or holds
 // page).
 Status BeginCardRead(db::sqlite::Connection& c, int64_t card_id);
+// The card's open holds past their expiry at t_us stamped expired (at their
+// EXPIRES_TIME), so no later decision finds them open (sqlite_holds.cc).
+// SettleCard releases what they reserve of lots first.
+Status StampExpiredHolds(db::sqlite::Connection& c, int64_t card_id, int64_t t_us);
 // |amount| of the card's open holds unexpired at t_us (sqlite_holds.cc).
 Result<int64_t> HeldAt(db::sqlite::Connection& c, int64_t card_id, int64_t t_us);
 // The stored outcome of an earlier point use or refund on the card with

@@ -124,6 +124,11 @@ class PointCardStore {
   // `before_id` when given; not_found for an unknown card.
   virtual void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
                          std::function<void(Result<HoldPage>)> done) = 0;
+  // The card's lots with points left at the read's time, in the order
+  // payments take them (an applied, unfolded expiring credit among them,
+  // without an id yet), and its never-expiring rest; not_found for an
+  // unknown card. One snapshot.
+  virtual void ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) = 0;
 
   // The point grant: for every card, floor(sum of positive amounts from
   // stores > 0 in [from, to) * rate / 100) more points and one history row

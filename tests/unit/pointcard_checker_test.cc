@@ -243,6 +243,52 @@ TEST_F(Checker, FindsAHoldOutOfOrderACaptureOfNoHoldAndMoreHeldThanTheCardHas) {
   ExpectFound("UPDATE P_HOLD SET AMOUNT = -" + std::to_string(*balance) + " WHERE HOLD_ID = 2", "held");
 }
 
+// Lots (invariant 14), written as the server does: a grant of 10% of a
+// charge of 500, expiring, folded as the card's lot of 50; a payment of 20
+// from it; its expiry's row of the other 30.
+TEST_F(Checker, FindsALotThatDoesNotAddUpAUseOfTheWrongSignAndAnExpiryOfNoLot) {
+  auto [card, newest] = CardWithHistory();
+  auto last = db::sqlite::QueryInt(*conn_, "SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION");
+  auto balance = db::sqlite::QueryInt(*conn_, "SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = " + std::to_string(card));
+  ASSERT_TRUE(last.ok() && balance.ok());
+  const std::string c = std::to_string(card), t = std::to_string(*last), b = std::to_string(*balance);
+  auto row = [&](int at, int64_t amount, int64_t after, const char* kind, const char* actor, int store) {
+    return std::string(kInsertRow) + t + " + " + std::to_string(at) + ", " + c + ", " + std::to_string(store) + ", " +
+           std::to_string(amount) + ", " + b + " + " + std::to_string(after) + ", '" + kind + "', " + kNextId + ", '" +
+           actor + "'); ";
+  };
+  ASSERT_TRUE(conn_
+                  ->Exec(row(5, 500, 500, "charge", "anonymous", 2) +
+                         "INSERT INTO P_GRANT (GRANT_ID, GRANT_TIME, FROM_TIME, TO_TIME, RATE_PERCENT, CARDS, POINTS, "
+                         "QUERY_MS, UPDATE_MS, STATE, APPLIED_TIME, FOLDED_TIME, EXPIRES_TIME) VALUES (77, " +
+                         t + " + 6, " + t + " + 4, " + t + " + 6, 10, 1, 50, 0, 0, 'folded', " + t + " + 7, " + t +
+                         " + 10, " + t + " + 25); " + row(10, 50, 550, "grant", "system", 0) +
+                         "INSERT INTO P_LOT (LOT_ID, CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, "
+                         "CREATED_TIME, EXPIRES_TIME, EXPIRED_TIME, EXPIRY_ID) VALUES (1, " +
+                         c + ", 77, (SELECT MAX(TRANSACTION_ID) FROM H_TRANSACTION), 50, 0, 0, " + t + " + 10, " + t +
+                         " + 25, " + t + " + 30, NULL); " + row(20, -20, 530, "payment", "anonymous", 2) +
+                         "INSERT INTO P_LOT_USE VALUES ((SELECT MAX(TRANSACTION_ID) FROM H_TRANSACTION), 1, -20); " +
+                         row(31, -30, 500, "expiry", "system", 0) +
+                         "INSERT INTO P_LOT_USE VALUES ((SELECT MAX(TRANSACTION_ID) FROM H_TRANSACTION), 1, -30); "
+                         "UPDATE P_LOT SET EXPIRY_ID = (SELECT MAX(TRANSACTION_ID) FROM H_TRANSACTION); "
+                         "UPDATE S_ACCOUNT SET BALANCE = " +
+                         b + " + 500, LAST_UPDATE = " + t + " + 31 WHERE CARD_ID = " + c)
+                  .ok());
+  auto clean = pointcard::CheckInvariants(*conn_);
+  ASSERT_TRUE(clean.ok());
+  EXPECT_TRUE(clean->ok()) << (clean->examples.empty() ? "" : clean->examples[0]);
+  ExpectFound("UPDATE P_LOT SET REMAINING = 5", "lot");  // more left than its uses leave
+  ASSERT_TRUE(conn_->Exec("UPDATE P_LOT SET REMAINING = 0").ok());
+  ExpectFound("UPDATE P_LOT SET EXPIRES_TIME = EXPIRES_TIME + 1", "lot");  // not its grant's expiry
+  ASSERT_TRUE(conn_->Exec("UPDATE P_LOT SET EXPIRES_TIME = EXPIRES_TIME - 1").ok());
+  ExpectFound("UPDATE P_LOT_USE SET AMOUNT = 20 WHERE AMOUNT = -20", "lot use");  // a payment that gives
+  ASSERT_TRUE(conn_->Exec("UPDATE P_LOT_USE SET AMOUNT = -20 WHERE AMOUNT = 20").ok());
+  ExpectFound("UPDATE P_LOT SET EXPIRED_TIME = EXPIRES_TIME - 1", "lot");  // written out before its expiry
+  ASSERT_TRUE(conn_->Exec("UPDATE P_LOT SET EXPIRED_TIME = EXPIRES_TIME + 5").ok());
+  EXPECT_TRUE(pointcard::CheckInvariants(*conn_)->ok());
+  ExpectFound("DELETE FROM P_LOT_USE WHERE AMOUNT = -30", "expiry");  // an expiry of no lot
+}
+
 TEST_F(Checker, FindsHistoryOfACardThatDoesNotExist) {
   ExpectFound(std::string(kInsertRow) + "1, 999999, 1, 100, 100, 'charge', " + kNextId + ", 'anonymous')",
               "orphan history");
