@@ -252,23 +252,26 @@ Status SqlitePointCardStore::RestoreLots(sqlite::Connection& c, int64_t card_id,
 void SqlitePointCardStore::SweepLots() {
   // The lots due now, a few cards per op: each card settled as its next
   // write would settle it (its expiry rows before anything else).
-  sqlite::SubmitCall<int64_t>(
+  // Its answer: whether more may be due (a full batch was settled).
+  sqlite::SubmitCall<bool>(
       db_.writer(),
-      [this](sqlite::Connection& c) -> Result<int64_t> {
-        if (!lots_possible_) return 0;
+      [this](sqlite::Connection& c) -> Result<bool> {
+        if (!lots_possible_) return false;
         const int64_t t = NextTime();
-        std::vector<int64_t> cards;  // at most kSweepCardsMax
+        std::vector<int64_t> cards;  // of the first kSweepCardsMax lots due
+        int64_t due = 0, settled = 0;
         {
           auto q = c.Prepare(
-              "SELECT DISTINCT CARD_ID FROM (SELECT CARD_ID FROM P_LOT WHERE EXPIRED_TIME IS NULL "
-              "AND EXPIRES_TIME <= ?1 ORDER BY EXPIRES_TIME LIMIT ?2)");
+              "SELECT CARD_ID FROM P_LOT WHERE EXPIRED_TIME IS NULL AND EXPIRES_TIME <= ?1 ORDER BY EXPIRES_TIME "
+              "LIMIT ?2");
           if (!q.ok()) return q.status();
           q->Bind(1, t).Bind(2, kSweepCardsMax);
           while (true) {
             auto row = q->Step();
             if (!row.ok()) return row.status();
             if (!*row) break;
-            cards.push_back(q->Int(0));
+            ++due;
+            if (std::find(cards.begin(), cards.end(), q->Int(0)) == cards.end()) cards.push_back(q->Int(0));
           }
         }
         for (int64_t card_id : cards) {
@@ -282,14 +285,15 @@ void SqlitePointCardStore::SweepLots() {
             balance = q->Int(0);
           }
           if (Status s = SettleCard(c, card_id, NextTime(), balance); !s.ok()) return s;
+          ++settled;
         }
-        return static_cast<int64_t>(cards.size());
+        return due == kSweepCardsMax && settled > 0;
       },
-      [this](const Result<int64_t>& r) {
+      [this](const Result<bool>& r) {
         if (!r.ok()) return log::Warn("lot sweep failed (the next pass retries): {}", r.status().ToString());
-        // More are due: go on at once, an op at a time (writes queue
+        // More may be due: go on at once, an op at a time (writes queue
         // between them).
-        if (*r == kSweepCardsMax && !sweep_stopped_.load()) SweepLots();
+        if (*r && !sweep_stopped_.load()) SweepLots();
       });
 }
 

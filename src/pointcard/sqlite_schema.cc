@@ -199,8 +199,9 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                              //  - P_LOT: a grant's credit to a card, with REMAINING and what
                              //    open holds reserve of it; EXPIRED_TIME and EXPIRY_ID once its
                              //    expiry is written out. P_LOT_LIVE finds a card's lots with
-                             //    points left (in the order payments take them), P_LOT_DUE the
-                             //    lots the sweep writes out.
+                             //    points left (in the order payments take them), P_LOT_OPEN a
+                             //    card's lots not written out (those due, for its next write),
+                             //    P_LOT_DUE every lot not written out (the sweep).
                              //  - P_LOT_USE: what each row took from (payment, capture, expiry:
                              //    negative) or gave back to (refund: positive) each lot.
                              //  - P_LOT_HOLD: what each open hold reserves of each lot.
@@ -219,7 +220,7 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                  EXPIRED_TIME INTEGER,
                                  EXPIRY_ID    INTEGER
                                );
-                               CREATE INDEX P_LOT_CARD ON P_LOT (CARD_ID, LOT_ID);
+                               CREATE INDEX P_LOT_OPEN ON P_LOT (CARD_ID, EXPIRES_TIME) WHERE EXPIRED_TIME IS NULL;
                                CREATE INDEX P_LOT_LIVE ON P_LOT (CARD_ID, EXPIRES_TIME, LOT_ID) WHERE REMAINING > 0;
                                CREATE INDEX P_LOT_DUE ON P_LOT (EXPIRES_TIME) WHERE EXPIRED_TIME IS NULL;
                                CREATE TABLE P_LOT_USE (

@@ -128,7 +128,8 @@ class SqlitePointCardStore final : public PointCardStore {
   Result<HoldOutcome> ApplyEndHold(db::sqlite::Connection& c, const HoldAction& a, const std::string& fingerprint);
 
   static constexpr size_t kStageInFlight = 2;
-  // Cards the lot sweep settles per op (it chains ops while more are due).
+  // Lots due the sweep looks at per op, settling their cards (it chains ops
+  // while more may be due).
   static constexpr int64_t kSweepCardsMax = 256;
   // How long a grant waits at its apply for the previous grant's fold.
   static constexpr std::chrono::seconds kFoldWaitMax{60};

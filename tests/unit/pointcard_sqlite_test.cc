@@ -239,3 +239,49 @@ TEST_F(GrantQuery, SparseIdsAreMergedWithTheCards) {
 
 }  // namespace
 }  // namespace hotrow::testing
+
+namespace hotrow::testing {
+namespace {
+
+// The lot sweep (sqlite_lots.cc): with no write to any card, every lot due
+// is written out within seconds, more than one sweep op's worth
+// (kSweepCardsMax lots) chained op after op, each lot once. Two expiring grants on the seeded
+// charges make about two lots a card, folded in chunks of 5.
+TEST(LotSweep, WritesOutEveryLotDueWithoutAWriteOpAfterOp) {
+  TempDir dir;
+  auto db = OrThrow(db::sqlite::Database::Open(dir.File("cards.db")));
+  ASSERT_TRUE(SeedSmall(db->writer().connection()).ok());
+  auto store = OrThrow(pointcard::SqlitePointCardStore::Open(*db, {.stage_chunk = 64, .fold_chunk = 5}));
+  db->writer().Start();
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  auto reader = OrThrow(db->OpenReader());
+  auto count = [&](const char* sql) { return db::sqlite::QueryInt(*reader, sql).value(); };
+  const int64_t expires = pointcard::NowUs() + 2'000'000;
+  for (int64_t rate : {10, 20}) {
+    pointcard::GrantRequest r{0, pointcard::NowUs(), rate, std::nullopt, true};
+    r.expires_at_us = expires;
+    auto grant = Wait<Result<pointcard::GrantOutcome>>([&](auto done) { service.Grant(r, done); });
+    ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+    for (int i = 0; i < 1000 && count("SELECT COUNT(*) FROM P_GRANT WHERE STATE = 'applied'") > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int64_t lots = count("SELECT COUNT(*) FROM P_LOT");
+  ASSERT_GT(lots, pointcard::SqlitePointCardStore::kSweepCardsMax) << "more than one op's worth";
+  const int64_t total = count("SELECT SUM(BALANCE) FROM S_ACCOUNT"), granted = count("SELECT SUM(AMOUNT) FROM P_LOT");
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'expiry'"), 0);
+  std::this_thread::sleep_for(std::chrono::microseconds(expires - pointcard::NowUs()));
+  for (int i = 0; i < 1000 && count("SELECT COUNT(*) FROM P_LOT WHERE EXPIRED_TIME IS NULL") > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(count("SELECT COUNT(*) FROM P_LOT WHERE EXPIRED_TIME IS NULL"), 0) << "the sweep wrote every lot out";
+  EXPECT_EQ(count("SELECT COUNT(*) FROM H_TRANSACTION WHERE KIND = 'expiry'"), lots) << "one row per lot";
+  EXPECT_EQ(count("SELECT SUM(BALANCE) FROM S_ACCOUNT"), total - granted);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM P_LOT WHERE REMAINING <> 0 OR EXPIRY_ID IS NULL"), 0);
+  auto report = pointcard::CheckInvariants(*reader);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  service.Stop();
+}
+
+}  // namespace
+}  // namespace hotrow::testing
