@@ -217,8 +217,10 @@ constexpr const char* kHoldProbes[][2] = {
 //     take, refunds give back), no row taking more than its amount and an
 //     expiry row exactly its amount; every reservation an open hold's of
 //     the lot's card, within its amount; and no card whose lots have more
-//     than its balance less what its open holds keep of its
-//     never-expiring points.
+//     than its balance (with its pending credit, which a hold may count on)
+//     less what its open holds keep of its never-expiring points. A lot may
+//     be made after its expiry (a fold that ran late): only its grant's time
+//     comes before its expiry.
 constexpr const char* kLotProbes[][2] = {
     {"lot",
      "SELECT l.CARD_ID, 'lot ' || l.LOT_ID || ' (grant ' || l.GRANT_ID || ', amount ' || l.AMOUNT || ', remaining ' || "
@@ -228,7 +230,7 @@ constexpr const char* kLotProbes[][2] = {
      "COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.LOT_ID = l.LOT_ID), 0) FROM P_LOT l "
      "LEFT JOIN P_GRANT g ON g.GRANT_ID = l.GRANT_ID LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = l.SOURCE_ID "
      "WHERE l.CARD_ID >= ?1 AND l.CARD_ID <= ?2 AND (l.AMOUNT <= 0 OR l.RESERVED < 0 OR l.RESERVED > l.REMAINING "
-     "OR l.CREATED_TIME >= l.EXPIRES_TIME OR g.GRANT_ID IS NULL OR g.EXPIRES_TIME IS NOT l.EXPIRES_TIME "
+     "OR l.EXPIRES_TIME <= g.GRANT_TIME OR g.GRANT_ID IS NULL OR g.EXPIRES_TIME IS NOT l.EXPIRES_TIME "
      "OR x.TRANSACTION_ID IS NULL OR x.KIND <> 'grant' OR x.CARD_ID <> l.CARD_ID OR x.AMOUNT <> l.AMOUNT "
      "OR l.REMAINING <> l.AMOUNT + COALESCE((SELECT SUM(u.AMOUNT) FROM P_LOT_USE u WHERE u.LOT_ID = l.LOT_ID), 0) "
      "OR l.RESERVED <> COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.LOT_ID = l.LOT_ID), 0) "
@@ -267,7 +269,8 @@ constexpr const char* kLotProbes[][2] = {
      "AS LEFT, COALESCE((SELECT SUM(-h.AMOUNT - COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.HOLD_ID = "
      "h.HOLD_ID), 0)) FROM P_HOLD h WHERE h.CARD_ID = l.CARD_ID AND h.STATUS = 'open'), 0) AS NEVER_HELD "
      "FROM P_LOT l WHERE l.CARD_ID >= ?1 AND l.CARD_ID <= ?2 GROUP BY l.CARD_ID) s ON s.CARD_ID = a.CARD_ID "
-     "WHERE a.BALANCE - s.LEFT < s.NEVER_HELD"},
+     "WHERE a.BALANCE + (SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g "
+     "ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') - s.LEFT < s.NEVER_HELD"},
 };
 
 Status CheckLots(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
