@@ -262,22 +262,37 @@ constexpr const char* kLotProbes[][2] = {
      "WHERE o.HOLD_ID = r.HOLD_ID) || ' in all' FROM P_LOT_HOLD r LEFT JOIN P_HOLD h ON h.HOLD_ID = r.HOLD_ID "
      "LEFT JOIN P_LOT l ON l.LOT_ID = r.LOT_ID WHERE COALESCE(l.CARD_ID, h.CARD_ID, 0) BETWEEN ?1 AND ?2 "
      "AND (h.HOLD_ID IS NULL OR l.LOT_ID IS NULL OR h.CARD_ID <> l.CARD_ID OR h.STATUS <> 'open' OR r.AMOUNT <= 0 "
+     "OR r.EXPIRES_TIME <> h.EXPIRES_TIME "
      "OR (SELECT SUM(o.AMOUNT) FROM P_LOT_HOLD o WHERE o.HOLD_ID = r.HOLD_ID) > -h.AMOUNT) ORDER BY 1"},
     {"lot sum",
      "SELECT a.CARD_ID, 'has ' || a.BALANCE || ' point(s), of which its lots have ' || s.LEFT || ' and its open holds "
      "keep ' || s.NEVER_HELD || ' of the rest' FROM S_ACCOUNT a JOIN (SELECT l.CARD_ID AS CARD_ID, SUM(l.REMAINING) "
      "AS LEFT, COALESCE((SELECT SUM(-h.AMOUNT - COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.HOLD_ID = "
-     "h.HOLD_ID), 0)) FROM P_HOLD h WHERE h.CARD_ID = l.CARD_ID AND h.STATUS = 'open'), 0) AS NEVER_HELD "
+     "h.HOLD_ID), 0)) FROM P_HOLD h WHERE h.CARD_ID = l.CARD_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > ?3), 0) "
+     "AS NEVER_HELD "
      "FROM P_LOT l WHERE l.CARD_ID >= ?1 AND l.CARD_ID <= ?2 GROUP BY l.CARD_ID) s ON s.CARD_ID = a.CARD_ID "
      "WHERE a.BALANCE + (SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g "
      "ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') - s.LEFT < s.NEVER_HELD"},
 };
 
+// The writer's time as a check sees it: never before its last decision,
+// whatever the wall clock does (the writer's clock resumes after the
+// largest time stored).
+Result<int64_t> WriterTime(sqlite::Connection& conn) {
+  auto last = sqlite::QueryInt(conn,
+                               "SELECT MAX(COALESCE((SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION), 0), "
+                               "COALESCE((SELECT MAX(MAX(CREATED_TIME, COALESCE(ENDED_TIME, 0))) FROM P_HOLD), 0))");
+  if (!last.ok()) return last.status();
+  return std::max(NowUs(), *last + 1);
+}
+
 Status CheckLots(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
+  auto now = WriterTime(conn);  // "lot sum" counts holds unexpired then
+  if (!now.ok()) return now.status();
   for (const auto& probe : kLotProbes) {
     auto q = conn.Prepare(probe[1]);
     if (!q.ok()) return q.status();
-    q->Bind(1, scope.card_first).Bind(2, scope.card_last);
+    q->Bind(1, scope.card_first).Bind(2, scope.card_last).Bind(3, *now);
     while (true) {
       auto row = q->Step();
       if (!row.ok()) return row.status();
@@ -289,14 +304,9 @@ Status CheckLots(sqlite::Connection& conn, const CheckScope& scope, Reporter& pr
 }
 
 Status CheckHolds(sqlite::Connection& conn, const CheckScope& scope, Reporter& problem) {
-  // "held" counts at the writer's time: never before its last decision,
-  // whatever the wall clock does (the writer's clock resumes after the
-  // largest time stored).
-  auto last = sqlite::QueryInt(conn,
-                               "SELECT MAX(COALESCE((SELECT MAX(PAYMENT_TIME) FROM H_TRANSACTION), 0), "
-                               "COALESCE((SELECT MAX(MAX(CREATED_TIME, COALESCE(ENDED_TIME, 0))) FROM P_HOLD), 0))");
-  if (!last.ok()) return last.status();
-  const int64_t now = std::max(NowUs(), *last + 1);
+  auto writer_time = WriterTime(conn);  // "held" counts at it
+  if (!writer_time.ok()) return writer_time.status();
+  const int64_t now = *writer_time;
   for (const auto& probe : kHoldProbes) {
     auto q = conn.Prepare(probe[1]);
     if (!q.ok()) return q.status();

@@ -227,6 +227,8 @@ inline constexpr std::string_view kHoldVoided = "voided";
 inline constexpr std::string_view kHoldExpiredStatus = "expired";
 inline constexpr int64_t kHoldSecondsMax = 604800;  // 7 days
 inline constexpr int64_t kHoldListLimitMax = 100;
+// GET /api/v1/cards/{id}/lots: lots per page, at most and by default.
+inline constexpr int64_t kLotListLimitMax = 100;
 
 struct Hold {
   int64_t hold_id = 0;
@@ -303,8 +305,9 @@ struct Lot {
 // payments take them, and the never-expiring rest.
 struct LotPage {
   std::vector<Lot> lots;
-  int64_t never_expiring = 0;           // balance - what the lots have left
-  int64_t never_expiring_reserved = 0;  // held - what the lots reserve
+  int64_t never_expiring = 0;            // balance - what all the card's lots have left
+  int64_t never_expiring_reserved = 0;   // held - what all its lots reserve
+  std::optional<int64_t> next_after_id;  // pass as after= for the next page
 };
 
 struct HoldPage {
@@ -432,8 +435,9 @@ inline Status NoSuchTransaction(int64_t card_id, int64_t transaction_id) {
                           std::to_string(transaction_id));
 }
 inline Status NotRefundable(int64_t transaction_id, std::string_view kind) {
-  return {ErrorCode::kNotRefundable, "transaction " + std::to_string(transaction_id) + " is a " + std::string(kind) +
-                                         "; only payments and captures are refundable"};
+  const bool vowel = !kind.empty() && std::string_view("aeiou").find(kind[0]) != std::string_view::npos;
+  return {ErrorCode::kNotRefundable, "transaction " + std::to_string(transaction_id) + (vowel ? " is an " : " is a ") +
+                                         std::string(kind) + "; only payments and captures are refundable"};
 }
 inline Status RefundExceedsOriginal(int64_t transaction_id, int64_t remaining, int64_t asked) {
   return {ErrorCode::kRefundExceedsOriginal,

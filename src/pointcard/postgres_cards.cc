@@ -229,12 +229,14 @@ void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>
   });
 }
 
-void PostgresPointCardStore::ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) {
+void PostgresPointCardStore::ListLots(int64_t card_id, int64_t, std::optional<int64_t>,
+                                      std::function<void(Result<LotPage>)> done) {
   pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     auto card = CardById(**c, card_id);
     if (!card.ok()) return done(card.status());
-    done(LotPage{.lots = {}, .never_expiring = card->balance, .never_expiring_reserved = card->held});
+    done(LotPage{
+        .lots = {}, .never_expiring = card->balance, .never_expiring_reserved = card->held, .next_after_id = {}});
   });
 }
 

@@ -148,7 +148,8 @@ class PostgresPointCardStore final : public PointCardStore {
   void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
                  std::function<void(Result<HoldPage>)> done) override;
   // No lots on PostgreSQL yet (0.13.0): every point never expires.
-  void ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) override;
+  void ListLots(int64_t card_id, int64_t limit, std::optional<int64_t> after_id,
+                std::function<void(Result<LotPage>)> done) override;
   void Grant(GrantRequest request, std::string fingerprint, std::function<void(Result<GrantOutcome>)> done) override;
 
  private:

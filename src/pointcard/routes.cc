@@ -312,13 +312,23 @@ void ListHolds(PointCardService& service, const Request& req, Responder responde
   });
 }
 
-// GET /api/v1/cards/{cardId}/lots: the lots with points left, in the
-// order payments take them, and the never-expiring rest.
+// GET /api/v1/cards/{cardId}/lots?limit=&after=: the lots with points
+// left, in the order payments take them, and the never-expiring rest.
 void ListLots(PointCardService& service, const Request& req, Responder responder) {
   auto card = PathId(req, "cardId");
   if (!card.ok()) return responder.Send(Error(card.status()));
   const int64_t card_id = *card;
-  service.ListLots(card_id, [responder, card_id](Result<LotPage> r) mutable {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return responder.Send(Error(query.status()));
+  auto limit = query->Int("limit", kLotListLimitMax);
+  if (!limit.ok()) return responder.Send(Error(limit.status()));
+  std::optional<int64_t> after;
+  if (auto cursor = query->Get("after")) {
+    after = ParsePositiveId(*cursor);
+    if (!after)
+      return responder.Send(Error(Status::InvalidField("after", "after must be a cursor from a previous page")));
+  }
+  service.ListLots(card_id, *limit, after, [responder, card_id](Result<LotPage> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     Response res;
     JsonWriter w(res.body);
@@ -349,6 +359,11 @@ void ListLots(PointCardService& service, const Request& req, Responder responder
     w.Field("remaining", r->never_expiring);
     w.Field("reserved", r->never_expiring_reserved);
     w.EndObject();
+    w.Key("next");
+    if (r->next_after_id)
+      w.String(std::to_string(*r->next_after_id));
+    else
+      w.Null();
     w.EndObject();
     responder.Send(std::move(res));
   });

@@ -70,8 +70,10 @@ void PointCardService::History(int64_t card_id, int64_t limit, std::optional<int
   store_.History(card_id, limit, before_us, std::move(done));
 }
 
-void PointCardService::ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) {
-  store_.ListLots(card_id, std::move(done));
+void PointCardService::ListLots(int64_t card_id, int64_t limit, std::optional<int64_t> after_id,
+                                std::function<void(Result<LotPage>)> done) {
+  if (limit < 1 || limit > kLotListLimitMax) return done(Status::OutOfRange("limit", 1, kLotListLimitMax));
+  store_.ListLots(card_id, limit, after_id, std::move(done));
 }
 
 namespace {

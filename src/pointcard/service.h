@@ -103,7 +103,9 @@ class PointCardService final : public DomainService {
   // limit 1-100.
   void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
                  std::function<void(Result<HoldPage>)> done);
-  void ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done);
+  // limit 1-100.
+  void ListLots(int64_t card_id, int64_t limit, std::optional<int64_t> after_id,
+                std::function<void(Result<LotPage>)> done);
   // from < to <= now, rate 1-100; grant_in_progress while one runs.
   void Grant(GrantRequest request, std::function<void(Result<GrantOutcome>)> done);
   // not_found for an unknown grant.

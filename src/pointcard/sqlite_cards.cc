@@ -35,12 +35,20 @@ constexpr const char* kSelectCardById = HOTROW_SELECT_CARD "a.CARD_ID = ?1";
 constexpr const char* kSelectCardByRef = HOTROW_SELECT_CARD "a.EXTERNAL_REF = ?1";
 #undef HOTROW_SELECT_CARD
 
-// A card's lots with points left, in the order payments take them, with
-// what open holds unexpired at ?2 reserve of each.
+// A card's lots with points left after the lot ?3 (0: from the first), in
+// the order payments take them, with what open holds unexpired at ?2
+// reserve of each.
 constexpr const char* kSelectLots =
     "SELECT l.LOT_ID, l.GRANT_ID, l.AMOUNT, l.REMAINING, " HOTROW_LOT_RESERVED
     ", l.CREATED_TIME, l.EXPIRES_TIME FROM P_LOT l WHERE l.CARD_ID = ?1 AND l.REMAINING > 0 "
+    "AND (?3 = 0 OR (l.EXPIRES_TIME, l.LOT_ID) > (SELECT EXPIRES_TIME, LOT_ID FROM P_LOT WHERE LOT_ID = ?3)) "
     "ORDER BY l.EXPIRES_TIME, l.LOT_ID";
+// What all of them have left and reserve at ?2 (past its expiry a lot has
+// left only what holds keep).
+constexpr const char* kSumLots =
+    "SELECT COALESCE(SUM(CASE WHEN EXPIRES_TIME <= ?2 THEN RES ELSE REMAINING END), 0), COALESCE(SUM(RES), 0) "
+    "FROM (SELECT l.REMAINING AS REMAINING, l.EXPIRES_TIME AS EXPIRES_TIME, " HOTROW_LOT_RESERVED
+    " AS RES FROM P_LOT l WHERE l.CARD_ID = ?1 AND l.REMAINING > 0)";
 // Its applied, unfolded expiring credits unexpired at ?2: lots to be.
 constexpr const char* kSelectPendingLots =
     "SELECT c.GRANT_ID, c.POINTS, g.APPLIED_TIME, g.EXPIRES_TIME FROM P_GRANT_CREDIT c JOIN P_GRANT g "
@@ -104,17 +112,24 @@ void SqlitePointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>> 
   done(CardById(**conn, card_id, ReadTime()));
 }
 
-void SqlitePointCardStore::ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) {
+void SqlitePointCardStore::ListLots(int64_t card_id, int64_t limit, std::optional<int64_t> after_id,
+                                    std::function<void(Result<LotPage>)> done) {
   auto conn = db_.Reader();
   if (!conn.ok()) return done(conn.status());
   if (Status s = BeginCardRead(**conn, card_id); !s.ok()) return done(s);
   const int64_t now = ReadTime();
   auto card = CardById(**conn, card_id, now);  // the same snapshot
   if (!card.ok()) return done(card.status());
-  LotPage page;
+  LotPage page{.lots = {}, .never_expiring = card->balance, .never_expiring_reserved = card->held, .next_after_id = {}};
+  auto sums = (*conn)->Prepare(kSumLots);
+  if (!sums.ok()) return done(sums.status());
+  auto summed = sums->Bind(1, card_id).Bind(2, now).Step();
+  if (!summed.ok()) return done(summed.status());
+  page.never_expiring -= sums->Int(0);
+  page.never_expiring_reserved -= sums->Int(1);
   auto q = (*conn)->Prepare(kSelectLots);
   if (!q.ok()) return done(q.status());
-  q->Bind(1, card_id).Bind(2, now);
+  q->Bind(1, card_id).Bind(2, now).Bind(3, after_id.value_or(0));
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return done(row.status());
@@ -126,40 +141,43 @@ void SqlitePointCardStore::ListLots(int64_t card_id, std::function<void(Result<L
           .remaining = q->Int(3),
           .reserved = q->Int(4),
           .created_us = q->Int(5),
-          .expires_us = q->Int(6)};
+          .expires_us = q->Int(6),
+          .expired = false};
     // Past its expiry only what open holds reserve is left, for them.
     l.expired = l.expires_us <= now;
     if (l.expired) l.remaining = l.reserved;
-    if (l.remaining > 0) page.lots.push_back(l);
+    if (l.remaining == 0) continue;
+    if (static_cast<int64_t>(page.lots.size()) == limit) {  // one more: there is a next page
+      page.next_after_id = page.lots.back().lot_id;
+      break;
+    }
+    page.lots.push_back(l);
   }
-  auto pending = (*conn)->Prepare(kSelectPendingLots);
-  if (!pending.ok()) return done(pending.status());
-  pending->Bind(1, card_id).Bind(2, now);
-  while (true) {
-    auto row = pending->Step();
-    if (!row.ok()) return done(row.status());
-    if (!*row) break;
-    page.lots.push_back({.lot_id = 0,  // numbered when folded
-                         .card_id = card_id,
-                         .grant_id = pending->Int(0),
-                         .amount = pending->Int(1),
-                         .remaining = pending->Int(1),
-                         .reserved = 0,
-                         .created_us = pending->Int(2),
-                         .expires_us = pending->Int(3),
-                         .expired = false});
-  }
-  // Folded lots get ids after every lot there is: unnumbered ones last
-  // among equal expiries.
-  std::stable_sort(page.lots.begin(), page.lots.end(), [](const Lot& a, const Lot& b) {
-    if (a.expires_us != b.expires_us) return a.expires_us < b.expires_us;
-    return a.lot_id != 0 && b.lot_id == 0;
-  });
-  page.never_expiring = card->balance;
-  page.never_expiring_reserved = card->held;
-  for (const Lot& l : page.lots) {
-    page.never_expiring -= l.remaining;
-    page.never_expiring_reserved -= l.reserved;
+  if (!after_id) {  // credits to be lots, for the seconds until their fold: on the first page
+    auto pending = (*conn)->Prepare(kSelectPendingLots);
+    if (!pending.ok()) return done(pending.status());
+    pending->Bind(1, card_id).Bind(2, now);
+    while (true) {
+      auto row = pending->Step();
+      if (!row.ok()) return done(row.status());
+      if (!*row) break;
+      page.never_expiring -= pending->Int(1);
+      page.lots.push_back({.lot_id = 0,  // numbered when folded
+                           .card_id = card_id,
+                           .grant_id = pending->Int(0),
+                           .amount = pending->Int(1),
+                           .remaining = pending->Int(1),
+                           .reserved = 0,
+                           .created_us = pending->Int(2),
+                           .expires_us = pending->Int(3),
+                           .expired = false});
+    }
+    // Folded lots get ids after every lot there is: unnumbered ones last
+    // among equal expiries.
+    std::stable_sort(page.lots.begin(), page.lots.end(), [](const Lot& a, const Lot& b) {
+      if (a.expires_us != b.expires_us) return a.expires_us < b.expires_us;
+      return a.lot_id != 0 && b.lot_id == 0;
+    });
   }
   done(std::move(page));
 }

@@ -269,7 +269,7 @@ void SqlitePointCardStore::RunGrant(GrantRequest request, std::string fingerprin
             if (c.Changes() != 1) return Status::Internal("grant " + std::to_string(grant_id) + " is not staging");
             credit_possible_ = true;  // from this op on, point uses fold first
             // An expiring grant: from this op on, writes settle lots first.
-            if (request.expires_in_days || request.expires_at_us) lots_possible_ = true;
+            if (request.expires_in_days || request.expires_at_us) LotsPossible();
             ++credit_epoch_;
             return Applied{{grant_id, kept_cards, kept_points, query_ms, update_ms, 0, false}, false};
           },
@@ -346,20 +346,23 @@ void SqlitePointCardStore::Discard(int64_t grant_id) {
 
 Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t card_id, int64_t balance) {
   auto q = c.Prepare(
-      "SELECT c.GRANT_ID, c.POINTS, g.EXPIRES_TIME FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
+      "SELECT c.GRANT_ID, c.POINTS, g.EXPIRES_TIME, g.APPLIED_TIME FROM P_GRANT_CREDIT c JOIN P_GRANT g "
+      "ON g.GRANT_ID = c.GRANT_ID "
       "WHERE c.CARD_ID = ?1 AND g.STATE = 'applied' ORDER BY c.GRANT_ID");
   if (!q.ok()) return q.status();
   q->Bind(1, card_id);
   struct Credit {
     int64_t grant_id, points;
     std::optional<int64_t> expires_us;
+    int64_t applied_us;
   };
   std::vector<Credit> credits;  // one, almost always
   while (true) {
     auto row = q->Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    credits.push_back({q->Int(0), q->Int(1), q->IsNull(2) ? std::nullopt : std::optional<int64_t>(q->Int(2))});
+    credits.push_back(
+        {q->Int(0), q->Int(1), q->IsNull(2) ? std::nullopt : std::optional<int64_t>(q->Int(2)), q->Int(3)});
   }
   auto writer = GrantRowWriter::Prepare(c);
   if (!writer.ok()) return writer.status();
@@ -371,13 +374,13 @@ Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t ca
     if (!id.ok()) return id.status();
     const int64_t now = NextTime();
     if (Status s = writer->Write(card_id, credit.points, balance, now, *id + 1); !s.ok()) return s;
-    if (credit.expires_us) {  // an expiring grant's credit becomes the card's lot
+    if (credit.expires_us) {  // an expiring grant's credit becomes the card's lot, made at its apply
       auto lot = c.Prepare(
           "INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, EXPIRES_TIME) "
           "VALUES (?1, ?2, ?3, ?4, ?4, 0, ?5, ?6)");
       if (!lot.ok()) return lot.status();
       lot->Bind(1, card_id).Bind(2, credit.grant_id).Bind(3, *id + 1).Bind(4, credit.points);
-      if (Status s = lot->Bind(5, now).Bind(6, *credit.expires_us).Run(); !s.ok()) return s;
+      if (Status s = lot->Bind(5, credit.applied_us).Bind(6, *credit.expires_us).Run(); !s.ok()) return s;
     }
     consume->Reset();
     if (Status s = consume->Bind(1, card_id).Bind(2, credit.grant_id).Run(); !s.ok()) return s;
@@ -455,14 +458,20 @@ Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sql
     }
     if (run.expires_us) {
       // An expiring grant's credits become lots, named by the rows just
-      // written (the chunk's time, its cards, store 0).
+      // written (the chunk's time, its cards, store 0), made at the
+      // grant's apply (when reads began to count them).
       auto lots = c.Prepare(
           "INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, EXPIRES_TIME) "
-          "SELECT c.CARD_ID, ?4, h.TRANSACTION_ID, c.POINTS, c.POINTS, 0, ?1, ?5 FROM P_GRANT_CREDIT c "
+          "SELECT c.CARD_ID, ?4, h.TRANSACTION_ID, c.POINTS, c.POINTS, 0, ?6, ?5 FROM P_GRANT_CREDIT c "
           "JOIN H_TRANSACTION h ON h.PAYMENT_TIME = ?1 AND h.CARD_ID = c.CARD_ID AND h.STORE_ID = 0 "
           "WHERE c.CARD_ID > ?2 AND c.CARD_ID <= ?3 AND c.GRANT_ID = ?4");
       if (!lots.ok()) return lots.status();
-      lots->Bind(1, now).Bind(2, after_card).Bind(3, last).Bind(4, grant_id).Bind(5, *run.expires_us);
+      lots->Bind(1, now)
+          .Bind(2, after_card)
+          .Bind(3, last)
+          .Bind(4, grant_id)
+          .Bind(5, *run.expires_us)
+          .Bind(6, applied_at);
       if (Status s = lots->Run(); !s.ok()) return s;
     }
     // Consumed: one range of the key, not a delete per card.

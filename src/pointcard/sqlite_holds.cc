@@ -177,7 +177,7 @@ Result<HoldOutcome> SqlitePointCardStore::ApplyCreateHold(sqlite::Connection& c,
   if (!insert.ok()) return insert.status();
   insert->Bind(1, out.hold.hold_id).Bind(2, h.card_id).Bind(3, h.store_id).Bind(4, h.amount);
   if (Status s = insert->Bind(5, t).Bind(6, out.hold.expires_us).Bind(7, h.actor).Run(); !s.ok()) return s;
-  if (Status s = ReserveLots(c, h.card_id, out.hold.hold_id, -h.amount); !s.ok()) return s;
+  if (Status s = ReserveLots(c, h.card_id, out.hold.hold_id, -h.amount, out.hold.expires_us); !s.ok()) return s;
   if (h.idempotency_key) {
     if (Status s = RememberHoldKey(c, *h.idempotency_key, fp, out.hold, t); !s.ok()) return s;
   }

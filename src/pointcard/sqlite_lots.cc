@@ -148,7 +148,8 @@ Status SqlitePointCardStore::TakeFromLots(sqlite::Connection& c, int64_t card_id
   return Status::Ok();  // the rest comes from the never-expiring points
 }
 
-Status SqlitePointCardStore::ReserveLots(sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t points) {
+Status SqlitePointCardStore::ReserveLots(sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t points,
+                                         int64_t expires_us) {
   if (!lots_possible_ || points <= 0) return Status::Ok();
   auto q = c.Prepare(kFreeLots);
   if (!q.ok()) return q.status();
@@ -160,9 +161,9 @@ Status SqlitePointCardStore::ReserveLots(sqlite::Connection& c, int64_t card_id,
     const int64_t keep = std::min(points, lot.amount);
     points -= keep;
     if (Status s = MoveLot(c, lot.lot_id, 0, keep); !s.ok()) return s;
-    auto r = c.Prepare("INSERT INTO P_LOT_HOLD (HOLD_ID, LOT_ID, AMOUNT) VALUES (?1, ?2, ?3)");
+    auto r = c.Prepare("INSERT INTO P_LOT_HOLD (HOLD_ID, LOT_ID, AMOUNT, EXPIRES_TIME) VALUES (?1, ?2, ?3, ?4)");
     if (!r.ok()) return r.status();
-    if (Status s = r->Bind(1, hold_id).Bind(2, lot.lot_id).Bind(3, keep).Run(); !s.ok()) return s;
+    if (Status s = r->Bind(1, hold_id).Bind(2, lot.lot_id).Bind(3, keep).Bind(4, expires_us).Run(); !s.ok()) return s;
   }
   return Status::Ok();
 }
@@ -260,19 +261,25 @@ void SqlitePointCardStore::SweepLots() {
         const int64_t t = NextTime();
         std::vector<int64_t> cards;  // of the first kSweepCardsMax lots due
         int64_t due = 0, settled = 0;
-        {
-          auto q = c.Prepare(
-              "SELECT CARD_ID FROM P_LOT WHERE EXPIRED_TIME IS NULL AND EXPIRES_TIME <= ?1 ORDER BY EXPIRES_TIME "
-              "LIMIT ?2");
+        // Lots due, and holds past their expiry that still reserve part of
+        // a lot (what they release from a lot written out leaves then).
+        for (const char* sql :
+             {"SELECT CARD_ID FROM P_LOT WHERE EXPIRED_TIME IS NULL AND EXPIRES_TIME <= ?1 ORDER BY EXPIRES_TIME "
+              "LIMIT ?2",
+              "SELECT h.CARD_ID FROM P_LOT_HOLD r JOIN P_HOLD h ON h.HOLD_ID = r.HOLD_ID WHERE r.EXPIRES_TIME <= ?1 "
+              "ORDER BY r.EXPIRES_TIME LIMIT ?2"}) {
+          auto q = c.Prepare(sql);
           if (!q.ok()) return q.status();
           q->Bind(1, t).Bind(2, kSweepCardsMax);
+          int64_t found = 0;
           while (true) {
             auto row = q->Step();
             if (!row.ok()) return row.status();
             if (!*row) break;
-            ++due;
+            ++found;
             if (std::find(cards.begin(), cards.end(), q->Int(0)) == cards.end()) cards.push_back(q->Int(0));
           }
+          due = std::max(due, found);
         }
         for (int64_t card_id : cards) {
           int64_t balance = 0;
@@ -290,11 +297,34 @@ void SqlitePointCardStore::SweepLots() {
         return due == kSweepCardsMax && settled > 0;
       },
       [this](const Result<bool>& r) {
-        if (!r.ok()) return log::Warn("lot sweep failed (the next pass retries): {}", r.status().ToString());
+        if (!r.ok()) log::Warn("lot sweep failed (the next pass retries): {}", r.status().ToString());
         // More may be due: go on at once, an op at a time (writes queue
         // between them).
-        if (*r && !sweep_stopped_.load()) SweepLots();
+        bool more = false;
+        if (r.ok() && *r) {
+          std::lock_guard lock(sweep_mutex_);
+          more = !sweep_stopped_;
+        }
+        if (more) return SweepLots();  // outside the lock: a refused op answers on this thread
+        EndSweep();
       });
+}
+
+void SqlitePointCardStore::StartSweep() {
+  {
+    std::lock_guard lock(sweep_mutex_);
+    if (sweeping_ || sweep_stopped_) return;
+    sweeping_ = true;
+  }
+  SweepLots();
+}
+
+void SqlitePointCardStore::EndSweep() {
+  {
+    std::lock_guard lock(sweep_mutex_);
+    sweeping_ = false;
+  }
+  sweep_cv_.notify_all();
 }
 
 }  // namespace hotrow::pointcard

@@ -204,7 +204,9 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                              //    P_LOT_DUE every lot not written out (the sweep).
                              //  - P_LOT_USE: what each row took from (payment, capture, expiry:
                              //    negative) or gave back to (refund: positive) each lot.
-                             //  - P_LOT_HOLD: what each open hold reserves of each lot.
+                             //  - P_LOT_HOLD: what each open hold reserves of each lot, with the
+                             //    hold's EXPIRES_TIME: P_LOT_HOLD_DUE finds holds past their
+                             //    expiry that still reserve (the sweep releases them).
                              //  - P_GRANT.EXPIRES_TIME: when a grant's lots expire (NULL: never).
                              {.sql = R"sql(
                                CREATE TABLE P_LOT (
@@ -234,9 +236,11 @@ Status CreatePointCardSchema(sqlite::Connection& conn) {
                                  HOLD_ID INTEGER NOT NULL,
                                  LOT_ID  INTEGER NOT NULL,
                                  AMOUNT  INTEGER NOT NULL,
+                                 EXPIRES_TIME INTEGER NOT NULL,
                                  PRIMARY KEY (HOLD_ID, LOT_ID)
                                ) WITHOUT ROWID;
                                CREATE INDEX P_LOT_HOLD_LOT ON P_LOT_HOLD (LOT_ID);
+                               CREATE INDEX P_LOT_HOLD_DUE ON P_LOT_HOLD (EXPIRES_TIME);
                                ALTER TABLE P_GRANT ADD COLUMN EXPIRES_TIME INTEGER;
                              )sql",
                               // A contract step: 0.12.0 would spend a lot's points without

@@ -101,13 +101,13 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
                                    "SELECT EXISTS (SELECT 1 FROM P_LOT) OR EXISTS (SELECT 1 FROM P_GRANT "
                                    "WHERE EXPIRES_TIME IS NOT NULL)");
   if (!expiring.ok()) return expiring.status();
-  store->lots_possible_ = *expiring != 0;
+  if (*expiring != 0) store->LotsPossible();
   store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys, *holds, *lots});
   store->clock_published_us_.store(store->clock_last_us_, std::memory_order_relaxed);
   // Lots due are written out within a second or so of their expiry, if no
   // write to their card does it first (reads leave them out at once).
   store->sweeper_ = std::make_unique<PeriodicTask>(std::chrono::seconds(1), std::chrono::seconds(1), [p = store.get()] {
-    if (p->db_.writer().started()) p->SweepLots();
+    if (p->lots_seen_.load() && p->db_.writer().started()) p->StartSweep();
   });
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
@@ -130,8 +130,15 @@ void SqlitePointCardStore::Stop() {
     fold_stopped_ = true;
   }
   fold_cv_.notify_all();
-  sweep_stopped_ = true;
   if (sweeper_) sweeper_->Stop();
+  {
+    // A sweep's ops run on the writer, which still runs: wait for its chain
+    // to end (the next op sees sweep_stopped_ and ends it).
+    std::unique_lock lock(sweep_mutex_);
+    sweep_stopped_ = true;
+    if (!sweep_cv_.wait_for(lock, std::chrono::seconds(60), [this] { return !sweeping_; }))
+      log::Warn("point card: the lot sweep did not end in 60 s");
+  }
   if (purger_) purger_->Stop();
   // Joined outside grant_mutex_: a grant still running takes it to finish.
   std::thread grant;

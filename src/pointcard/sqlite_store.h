@@ -122,7 +122,8 @@ class SqlitePointCardStore final : public PointCardStore {
   void EndHold(HoldAction action, std::string fingerprint, std::function<void(Result<HoldOutcome>)> done) override;
   void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
                  std::function<void(Result<HoldPage>)> done) override;
-  void ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) override;
+  void ListLots(int64_t card_id, int64_t limit, std::optional<int64_t> after_id,
+                std::function<void(Result<LotPage>)> done) override;
   // A hold's writes inside the writer's transaction (sqlite_holds.cc).
   Result<HoldOutcome> ApplyCreateHold(db::sqlite::Connection& c, const NewHold& h, const std::string& fingerprint);
   Result<HoldOutcome> ApplyEndHold(db::sqlite::Connection& c, const HoldAction& a, const std::string& fingerprint);
@@ -169,8 +170,9 @@ class SqlitePointCardStore final : public PointCardStore {
   // A payment's `points` taken from the card's free lot parts in order
   // (P_LOT_USE of its row); the rest is never-expiring.
   Status TakeFromLots(db::sqlite::Connection& c, int64_t card_id, int64_t points, int64_t transaction_id);
-  // A new hold's `points` reserved in the same order (P_LOT_HOLD).
-  Status ReserveLots(db::sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t points);
+  // A new hold's `points` reserved in the same order (P_LOT_HOLD, with the
+  // hold's expiry for the sweep).
+  Status ReserveLots(db::sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t points, int64_t expires_us);
   // A hold's end: `taken` of what it reserved taken by its capture row
   // (0: a void or an expiry), the rest released; released from a lot
   // written out already, it leaves in an expiry row.
@@ -183,7 +185,8 @@ class SqlitePointCardStore final : public PointCardStore {
                      int64_t refunded_before, int64_t amount, int64_t refund_id, int64_t& balance);
   // One expiry row of `points` from the lot (its first sets EXPIRY_ID).
   Status LeaveLot(db::sqlite::Connection& c, int64_t card_id, int64_t lot_id, int64_t points, int64_t& balance);
-  // The sweep: settles cards whose lots are due, kSweepCardsMax per op.
+  // The sweep: settles cards whose lots are due, or whose holds past their
+  // expiry still reserve part of a lot, kSweepCardsMax of each per op.
   void SweepLots();
   void FoldLoop();
   struct FoldRun;  // one grant's fold in progress (sqlite_grant.cc)
@@ -221,7 +224,22 @@ class SqlitePointCardStore final : public PointCardStore {
   // when one does, and by every expiring grant's apply; never cleared).
   // False: writes touch no P_LOT, as before 0.13.0.
   bool lots_possible_ = false;
-  std::atomic<bool> sweep_stopped_{false};
+  void LotsPossible() {
+    lots_possible_ = true;
+    lots_seen_.store(true);
+  }
+  // lots_possible_ for the sweep's timer: no lot, no sweep op (an idle
+  // server writes nothing, and a request allocates nothing on its behalf).
+  std::atomic<bool> lots_seen_{false};
+  // One sweep at a time: a chain of ops runs until no full batch is due;
+  // the timer starts one only when none runs, and Stop waits for it (its
+  // ops use this store).
+  void StartSweep();
+  void EndSweep();
+  std::mutex sweep_mutex_;
+  std::condition_variable sweep_cv_;
+  bool sweeping_ = false;       // guarded by sweep_mutex_
+  bool sweep_stopped_ = false;  // guarded by sweep_mutex_
 
   std::mutex grant_mutex_;
   bool grants_stopped_ = false;  // Stop() was called: no new grant

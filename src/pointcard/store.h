@@ -125,10 +125,12 @@ class PointCardStore {
   virtual void ListHolds(int64_t card_id, int64_t limit, std::optional<int64_t> before_id,
                          std::function<void(Result<HoldPage>)> done) = 0;
   // The card's lots with points left at the read's time, in the order
-  // payments take them (an applied, unfolded expiring credit among them,
-  // without an id yet), and its never-expiring rest; not_found for an
-  // unknown card. One snapshot.
-  virtual void ListLots(int64_t card_id, std::function<void(Result<LotPage>)> done) = 0;
+  // payments take them, at most `limit`, after the lot `after_id` when
+  // given (an applied, unfolded expiring credit, without an id yet, on the
+  // first page), and its never-expiring rest; not_found for an unknown
+  // card. One snapshot.
+  virtual void ListLots(int64_t card_id, int64_t limit, std::optional<int64_t> after_id,
+                        std::function<void(Result<LotPage>)> done) = 0;
 
   // The point grant: for every card, floor(sum of positive amounts from
   // stores > 0 in [from, to) * rate / 100) more points and one history row

@@ -38,8 +38,9 @@ TEST(PointCardHttp, ExpiringGrantsMakeLotsACardListsInTheOrderPaymentsTakeThem) 
   auto grant = c.Post("/api/v1/grants", period + R"(,"expiresInDays":30})", admin);
   ASSERT_EQ(grant.status, 201) << grant.body;
   const std::string id = std::to_string(JsonInt(grant.body, "grantId"));
-  ASSERT_TRUE(Eventually([&] { return c.Get("/api/v1/grants/" + id, admin).body.find("folded") != std::string::npos; },
-                         std::chrono::seconds(10)));
+  ASSERT_TRUE(Eventually(
+      [&] { return c.Get("/api/v1/grants/" + id, admin).body.find(R"("state":"folded")") != std::string::npos; },
+      std::chrono::seconds(10)));
   auto info = c.Get("/api/v1/grants/" + id, admin);
   EXPECT_NE(info.body.find(R"("expiresAt":")"), std::string::npos) << info.body;
 
@@ -51,13 +52,36 @@ TEST(PointCardHttp, ExpiringGrantsMakeLotsACardListsInTheOrderPaymentsTakeThem) 
             std::string::npos)
       << lots.body;
   EXPECT_NE(lots.body.find(R"("status":"active"}],"neverExpiring":{"remaining":)" + std::to_string(balance - 100) +
-                           R"(,"reserved":0}})"),
+                           R"(,"reserved":0},"next":null})"),
             std::string::npos)
       << lots.body;
   ASSERT_EQ(c.Post("/api/v1/cards/9/holds", R"({"storeId":2,"amount":-130,"expiresInSeconds":600})").status, 201);
   lots = c.Get("/api/v1/cards/9/lots");
   EXPECT_NE(lots.body.find(R"("remaining":100,"reserved":100)"), std::string::npos) << lots.body;
   EXPECT_NE(lots.body.find(R"("reserved":30})"), std::string::npos) << "30 never-expiring held: " << lots.body;
+
+  // A second lot, sooner: pages of one, in the order payments take them.
+  auto sooner = c.Post("/api/v1/grants", period + R"(,"expiresInDays":10,"allowOverlap":true})", admin);
+  ASSERT_EQ(sooner.status, 201) << sooner.body;
+  const std::string sooner_id = std::to_string(JsonInt(sooner.body, "grantId"));
+  ASSERT_TRUE(Eventually(
+      [&] { return c.Get("/api/v1/grants/" + sooner_id, admin).body.find(R"("state":"folded")") != std::string::npos; },
+      std::chrono::seconds(10)));
+  auto first = c.Get("/api/v1/cards/9/lots?limit=1");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_NE(first.body.find(R"("grantId":)" + sooner_id), std::string::npos) << first.body;
+  EXPECT_EQ(first.body.find(R"("grantId":)" + id + ","), std::string::npos) << first.body;
+  const std::string next = JsonString(first.body, "next");
+  ASSERT_FALSE(next.empty()) << first.body;
+  auto second = c.Get("/api/v1/cards/9/lots?limit=1&after=" + next);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_NE(second.body.find(R"("grantId":)" + id + ","), std::string::npos) << second.body;
+  EXPECT_NE(second.body.find(R"("next":null)"), std::string::npos) << second.body;
+  EXPECT_NE(second.body.find(R"("neverExpiring":{"remaining":)" + std::to_string(balance - 100) + ","),
+            std::string::npos)
+      << "the rest counts every lot, on every page: " << second.body;
+  for (const char* bad : {"?limit=0", "?limit=101", "?limit=x", "?after=abc", "?after=0"})
+    EXPECT_EQ(c.Get(std::string("/api/v1/cards/9/lots") + bad).status, 400) << bad;
 
   EXPECT_EQ(c.Get("/api/v1/cards/999999/lots").status, 404);
   EXPECT_EQ(c.Get("/api/v1/cards/abc/lots").status, 400);
