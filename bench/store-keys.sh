@@ -9,25 +9,30 @@
 #     every connection with the same key (its row is held FOR SHARE by every
 #     payment: the new cost).
 # --amount -1 sends payments instead (a payment reads what the card's
-# holds keep, 0.12.0; SQLite's card is charged 1,000,000 first).
-# docs/benchmarks.md ("0.10.0: store keys", "0.12.0: holds") has the figures.
+# holds keep, 0.12.0; SQLite's card is charged 1,000,000 first). --get
+# reads the card instead (GET /api/v1/cards/7, SQLite only: a read counts
+# what its lots have lost, 0.13.0).
+# docs/benchmarks.md ("0.10.0: store keys", "0.12.0: holds", "0.13.0:
+# lots") has the figures.
 #
-#   bench/store-keys.sh --before /tmp/v090/build/hotrow [--pg] [--rounds 3] [--amount -1]
+#   bench/store-keys.sh --before /tmp/v090/build/hotrow [--pg] [--rounds 3] [--amount -1] [--get]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-BEFORE= PG=0 ROUNDS=3 AMOUNT=1
+BEFORE= PG=0 ROUNDS=3 AMOUNT=1 GET=0
 while (($#)); do
   case $1 in
     --before) BEFORE=$2; shift 2 ;;
     --pg) PG=1; shift ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --amount) AMOUNT=$2; shift 2 ;;
+    --get) GET=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ -x $BEFORE ]] || { echo "--before must name an older hotrow binary" >&2; exit 2; }
+[[ $GET == 1 && $PG == 1 ]] && { echo "--get is SQLite only" >&2; exit 2; }
 bench_init
 HOTROW=$(realpath "$HOTROW")
 PORT=$(free_port)
@@ -85,8 +90,12 @@ run() {  # name binary anon|key
     local auth=()
     [[ -n $key ]] && auth=(-H "Authorization: Bearer $key")
     local out
-    out=$(hey -z 10s -c 32 -m POST -T application/json "${auth[@]}" -d "{\"storeId\":3,\"amount\":$AMOUNT}" \
-      "http://127.0.0.1:$PORT/api/v1/cards/7/transactions")
+    if [[ $GET == 1 ]]; then
+      out=$(hey -z 10s -c 32 "http://127.0.0.1:$PORT/api/v1/cards/7")
+    else
+      out=$(hey -z 10s -c 32 -m POST -T application/json "${auth[@]}" -d "{\"storeId\":3,\"amount\":$AMOUNT}" \
+        "http://127.0.0.1:$PORT/api/v1/cards/7/transactions")
+    fi
     printf '%-14s %s/s  p50 %s s  p99 %s s  %s\n' "$1" "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" \
       "$(awk '/50% in/ {print $3}' <<<"$out")" "$(awk '/99% in/ {print $3}' <<<"$out")" \
       "$(sed -n '/Status code distribution/,$p' <<<"$out" | grep '\[' | tr -s ' ' | tr '\n' ' ')"
@@ -94,9 +103,11 @@ run() {  # name binary anon|key
   bench_stop_pids
 }
 
-echo "payments of $AMOUNT, $([[ $PG == 1 ]] && echo PostgreSQL || echo SQLite); before: $("$BEFORE" --version); this: $("$HOTROW" --version)"
+what="payments of $AMOUNT"
+[[ $GET == 1 ]] && what="reads of one card"
+echo "$what, $([[ $PG == 1 ]] && echo PostgreSQL || echo SQLite); before: $("$BEFORE" --version); this: $("$HOTROW" --version)"
 for _ in $(seq "$ROUNDS"); do
   run before "$BEFORE" anon
   run anonymous "$HOTROW" anon
-  run "with a key" "$HOTROW" key
+  [[ $GET == 1 ]] || run "with a key" "$HOTROW" key
 done

@@ -302,9 +302,11 @@ struct Lot {
 };
 
 // GET /api/v1/cards/{id}/lots: the lots with points left, in the order
-// payments take them, and the never-expiring rest.
+// payments take them, a page of them, and the never-expiring rest.
 struct LotPage {
   std::vector<Lot> lots;
+  // Applied expiring credit not folded yet (lot_id 0): lots within seconds.
+  std::vector<Lot> pending;
   int64_t never_expiring = 0;            // balance - what all the card's lots have left
   int64_t never_expiring_reserved = 0;   // held - what all its lots reserve
   std::optional<int64_t> next_after_id;  // pass as after= for the next page

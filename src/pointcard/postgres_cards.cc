@@ -235,8 +235,11 @@ void PostgresPointCardStore::ListLots(int64_t card_id, int64_t, std::optional<in
     if (!c.ok()) return done(c.status());
     auto card = CardById(**c, card_id);
     if (!card.ok()) return done(card.status());
-    done(LotPage{
-        .lots = {}, .never_expiring = card->balance, .never_expiring_reserved = card->held, .next_after_id = {}});
+    done(LotPage{.lots = {},
+                 .pending = {},
+                 .never_expiring = card->balance,
+                 .never_expiring_reserved = card->held,
+                 .next_after_id = {}});
   });
 }
 

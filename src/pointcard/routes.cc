@@ -334,26 +334,30 @@ void ListLots(PointCardService& service, const Request& req, Responder responder
     JsonWriter w(res.body);
     w.StartObject();
     w.Field("cardId", card_id);
-    w.Key("lots");
-    w.StartArray();
-    for (const Lot& l : r->lots) {
-      w.StartObject();
-      w.Key("lotId");
-      if (l.lot_id > 0)
-        w.Int(l.lot_id);
-      else
-        w.Null();  // an applied grant's credit, not folded yet
-      w.Field("grantId", l.grant_id);
-      w.Field("amount", l.amount);
-      w.Field("remaining", l.remaining);
-      w.Field("reserved", l.reserved);
-      w.Field("createdAt", FormatTime(l.created_us));
-      w.Field("expiresAt", FormatTime(l.expires_us));
-      // Expired: only what open holds reserve is left, kept for them.
-      w.Field("status", l.expired ? "expired" : "active");
-      w.EndObject();
-    }
-    w.EndArray();
+    auto write_lots = [&w](const char* key, const std::vector<Lot>& lots) {
+      w.Key(key);
+      w.StartArray();
+      for (const Lot& l : lots) {
+        w.StartObject();
+        w.Key("lotId");
+        if (l.lot_id > 0)
+          w.Int(l.lot_id);
+        else
+          w.Null();  // an applied grant's credit, not folded yet
+        w.Field("grantId", l.grant_id);
+        w.Field("amount", l.amount);
+        w.Field("remaining", l.remaining);
+        w.Field("reserved", l.reserved);
+        w.Field("createdAt", FormatTime(l.created_us));
+        w.Field("expiresAt", FormatTime(l.expires_us));
+        // Expired: only what open holds reserve is left, kept for them.
+        w.Field("status", l.expired ? "expired" : "active");
+        w.EndObject();
+      }
+      w.EndArray();
+    };
+    write_lots("lots", r->lots);
+    write_lots("pending", r->pending);
     w.Key("neverExpiring");
     w.StartObject();
     w.Field("remaining", r->never_expiring);

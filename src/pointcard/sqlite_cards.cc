@@ -120,7 +120,19 @@ void SqlitePointCardStore::ListLots(int64_t card_id, int64_t limit, std::optiona
   const int64_t now = ReadTime();
   auto card = CardById(**conn, card_id, now);  // the same snapshot
   if (!card.ok()) return done(card.status());
-  LotPage page{.lots = {}, .never_expiring = card->balance, .never_expiring_reserved = card->held, .next_after_id = {}};
+  limit = std::clamp<int64_t>(limit, 1, kLotListLimitMax);
+  if (after_id) {  // a cursor is a lot of this card
+    auto cursor = (*conn)->Prepare("SELECT 1 FROM P_LOT WHERE LOT_ID = ?1 AND CARD_ID = ?2");
+    if (!cursor.ok()) return done(cursor.status());
+    auto found = cursor->Bind(1, *after_id).Bind(2, card_id).Step();
+    if (!found.ok()) return done(found.status());
+    if (!*found) return done(Status::InvalidField("after", "after must be a cursor from a previous page of this card"));
+  }
+  LotPage page{.lots = {},
+               .pending = {},
+               .never_expiring = card->balance,
+               .never_expiring_reserved = card->held,
+               .next_after_id = {}};
   auto sums = (*conn)->Prepare(kSumLots);
   if (!sums.ok()) return done(sums.status());
   auto summed = sums->Bind(1, card_id).Bind(2, now).Step();
@@ -153,31 +165,25 @@ void SqlitePointCardStore::ListLots(int64_t card_id, int64_t limit, std::optiona
     }
     page.lots.push_back(l);
   }
-  if (!after_id) {  // credits to be lots, for the seconds until their fold: on the first page
-    auto pending = (*conn)->Prepare(kSelectPendingLots);
-    if (!pending.ok()) return done(pending.status());
-    pending->Bind(1, card_id).Bind(2, now);
-    while (true) {
-      auto row = pending->Step();
-      if (!row.ok()) return done(row.status());
-      if (!*row) break;
-      page.never_expiring -= pending->Int(1);
-      page.lots.push_back({.lot_id = 0,  // numbered when folded
-                           .card_id = card_id,
-                           .grant_id = pending->Int(0),
-                           .amount = pending->Int(1),
-                           .remaining = pending->Int(1),
-                           .reserved = 0,
-                           .created_us = pending->Int(2),
-                           .expires_us = pending->Int(3),
-                           .expired = false});
-    }
-    // Folded lots get ids after every lot there is: unnumbered ones last
-    // among equal expiries.
-    std::stable_sort(page.lots.begin(), page.lots.end(), [](const Lot& a, const Lot& b) {
-      if (a.expires_us != b.expires_us) return a.expires_us < b.expires_us;
-      return a.lot_id != 0 && b.lot_id == 0;
-    });
+  // Credits to be lots, for the seconds until their fold: apart, every
+  // page (they have no id to page by yet).
+  auto pending = (*conn)->Prepare(kSelectPendingLots);
+  if (!pending.ok()) return done(pending.status());
+  pending->Bind(1, card_id).Bind(2, now);
+  while (true) {
+    auto row = pending->Step();
+    if (!row.ok()) return done(row.status());
+    if (!*row) break;
+    page.never_expiring -= pending->Int(1);
+    page.pending.push_back({.lot_id = 0,  // numbered when folded
+                            .card_id = card_id,
+                            .grant_id = pending->Int(0),
+                            .amount = pending->Int(1),
+                            .remaining = pending->Int(1),
+                            .reserved = 0,
+                            .created_us = pending->Int(2),
+                            .expires_us = pending->Int(3),
+                            .expired = false});
   }
   done(std::move(page));
 }

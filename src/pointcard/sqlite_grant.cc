@@ -381,6 +381,7 @@ Result<int64_t> SqlitePointCardStore::FoldCard(sqlite::Connection& c, int64_t ca
       if (!lot.ok()) return lot.status();
       lot->Bind(1, card_id).Bind(2, credit.grant_id).Bind(3, *id + 1).Bind(4, credit.points);
       if (Status s = lot->Bind(5, credit.applied_us).Bind(6, *credit.expires_us).Run(); !s.ok()) return s;
+      DueAt(*credit.expires_us);
     }
     consume->Reset();
     if (Status s = consume->Bind(1, card_id).Bind(2, credit.grant_id).Run(); !s.ok()) return s;
@@ -473,6 +474,7 @@ Result<SqlitePointCardStore::FoldChunk> SqlitePointCardStore::ApplyFoldChunk(sql
           .Bind(5, *run.expires_us)
           .Bind(6, applied_at);
       if (Status s = lots->Run(); !s.ok()) return s;
+      DueAt(*run.expires_us);
     }
     // Consumed: one range of the key, not a delete per card.
     auto consume = c.Prepare("DELETE FROM P_GRANT_CREDIT WHERE CARD_ID > ?1 AND CARD_ID <= ?2 AND GRANT_ID = ?3");

@@ -164,6 +164,7 @@ Status SqlitePointCardStore::ReserveLots(sqlite::Connection& c, int64_t card_id,
     auto r = c.Prepare("INSERT INTO P_LOT_HOLD (HOLD_ID, LOT_ID, AMOUNT, EXPIRES_TIME) VALUES (?1, ?2, ?3, ?4)");
     if (!r.ok()) return r.status();
     if (Status s = r->Bind(1, hold_id).Bind(2, lot.lot_id).Bind(3, keep).Bind(4, expires_us).Run(); !s.ok()) return s;
+    DueAt(expires_us);
   }
   return Status::Ok();
 }
@@ -294,10 +295,21 @@ void SqlitePointCardStore::SweepLots() {
           if (Status s = SettleCard(c, card_id, NextTime(), balance); !s.ok()) return s;
           ++settled;
         }
+        // When the timer needs to sweep next: the earliest lot not written
+        // out, or reservation, by expiry (both indexes' first entry).
+        auto next = sqlite::QueryInt(c,
+                                     "SELECT COALESCE(MIN(T), 9223372036854775807) FROM (SELECT MIN(EXPIRES_TIME) AS T "
+                                     "FROM P_LOT WHERE EXPIRED_TIME IS NULL UNION ALL SELECT MIN(EXPIRES_TIME) "
+                                     "FROM P_LOT_HOLD)");
+        if (!next.ok()) return next.status();
+        next_due_us_.store(*next);
         return due == kSweepCardsMax && settled > 0;
       },
       [this](const Result<bool>& r) {
-        if (!r.ok()) log::Warn("lot sweep failed (the next pass retries): {}", r.status().ToString());
+        if (!r.ok()) {
+          log::Warn("lot sweep failed (the next pass retries): {}", r.status().ToString());
+          next_due_us_.store(0);  // what it set may have rolled back with it
+        }
         // More may be due: go on at once, an op at a time (writes queue
         // between them).
         bool more = false;
@@ -320,10 +332,10 @@ void SqlitePointCardStore::StartSweep() {
 }
 
 void SqlitePointCardStore::EndSweep() {
-  {
-    std::lock_guard lock(sweep_mutex_);
-    sweeping_ = false;
-  }
+  // Notified under the lock: once Stop sees the chain ended it may free
+  // the store, condition variable included.
+  std::lock_guard lock(sweep_mutex_);
+  sweeping_ = false;
   sweep_cv_.notify_all();
 }
 

@@ -101,13 +101,16 @@ Result<std::unique_ptr<SqlitePointCardStore>> SqlitePointCardStore::Open(db::sql
                                    "SELECT EXISTS (SELECT 1 FROM P_LOT) OR EXISTS (SELECT 1 FROM P_GRANT "
                                    "WHERE EXPIRES_TIME IS NOT NULL)");
   if (!expiring.ok()) return expiring.status();
-  if (*expiring != 0) store->LotsPossible();
+  if (*expiring != 0) {
+    store->LotsPossible();
+    store->next_due_us_ = 0;  // the first sweep finds out
+  }
   store->clock_last_us_ = std::max({*history, *accounts, *grants, *keys, *holds, *lots});
   store->clock_published_us_.store(store->clock_last_us_, std::memory_order_relaxed);
   // Lots due are written out within a second or so of their expiry, if no
   // write to their card does it first (reads leave them out at once).
   store->sweeper_ = std::make_unique<PeriodicTask>(std::chrono::seconds(1), std::chrono::seconds(1), [p = store.get()] {
-    if (p->lots_seen_.load() && p->db_.writer().started()) p->StartSweep();
+    if (p->lots_seen_.load() && p->db_.writer().started() && p->ReadTime() >= p->next_due_us_.load()) p->StartSweep();
   });
   // Idempotency keys are kept at least 24 h: every hour, those older go;
   // the first pass shortly after start-up (the writer starts after Open).
@@ -134,10 +137,11 @@ void SqlitePointCardStore::Stop() {
   {
     // A sweep's ops run on the writer, which still runs: wait for its chain
     // to end (the next op sees sweep_stopped_ and ends it).
+    // The writer finishes every op it was given, run or refused, so this
+    // ends; unbounded, as a store freed under a queued op would not be.
     std::unique_lock lock(sweep_mutex_);
     sweep_stopped_ = true;
-    if (!sweep_cv_.wait_for(lock, std::chrono::seconds(60), [this] { return !sweeping_; }))
-      log::Warn("point card: the lot sweep did not end in 60 s");
+    sweep_cv_.wait(lock, [this] { return !sweeping_; });
   }
   if (purger_) purger_->Stop();
   // Joined outside grant_mutex_: a grant still running takes it to finish.

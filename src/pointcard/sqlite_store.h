@@ -231,6 +231,14 @@ class SqlitePointCardStore final : public PointCardStore {
   // lots_possible_ for the sweep's timer: no lot, no sweep op (an idle
   // server writes nothing, and a request allocates nothing on its behalf).
   std::atomic<bool> lots_seen_{false};
+  // The earliest time a lot, or a hold's reservation of one, may fall due
+  // (INT64_MAX: none): the timer sweeps only from then. Written on the
+  // writer thread only: each sweep op sets it from the tables, and every
+  // op that makes a lot or a reservation lowers it (DueAt).
+  std::atomic<int64_t> next_due_us_{INT64_MAX};
+  void DueAt(int64_t t) {
+    if (t < next_due_us_.load()) next_due_us_.store(t);
+  }
   // One sweep at a time: a chain of ops runs until no full batch is due;
   // the timer starts one only when none runs, and Stop waits for it (its
   // ops use this store).

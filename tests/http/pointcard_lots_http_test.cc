@@ -51,8 +51,8 @@ TEST(PointCardHttp, ExpiringGrantsMakeLotsACardListsInTheOrderPaymentsTakeThem) 
   EXPECT_NE(lots.body.find(R"("grantId":)" + id + R"(,"amount":100,"remaining":100,"reserved":0,"createdAt":")"),
             std::string::npos)
       << lots.body;
-  EXPECT_NE(lots.body.find(R"("status":"active"}],"neverExpiring":{"remaining":)" + std::to_string(balance - 100) +
-                           R"(,"reserved":0},"next":null})"),
+  EXPECT_NE(lots.body.find(R"("status":"active"}],"pending":[],"neverExpiring":{"remaining":)" +
+                           std::to_string(balance - 100) + R"(,"reserved":0},"next":null})"),
             std::string::npos)
       << lots.body;
   ASSERT_EQ(c.Post("/api/v1/cards/9/holds", R"({"storeId":2,"amount":-130,"expiresInSeconds":600})").status, 201);
@@ -80,8 +80,10 @@ TEST(PointCardHttp, ExpiringGrantsMakeLotsACardListsInTheOrderPaymentsTakeThem) 
   EXPECT_NE(second.body.find(R"("neverExpiring":{"remaining":)" + std::to_string(balance - 100) + ","),
             std::string::npos)
       << "the rest counts every lot, on every page: " << second.body;
-  for (const char* bad : {"?limit=0", "?limit=101", "?limit=x", "?after=abc", "?after=0"})
+  for (const char* bad : {"?limit=0", "?limit=101", "?limit=x", "?after=abc", "?after=0", "?after=999999"})
     EXPECT_EQ(c.Get(std::string("/api/v1/cards/9/lots") + bad).status, 400) << bad;
+  auto foreign = c.Get("/api/v1/cards/10/lots?after=" + next);
+  EXPECT_EQ(foreign.status, 400) << "another card's lot is no cursor here: " << foreign.body;
 
   EXPECT_EQ(c.Get("/api/v1/cards/999999/lots").status, 404);
   EXPECT_EQ(c.Get("/api/v1/cards/abc/lots").status, 400);
