@@ -11,7 +11,10 @@
 # --amount -1 sends payments instead (a payment reads what the card's
 # holds keep, 0.12.0; SQLite's card is charged 1,000,000 first). --get
 # reads the card instead (GET /api/v1/cards/7, SQLite only: a read counts
-# what its lots have lost, 0.13.0).
+# what its lots have lost, 0.13.0). --lots (SQLite, with --amount -1) gives
+# this build's card a lot of all of its 1,000,000 points first (an
+# expiring grant of 100% of the charge), so every payment settles its card
+# and takes from the lot.
 # docs/benchmarks.md ("0.10.0: store keys", "0.12.0: holds", "0.13.0:
 # lots") has the figures.
 #
@@ -20,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-BEFORE= PG=0 ROUNDS=3 AMOUNT=1 GET=0
+BEFORE= PG=0 ROUNDS=3 AMOUNT=1 GET=0 LOTS=0
 while (($#)); do
   case $1 in
     --before) BEFORE=$2; shift 2 ;;
@@ -28,11 +31,13 @@ while (($#)); do
     --rounds) ROUNDS=$2; shift 2 ;;
     --amount) AMOUNT=$2; shift 2 ;;
     --get) GET=1; shift ;;
+    --lots) LOTS=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ -x $BEFORE ]] || { echo "--before must name an older hotrow binary" >&2; exit 2; }
 [[ $GET == 1 && $PG == 1 ]] && { echo "--get is SQLite only" >&2; exit 2; }
+[[ $LOTS == 1 && ($PG == 1 || $AMOUNT -ge 0) ]] && { echo "--lots is SQLite payments only (--amount -1)" >&2; exit 2; }
 bench_init
 HOTROW=$(realpath "$HOTROW")
 PORT=$(free_port)
@@ -72,8 +77,23 @@ run() {  # name binary anon|key
   HOTROW_BIN=$2 start_hotrow "$PORT" --db "$db" --db-pool 8 --admin-token bench >/dev/null 2>&1
   wait_http "http://127.0.0.1:$PORT/readyz" 60
   if [[ $PG == 0 && $AMOUNT -lt 0 ]]; then
+    local from
+    from=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)
     curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/cards/7/transactions" -H 'Content-Type: application/json' \
       -d '{"storeId":3,"amount":1000000}' >/dev/null
+    if [[ $LOTS == 1 && $2 == "$HOTROW" ]]; then
+      sleep 0.01
+      local grant
+      grant=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/grants" -H 'Authorization: Bearer bench' \
+        -H 'Content-Type: application/json' -d "{\"from\":\"$from\",\"to\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\",\"ratePercent\":100,\"expiresInDays\":30,\"allowOverlap\":true}" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])')
+      for _ in $(seq 100); do
+        curl -fs "http://127.0.0.1:$PORT/api/v1/grants/$grant" -H 'Authorization: Bearer bench' | grep -q '"state":"folded"' && break
+        sleep 0.1
+      done
+      curl -fs "http://127.0.0.1:$PORT/api/v1/cards/7/lots" | grep -q '"remaining":1000000' ||
+        { echo "card 7 got no lot of 1,000,000" >&2; exit 1; }
+    fi
   fi
   local key=""
   if [[ $3 == key ]]; then
