@@ -11,6 +11,7 @@
 #include "base/auth.h"
 #include "http/errors.h"
 #include "http/json.h"
+#include "http/query.h"
 #include "http/router.h"
 #include "pointcard/routes.h"
 #include "pointcard/service.h"
@@ -119,6 +120,33 @@ inline std::optional<std::string> IdempotencyKey(const Request& req) {
   if (!req.HasHeader("Idempotency-Key")) return std::nullopt;
   return std::string(req.Header("Idempotency-Key"));
 }
+
+// A page's ?limit= (default_limit by default) and its cursor, a previous
+// page's next: ?before= of a card's history or holds, ?after= of its lots.
+struct Page {
+  int64_t limit = kHistoryLimitDefault;
+  std::optional<int64_t> cursor{};
+};
+inline Result<Page> ReadPage(const Request& req, int64_t default_limit = kHistoryLimitDefault,
+                             const char* cursor = "before") {
+  auto query = http::Query::Parse(req.query);
+  if (!query.ok()) return query.status();
+  auto limit = query->Int("limit", default_limit);
+  if (!limit.ok()) return limit.status();
+  Page page{.limit = *limit};
+  if (auto text = query->Get(cursor)) {
+    auto v = ParsePositiveId(*text);
+    if (!v) return Status::InvalidField(cursor, std::string(cursor) + " must be a cursor from a previous page");
+    page.cursor = *v;
+  }
+  return page;
+}
+
+// A history row as the API shows it (routes.cc).
+void WriteRow(http::JsonWriter& w, const HistoryRow& r);
+
+// hold_routes.cc: a card's holds (make, capture, void, list) and lots.
+void AddHoldRoutes(http::Router& router, PointCardService& service, std::shared_ptr<const Gate> gate);
 
 // store_routes.cc: GET regions and stores, POST stores, store keys.
 void AddStoreRoutes(http::Router& router, PointCardService& service, std::shared_ptr<const Gate> gate);

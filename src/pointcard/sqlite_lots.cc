@@ -130,9 +130,12 @@ Status SqlitePointCardStore::SettleCard(sqlite::Connection& c, int64_t card_id, 
   return Status::Ok();
 }
 
-Status SqlitePointCardStore::TakeFromLots(sqlite::Connection& c, int64_t card_id, int64_t points,
-                                          int64_t transaction_id) {
-  if (!lots_possible_ || points <= 0) return Status::Ok();
+namespace {
+
+// `points` from the card's free lot parts in the order payments take them,
+// `part(lot, n)` for each lot that gives n; the rest is never-expiring.
+template <typename Part>
+Status FromFreeLots(sqlite::Connection& c, int64_t card_id, int64_t points, Part part) {
   auto q = c.Prepare(kFreeLots);
   if (!q.ok()) return q.status();
   q->Bind(1, card_id);
@@ -140,33 +143,34 @@ Status SqlitePointCardStore::TakeFromLots(sqlite::Connection& c, int64_t card_id
   if (!free.ok()) return free.status();
   for (const LotPart& lot : *free) {
     if (points == 0) break;
-    const int64_t take = std::min(points, lot.amount);
-    points -= take;
-    if (Status s = MoveLot(c, lot.lot_id, -take, 0); !s.ok()) return s;
-    if (Status s = RecordUse(c, transaction_id, lot.lot_id, -take); !s.ok()) return s;
+    const int64_t n = std::min(points, lot.amount);
+    points -= n;
+    if (Status s = part(lot.lot_id, n); !s.ok()) return s;
   }
-  return Status::Ok();  // the rest comes from the never-expiring points
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SqlitePointCardStore::TakeFromLots(sqlite::Connection& c, int64_t card_id, int64_t points,
+                                          int64_t transaction_id) {
+  if (!lots_possible_ || points <= 0) return Status::Ok();
+  return FromFreeLots(c, card_id, points, [&](int64_t lot_id, int64_t take) {
+    if (Status s = MoveLot(c, lot_id, -take, 0); !s.ok()) return s;
+    return RecordUse(c, transaction_id, lot_id, -take);
+  });
 }
 
 Status SqlitePointCardStore::ReserveLots(sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t points,
                                          int64_t expires_us) {
   if (!lots_possible_ || points <= 0) return Status::Ok();
-  auto q = c.Prepare(kFreeLots);
-  if (!q.ok()) return q.status();
-  q->Bind(1, card_id);
-  auto free = ReadParts(*q);
-  if (!free.ok()) return free.status();
-  for (const LotPart& lot : *free) {
-    if (points == 0) break;
-    const int64_t keep = std::min(points, lot.amount);
-    points -= keep;
-    if (Status s = MoveLot(c, lot.lot_id, 0, keep); !s.ok()) return s;
+  return FromFreeLots(c, card_id, points, [&](int64_t lot_id, int64_t keep) {
+    if (Status s = MoveLot(c, lot_id, 0, keep); !s.ok()) return s;
     auto r = c.Prepare("INSERT INTO P_LOT_HOLD (HOLD_ID, LOT_ID, AMOUNT, EXPIRES_TIME) VALUES (?1, ?2, ?3, ?4)");
     if (!r.ok()) return r.status();
-    if (Status s = r->Bind(1, hold_id).Bind(2, lot.lot_id).Bind(3, keep).Bind(4, expires_us).Run(); !s.ok()) return s;
     DueAt(expires_us);
-  }
-  return Status::Ok();
+    return r->Bind(1, hold_id).Bind(2, lot_id).Bind(3, keep).Bind(4, expires_us).Run();
+  });
 }
 
 Status SqlitePointCardStore::EndReservations(sqlite::Connection& c, int64_t card_id, int64_t hold_id, int64_t taken,
