@@ -199,12 +199,8 @@ void ListLots(PointCardService& service, const Request& req, Responder responder
 void AddHoldRoutes(http::Router& router, PointCardService& service, std::shared_ptr<const Gate> gate) {
   using http::BodyPolicy;
   using http::Method;
-  auto bind = [&service](auto fn) {
-    return [&service, fn](Request& req, Responder res) { fn(service, req, std::move(res)); };
-  };
-  auto gated = [&service, gate](auto fn) {
-    return [&service, gate, fn](Request& req, Responder res) { fn(service, *gate, req, std::move(res)); };
-  };
+  auto bind = [&service](auto fn) { return Bind(service, fn); };
+  auto gated = [&service, &gate](auto fn) { return Gated(service, gate, fn); };
   router.Add(Method::kPost, "/api/v1/cards/{cardId}/holds", gated(CreateHold), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/holds", bind(ListHolds));
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/lots", bind(ListLots));

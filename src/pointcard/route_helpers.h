@@ -145,6 +145,19 @@ inline Result<Page> ReadPage(const Request& req, int64_t default_limit = kHistor
 // A history row as the API shows it (routes.cc).
 void WriteRow(http::JsonWriter& w, const HistoryRow& r);
 
+// A handler of the service's, and one that needs the gate too, as the
+// router calls them (the Add*Routes below register them).
+template <typename Fn>
+auto Bind(PointCardService& service, Fn fn) {
+  return [&service, fn](Request& req, http::Responder res) { fn(service, req, std::move(res)); };
+}
+template <typename Fn>
+auto Gated(PointCardService& service, std::shared_ptr<const Gate> gate, Fn fn) {
+  return [&service, gate = std::move(gate), fn](Request& req, http::Responder res) {
+    fn(service, *gate, req, std::move(res));
+  };
+}
+
 // hold_routes.cc: a card's holds (make, capture, void, list) and lots.
 void AddHoldRoutes(http::Router& router, PointCardService& service, std::shared_ptr<const Gate> gate);
 

@@ -437,12 +437,8 @@ void AddRoutes(http::Router& router, PointCardService& service, const AdminAuth&
   using http::BodyPolicy;
   using http::Method;
   auto gate = std::make_shared<const Gate>(admin, options);  // shared by the handlers
-  auto bind = [&service](auto fn) {
-    return [&service, fn](Request& req, Responder res) { fn(service, req, std::move(res)); };
-  };
-  auto gated = [&service, gate](auto fn) {
-    return [&service, gate, fn](Request& req, Responder res) { fn(service, *gate, req, std::move(res)); };
-  };
+  auto bind = [&service](auto fn) { return routing::Bind(service, fn); };
+  auto gated = [&service, &gate](auto fn) { return routing::Gated(service, gate, fn); };
   router.Add(Method::kPost, "/api/v1/cards/{cardId}/transactions", gated(Pay), BodyPolicy::kJson);
   router.Add(Method::kGet, "/api/v1/cards/{cardId}/transactions", bind(History));
   router.Add(Method::kPost, "/api/v1/cards/{cardId}/transactions/{transactionId}/refund", gated(Refund),

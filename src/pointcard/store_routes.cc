@@ -196,12 +196,8 @@ void RevokeStoreKey(PointCardService& service, const Gate& gate, Request& req, R
 void AddStoreRoutes(http::Router& router, PointCardService& service, std::shared_ptr<const Gate> gate) {
   using http::BodyPolicy;
   using http::Method;
-  auto bind = [&service](auto fn) {
-    return [&service, fn](Request& req, Responder res) { fn(service, req, std::move(res)); };
-  };
-  auto gated = [&service, gate](auto fn) {
-    return [&service, gate, fn](Request& req, Responder res) { fn(service, *gate, req, std::move(res)); };
-  };
+  auto bind = [&service](auto fn) { return Bind(service, fn); };
+  auto gated = [&service, &gate](auto fn) { return Gated(service, gate, fn); };
   router.Add(Method::kGet, "/api/v1/regions", bind(Regions));
   router.Add(Method::kGet, "/api/v1/regions/{regionId}/stores", bind(Stores));
   router.Add(Method::kGet, "/api/v1/stores/{storeId}", bind(GetStore));
