@@ -1,6 +1,7 @@
 // What the point card's route files share (routes.cc: cards, payments,
-// grants; store_routes.cc: regions, stores, store keys): the error answer,
-// path and body helpers, and the Gate that decides who asks.
+// refunds, grants; hold_routes.cc: holds and lots; store_routes.cc:
+// regions, stores, store keys): the error answer, path, page and body
+// helpers, and the Gate that decides who asks.
 #pragma once
 
 #include <memory>
