@@ -431,9 +431,10 @@ def check_grants(history, truth, grants_before):
     """Every grant the rig sends carries an Idempotency-Key, so each is
     checked by its key: one with a 201 is recorded once, one that only
     failed is not recorded, one whose outcome is unknown at most once; a
-    201's grantId is the recorded one; and the grant rows (STORE_ID 0), with
-    an applied grant's credit not folded yet on SQLite, add up to the
-    recorded grants' cards and points (a half-applied grant)."""
+    201's grantId is the recorded one; and the grant rows (KIND grant: expiry
+    rows are store 0 too), with an applied grant's credit not folded yet on
+    SQLite, add up to the recorded grants' cards and points (a half-applied
+    grant)."""
     v = []
     grants = truth.grants()
     before = {g[0] for g in grants_before}

@@ -61,6 +61,7 @@ class Rig:
         self.instances = {}
         self.results = {}  # check name -> violations found
         self.read_model_seconds = 0.0
+        self.lot_counts = None  # (made, taken from, expiry rows) after the checks
         self.lock = threading.Lock()  # one fault at a time, and the final restore
 
     # -- the deployment --------------------------------------------------
@@ -301,6 +302,10 @@ class Rig:
         v += self.run_check("holds", checks.check_holds, h, t, self.holds_before, CARDS)
         v += self.run_check("grants", checks.check_grants, h, t, self.grants_before)
         v += self.run_check("pointcard", self.pointcard_invariants)
+        try:  # for the summary: that the run made lots, spent and expired them
+            self.lot_counts = self.truth.lots()
+        except Exception as e:  # noqa: BLE001 (a summary line only)
+            print(f"lots not counted: {e}")
         return v
 
     def created_ids(self):
@@ -328,6 +333,8 @@ class Rig:
         lines.append(f"  {'all':<12}{total['ok']:>8}{total['fail']:>8}{total['info']:>8}")
         fk = collections.Counter(f.kind for f in self.faults)
         lines.append("  faults: " + (", ".join(f"{k} {n}" for k, n in sorted(fk.items())) or "none"))
+        if self.lot_counts:
+            lines.append("  lots: {} made, {} taken from, {} expiry row(s)".format(*self.lot_counts))
         lines.append("  checks: " + ", ".join(f"{name} {'passed' if n == 0 else f'FAILED ({n})'}"
                                               for name, n in self.results.items()))
         return "\n".join(lines)

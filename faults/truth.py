@@ -22,6 +22,11 @@ def hold_states(rows):
     return dict(out)
 
 
+# Lots made, lots taken from, expiry rows written (the summary, not a check).
+_LOTS = ("SELECT (SELECT count(*) FROM P_LOT), (SELECT count(*) FROM P_LOT WHERE REMAINING < AMOUNT), "
+         "(SELECT count(*) FROM H_TRANSACTION WHERE KIND = 'expiry')")
+
+
 class PgTruth:
     def __init__(self, pg, redis):
         self.pg = pg
@@ -69,10 +74,14 @@ class PgTruth:
         # Written grant rows plus an applied grant's credit not folded yet, in
         # one statement (one snapshot): any instance resumes a fold.
         (n, points), = self.pg.rows(
-            "SELECT (SELECT count(*) FROM H_TRANSACTION WHERE STORE_ID = 0) + (SELECT count(*) " + _APPLIED + "), "
-            "(SELECT COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0) + "
+            "SELECT (SELECT count(*) FROM H_TRANSACTION WHERE KIND = 'grant') + (SELECT count(*) " + _APPLIED + "), "
+            "(SELECT COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE KIND = 'grant') + "
             "(SELECT COALESCE(sum(c.POINTS), 0) " + _APPLIED + ")")
         return int(n), int(points)
+
+    def lots(self):
+        (made, used, expired), = self.pg.rows(_LOTS)
+        return int(made), int(used), int(expired)
 
     def board_of(self, board_id):
         """A board's season 1: [(clientId, score)]."""
@@ -157,10 +166,13 @@ class SqliteTruth:
         # Written grant rows plus an applied grant's credit not folded yet, in
         # one snapshot (a fold resumes after a crash: src/pointcard/sqlite_store.h).
         (n, points), = self._query(
-            "SELECT (SELECT count(*) FROM H_TRANSACTION WHERE STORE_ID = 0) + (SELECT count(*) " + _APPLIED + "), "
-            "(SELECT COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE STORE_ID = 0) + "
+            "SELECT (SELECT count(*) FROM H_TRANSACTION WHERE KIND = 'grant') + (SELECT count(*) " + _APPLIED + "), "
+            "(SELECT COALESCE(sum(AMOUNT), 0) FROM H_TRANSACTION WHERE KIND = 'grant') + "
             "(SELECT COALESCE(sum(c.POINTS), 0) " + _APPLIED + ")", self.cards_path)
         return n, points
+
+    def lots(self):
+        return self._query(_LOTS, self.cards_path)[0]
 
     def board_of(self, board_id):
         return self._query(f"SELECT client_id, score FROM lb_score WHERE board_id = '{board_id}' AND season = 1")

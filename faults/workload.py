@@ -4,7 +4,7 @@ deletes, scores (the same players, distinct players with tied scores, a
 displayName on another, signed increments on an `hmac` board, keyed
 increments on a board of 20-second seasons), payments with and without
 Idempotency-Key, refunds of acknowledged payments, holds (captured in part,
-voided or left to expire), and grants.
+voided or left to expire), and grants (half of them expiring: lots).
 
 Each worker draws its operations from its own random.Random(seed, worker),
 so a seed reproduces the workload (not the interleaving). Values are chosen
@@ -334,6 +334,15 @@ class Workload:
             key = f"grant-{next_id()}"
             body = {"from": rfc3339(self.start_epoch - 3600), "to": rfc3339(time.time() - 1), "ratePercent": 1,
                     "allowOverlap": True}
+            # Half of them expiring: in 3-20 s, so that lots expire among
+            # the payments, holds, refunds and faults (a server whose clock
+            # a step put ahead refuses one already past with 400); or in a
+            # day, so that lots are taken from and refunded to.
+            draw = rng.random()
+            if draw < 0.25:
+                body["expiresAt"] = rfc3339(time.time() + rng.uniform(3, 20))
+            elif draw < 0.5:
+                body["expiresInDays"] = 1
             self._retried(client, "grant", target, {"key": key}, "/api/v1/grants", body,
                           dict(self.admin, **{"Idempotency-Key": key}))
         if client:

@@ -16,14 +16,21 @@ Status CreatePostgresCardFunctions(pg::Connection& conn) {
     -- not folded yet); no row for an unknown card. The writes below answer
     -- with it, read inside their own transaction: a write that committed
     -- always comes with its card.
+    -- v0.14.0: less what its lots due at the card's time have lost (what
+    -- open holds do not keep), and without expiring credit due by then.
     CREATE OR REPLACE FUNCTION hotrow_card_v1(p_card bigint)
     RETURNS TABLE (c_card bigint, c_balance bigint, c_region int, c_last_us bigint, c_pending bigint, c_ref text,
                    c_status text, c_closed_us bigint) LANGUAGE sql STABLE AS $$
-      SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE),
+      SELECT a.CARD_ID, a.BALANCE - hotrow_lots_due_v1(a.CARD_ID, a.LOT_TIME, x.T), a.REGION_ID,
+             hotrow_us(a.LAST_UPDATE),
              COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID
-                       WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0)::bigint,
+                       WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'
+                         AND (g.EXPIRES_TIME IS NULL OR g.EXPIRES_TIME > x.T)), 0)::bigint,
              a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME)
-      FROM S_ACCOUNT a WHERE a.CARD_ID = p_card $$;
+      FROM S_ACCOUNT a CROSS JOIN LATERAL (SELECT GREATEST(clock_timestamp() AT TIME ZONE 'UTC',
+                                                           a.LAST_UPDATE + interval '1 microsecond',
+                                                           a.HOLD_TIME + interval '1 microsecond') AS T) x
+      WHERE a.CARD_ID = p_card $$;
 
     -- Issues a card (v0.9.0). outcome: 0 made, 1 replayed (an earlier
     -- request with this key made the card), 2 key mismatch, 3 the external
@@ -145,14 +152,18 @@ namespace {
 // not folded yet (the fold moves one into the other in one transaction),
 // and what the card's open holds keep at the card's time (now, but never
 // before its newest row or hold decision: a clock stepped back does not
-// reopen a hold a payment found expired).
-#define HOTROW_SELECT_CARD                                                                                         \
-  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE), "                                           \
-  "COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "                \
-  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied'), 0), a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME), " \
-  "COALESCE((SELECT SUM(-h.AMOUNT) FROM P_HOLD h WHERE h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' "               \
-  "AND h.EXPIRES_TIME > GREATEST(clock_timestamp() AT TIME ZONE 'UTC', a.LAST_UPDATE + interval '1 microsecond', " \
-  "a.HOLD_TIME + interval '1 microsecond')), 0) FROM S_ACCOUNT a "
+// reopen a hold a payment found expired), less what its lots due then have
+// lost (0.14.0). "Now" is the transaction's start (now()), so the lots'
+// reads (postgres_lots.cc), in one transaction, count at one time.
+#define HOTROW_SELECT_CARD                                                                                          \
+  "SELECT a.CARD_ID, a.BALANCE, a.REGION_ID, hotrow_us(a.LAST_UPDATE), "                                            \
+  "COALESCE((SELECT SUM(c.POINTS) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "                 \
+  "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied' AND (g.EXPIRES_TIME IS NULL OR g.EXPIRES_TIME > x.T)), 0), " \
+  "a.EXTERNAL_REF, a.STATUS, hotrow_us(a.CLOSED_TIME), "                                                            \
+  "COALESCE((SELECT SUM(-h.AMOUNT) FROM P_HOLD h WHERE h.CARD_ID = a.CARD_ID AND h.STATUS = 'open' "                \
+  "AND h.EXPIRES_TIME > x.T), 0), hotrow_lots_due_v1(a.CARD_ID, a.LOT_TIME, x.T) FROM S_ACCOUNT a "                 \
+  "CROSS JOIN LATERAL (SELECT GREATEST(now() AT TIME ZONE 'UTC', a.LAST_UPDATE + interval "                         \
+  "'1 microsecond', a.HOLD_TIME + interval '1 microsecond') AS T) x "
 constexpr pg::NamedSql kSelectCard{"pointcard_card", HOTROW_SELECT_CARD "WHERE a.CARD_ID = $1"};
 constexpr pg::NamedSql kSelectCardByRef{"pointcard_card_by_ref", HOTROW_SELECT_CARD "WHERE a.EXTERNAL_REF = $1"};
 #undef HOTROW_SELECT_CARD
@@ -171,8 +182,10 @@ constexpr pg::NamedSql kCloseCard{"pointcard_card_close", "SELECT * FROM hotrow_
 std::optional<Card> ReadCard(const pg::Rows& rows, int at = 0) {
   if (rows.empty() || rows.IsNull(0, at)) return std::nullopt;
   int64_t pending = rows.Int(0, at + 4);
+  // kSelectCard's balance is as written, its lots' loss apart (column 9);
+  // hotrow_card_v1's has it taken off already.
   Card card{.card_id = rows.Int(0, at),
-            .balance = rows.Int(0, at + 1) + pending,
+            .balance = rows.Int(0, at + 1) + pending - (at == 0 ? rows.Int(0, 9) : 0),
             .region_id = rows.Int(0, at + 2),
             .last_update_us = rows.Int(0, at + 3),
             .pending_points = pending};
@@ -198,6 +211,12 @@ Result<Card> CardById(pg::Connection& c, int64_t card_id) {
   if (!card) return NoSuchCard(card_id);
   return std::move(*card);
 }
+
+}  // namespace
+
+Result<Card> PostgresCardById(pg::Connection& c, int64_t card_id) { return CardById(c, card_id); }
+
+namespace {
 
 Status KeyMismatch(const std::string& key) {
   return Status(ErrorCode::kIdempotencyMismatch, "Idempotency-Key '" + key + "' was used for a different request",
@@ -226,20 +245,6 @@ void PostgresPointCardStore::GetCard(int64_t card_id, StoreCallback<Result<Card>
   pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
     if (!c.ok()) return done(c.status());
     done(CardById(**c, card_id));
-  });
-}
-
-void PostgresPointCardStore::ListLots(int64_t card_id, int64_t, std::optional<int64_t>,
-                                      std::function<void(Result<LotPage>)> done) {
-  pool_.Submit([card_id, done = std::move(done)](Result<pg::Connection*> c) {
-    if (!c.ok()) return done(c.status());
-    auto card = CardById(**c, card_id);
-    if (!card.ok()) return done(card.status());
-    done(LotPage{.lots = {},
-                 .pending = {},
-                 .never_expiring = card->balance,
-                 .never_expiring_reserved = card->held,
-                 .next_after_id = {}});
   });
 }
 

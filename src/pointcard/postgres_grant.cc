@@ -27,7 +27,7 @@ constexpr pg::NamedSql kGrantLockSession{"pointcard_grant_lock", "SELECT pg_advi
 constexpr pg::NamedSql kGrantUnlockSession{"pointcard_grant_unlock", "SELECT pg_advisory_unlock($1::bigint)"};
 constexpr pg::NamedSql kBegin{"pointcard_grant_begin",
                               "SELECT outcome, grant_id, cards, points, query_ms, update_ms, commit_ms "
-                              "FROM hotrow_grant_begin_v1($1, $2, $3, $4, $5, $6, $7)"};
+                              "FROM hotrow_grant_begin_v2($1, $2, $3, $4, $5, $6, $7, $8, $9)"};
 constexpr pg::NamedSql kBarrier{"pointcard_grant_barrier",
                                 "SELECT r, cardinality(r) FROM hotrow_grant_barrier_v2($1::text[], $2) r"};
 constexpr pg::NamedSql kGrantRow{"pointcard_grant_row",
@@ -67,7 +67,7 @@ constexpr pg::NamedSql kAccountsVacuuming{
 constexpr pg::NamedSql kOldestApplied{"pointcard_grant_oldest_applied",
                                       "SELECT GRANT_ID FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1"};
 
-enum class BeginResult : int64_t { kBegun = 0, kReplayed, kMismatch, kFuture, kOverlap, kStaging };
+enum class BeginResult : int64_t { kBegun = 0, kReplayed, kMismatch, kFuture, kOverlap, kStaging, kBadExpiry };
 enum class ApplyResult : int64_t {
   kApplied = 0,
   kOverlap = 4,
@@ -210,8 +210,9 @@ bool PostgresPointCardStore::FoldToEnd(int64_t grant_id, const std::function<boo
 }
 
 // The folder: woken by an apply on this instance, and every second, it
-// drops expired staging grants and folds an applied grant to its end (any
-// instance's, so a fold resumes after its instance died).
+// drops expired staging grants, folds an applied grant to its end (any
+// instance's, so a fold resumes after its instance died) and sweeps the
+// lots due (postgres_lots.cc).
 void PostgresPointCardStore::FoldLoop() {
   std::unique_lock lock(fold_mutex_);
   while (!folder_stopped_) {
@@ -222,14 +223,14 @@ void PostgresPointCardStore::FoldLoop() {
     auto expired = grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kExpire); }, /*unbounded=*/true);
     if (expired.ok() && expired->Int(0, 0) > 0)
       log::Warn("dropped {} staged credit(s) of grants whose lease ran out (never applied)", expired->Int(0, 0));
+    auto stopping = [this] {
+      std::lock_guard l(fold_mutex_);
+      return folder_stopped_;
+    };
     auto applied =
         grants().Run<pg::Rows>([](pg::Connection& c) { return c.Query(kOldestApplied); }, /*unbounded=*/true);
-    if (applied.ok() && !applied->empty()) {
-      FoldToEnd(applied->Int(0, 0), [this] {
-        std::lock_guard l(fold_mutex_);
-        return folder_stopped_;
-      });
-    }
+    if (applied.ok() && !applied->empty()) FoldToEnd(applied->Int(0, 0), stopping);
+    SweepLots(stopping);
     lock.lock();
   }
 }
@@ -342,7 +343,9 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
                                    r.idempotency_key ? pg::Param(*r.idempotency_key) : pg::Param(),
                                    fp,
                                    r.allow_overlap ? "true" : "false",
-                                   lease_ms};
+                                   lease_ms,
+                                   r.expires_in_days ? pg::Param(std::to_string(*r.expires_in_days)) : pg::Param(),
+                                   r.expires_at_us ? pg::Param(std::to_string(*r.expires_at_us)) : pg::Param()};
   auto begun = grants().Run<pg::Rows>(
       [&](pg::Connection& c) {
         return InTransaction(c, "BEGIN", {{kGrantLockXact, {std::to_string(kGrantLock)}}, {kBegin, params}});
@@ -371,8 +374,13 @@ Result<GrantOutcome> PostgresPointCardStore::RunGrant(const GrantRequest& r, con
       return Status(ErrorCode::kGrantInProgress, "grant " + std::to_string(begun->Int(0, 1)) +
                                                      " is being prepared (on this or another instance); retry when it "
                                                      "has answered");
+    case BeginResult::kBadExpiry: {  // the error SQLite gives, from the grant's time
+      auto expires = LotExpiry(r, begun->Int(0, 2));
+      if (!expires.ok()) return expires.status();
+      return Status::Internal("hotrow_grant_begin_v2 refused an expiry LotExpiry accepts");
+    }
     default:
-      return Status::Internal("hotrow_grant_begin_v1 answered outcome " + std::to_string(begun->Int(0, 0)));
+      return Status::Internal("hotrow_grant_begin_v2 answered outcome " + std::to_string(begun->Int(0, 0)));
   }
   const int64_t id = begun->Int(0, 1);
   const std::string id_text = std::to_string(id);

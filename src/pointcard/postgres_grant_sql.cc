@@ -93,6 +93,36 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
                           NULL::double precision, NULL::double precision;
     END $$;
 
+    -- v0.14.0: begin_v1 and the expiry of the grant's lots
+    -- (P_GRANT.EXPIRES_TIME): p_days x 86,400 s after the grant's time, or
+    -- at p_at (microseconds), which must be after the grant's time and
+    -- within 3,650 days of it. outcome 6: it is not (nothing is written;
+    -- cards carries the grant's time in microseconds).
+    CREATE OR REPLACE FUNCTION hotrow_grant_begin_v2(p_from bigint, p_to bigint, p_rate int, p_key text, p_fp text,
+                                                     p_allow_overlap boolean, p_lease_ms int, p_days int,
+                                                     p_at bigint)
+    RETURNS TABLE (outcome smallint, grant_id bigint, cards bigint, points bigint, query_ms double precision,
+                   update_ms double precision, commit_ms double precision) LANGUAGE plpgsql AS $$
+    DECLARE
+      r record;
+      gt timestamp;
+      e timestamp;
+    BEGIN
+      SELECT * INTO r FROM hotrow_grant_begin_v1(p_from, p_to, p_rate, p_key, p_fp, p_allow_overlap, p_lease_ms) v;
+      IF r.outcome = 0 AND (p_days IS NOT NULL OR p_at IS NOT NULL) THEN
+        SELECT x.GRANT_TIME INTO gt FROM P_GRANT x WHERE x.GRANT_ID = r.grant_id;
+        e := COALESCE(gt + p_days * interval '1 day', hotrow_ts(p_at));
+        IF e <= gt OR e > gt + 3650 * interval '1 day' THEN
+          DELETE FROM P_GRANT x WHERE x.GRANT_ID = r.grant_id;
+          RETURN QUERY SELECT 6::smallint, NULL::bigint, hotrow_us(gt), NULL::bigint, NULL::double precision,
+                              NULL::double precision, NULL::double precision;
+          RETURN;
+        END IF;
+        UPDATE P_GRANT x SET EXPIRES_TIME = e WHERE x.GRANT_ID = r.grant_id;
+      END IF;
+      RETURN QUERY SELECT r.outcome, r.grant_id, r.cards, r.points, r.query_ms, r.update_ms, r.commit_ms;
+    END $$;
+
     -- Step 2, the barrier: waits for every transaction that held S_ACCOUNT
     -- ROW EXCLUSIVE when it was called (every point use takes it before it
     -- reads the clock), as CREATE INDEX CONCURRENTLY waits for older
@@ -329,12 +359,14 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
       n bigint;
       ms double precision;
       now_t timestamp := clock_timestamp() AT TIME ZONE 'UTC';
+      v_expires timestamp;
+      v_applied timestamp;
     BEGIN
       IF NOT pg_try_advisory_xact_lock_shared(72720006, p_id::int) THEN
         RETURN QUERY SELECT 2::smallint, 0::bigint, NULL::bigint, NULL::double precision;
         RETURN;
       END IF;
-      SELECT STATE INTO st FROM P_GRANT WHERE GRANT_ID = p_id;
+      SELECT STATE, EXPIRES_TIME, APPLIED_TIME INTO st, v_expires, v_applied FROM P_GRANT WHERE GRANT_ID = p_id;
       IF NOT FOUND OR st <> 'applied' THEN
         RETURN QUERY SELECT 3::smallint, 0::bigint, NULL::bigint, NULL::double precision;
         RETURN;
@@ -367,16 +399,27 @@ Status CreatePostgresGrantFunctions(pg::Connection& conn) {
         RETURNING c.CARD_ID, c.POINTS),
       u AS (
         UPDATE S_ACCOUNT a SET BALANCE = a.BALANCE + d.POINTS,
-                               LAST_UPDATE = GREATEST(now_t, a.LAST_UPDATE + interval '1 microsecond')
+                               LAST_UPDATE = GREATEST(now_t, a.LAST_UPDATE + interval '1 microsecond'),
+                               LOT_TIME = CASE WHEN v_expires IS NULL THEN a.LOT_TIME
+                                               ELSE COALESCE(a.LOT_TIME, now_t) END
         -- A nested loop, one index probe per credit (the only join left
         -- enabled): a merge join read all of S_ACCOUNT's index, and an
         -- inner `CARD_ID = ANY (locked)` read every locked card once per
         -- credit when P_GRANT_CREDIT's statistics said it was empty.
         FROM d WHERE a.CARD_ID = d.CARD_ID
-        RETURNING a.CARD_ID, d.POINTS, a.BALANCE, a.LAST_UPDATE)
-      INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR)
-        SELECT u.LAST_UPDATE, u.CARD_ID, 0, u.POINTS, u.BALANCE, 'grant', 'system' FROM u;
-      GET DIAGNOSTICS n = ROW_COUNT;
+        RETURNING a.CARD_ID, d.POINTS, a.BALANCE, a.LAST_UPDATE),
+      x AS (
+        INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR)
+          SELECT u.LAST_UPDATE, u.CARD_ID, 0, u.POINTS, u.BALANCE, 'grant', 'system' FROM u
+          RETURNING H_TRANSACTION.TRANSACTION_ID, H_TRANSACTION.CARD_ID, H_TRANSACTION.AMOUNT),
+      -- v0.14.0: an expiring grant's credit becomes the card's lot, made
+      -- at its apply (a lot due already is written out by the card's next
+      -- write or the sweep).
+      l AS (
+        INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, EXPIRES_TIME)
+          SELECT x.CARD_ID, p_id, x.TRANSACTION_ID, x.AMOUNT, x.AMOUNT, 0, v_applied, v_expires FROM x
+          WHERE v_expires IS NOT NULL)
+      SELECT COUNT(*) INTO n FROM x;
       RETURN QUERY SELECT 0::smallint, n, picked[cardinality(picked)], NULL::double precision;
     END $$;
 

@@ -36,7 +36,8 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
     -- (o_extra: what is), 2 no such card, 3 key mismatch, 4 replayed (the
     -- hold as it is now), 6 the card is closed, 7 no such store, 8 bad
     -- store key, 9 the key is another store's (o_extra: its store). A
-    -- refusal keeps no key.
+    -- refusal keeps no key. v0.14.0, same signature: the card settled
+    -- first, and a hold reserves lot points first, soonest-expiring first.
     CREATE OR REPLACE FUNCTION hotrow_hold_create_v1(p_card bigint, p_store int, p_amount bigint, p_seconds bigint,
                                                      p_key text, p_fp text, p_actor text, p_key_id text,
                                                      p_key_sha text)
@@ -52,6 +53,8 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
       credit bigint;
       held bigint;
       id bigint;
+      v_lots timestamp;
+      settled boolean;
     BEGIN
       IF p_key_id IS NOT NULL THEN
         key_store := hotrow_store_key_check_v1(p_key_id, p_key_sha);
@@ -82,8 +85,8 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME, a.STATUS INTO b, v_last, v_hold, st FROM S_ACCOUNT a
-        WHERE a.CARD_ID = p_card FOR UPDATE;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME, a.STATUS, a.LOT_TIME INTO b, v_last, v_hold, st, v_lots
+        FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT * FROM hotrow_hold_answer_v1(2::smallint, NULL, NULL);
         RETURN;
@@ -94,6 +97,8 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
       END IF;
       t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond',
                     v_hold + interval '1 microsecond');
+      -- v0.14.0: settled first (hotrow_pay_v7), whatever this answers.
+      SELECT * INTO b, t, settled, v_lots FROM hotrow_card_settle_v1(p_card, b, t);
       UPDATE P_HOLD x SET STATUS = 'expired', ENDED_TIME = x.EXPIRES_TIME
         WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME <= t;
       IF FOUND THEN  -- an expiry decided at t: the card's time moves on, whatever this answers
@@ -111,6 +116,9 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
         VALUES (p_card, p_store, p_amount, 'open', t, t + p_seconds * interval '1 second', p_actor)
         RETURNING HOLD_ID INTO id;
       UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+      IF v_lots IS NOT NULL THEN  -- it reserves lot points first, soonest-expiring first
+        PERFORM hotrow_lots_take_v1(p_card, -p_amount, NULL, id, t + p_seconds * interval '1 second');
+      END IF;
       IF p_key IS NOT NULL THEN
         INSERT INTO P_IDEMPOTENCY (CARD_ID, KEY, FINGERPRINT, CREATED, REFUSED, PAYMENT_TIME, STORE_ID, AMOUNT,
                                    BALANCE, HOLD_ID)
@@ -131,7 +139,8 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
     -- 16 a capture's amount outside hold.amount..-1. A capture writes one
     -- 'capture' row at the hold's store, the card's pending grant credit
     -- folded first (as hotrow_pay_v7). A closed card still captures and
-    -- voids. A refusal keeps no key.
+    -- voids. A refusal keeps no key. v0.14.0, same signature: the card
+    -- settled first, and what the hold reserved of lots taken or released.
     CREATE OR REPLACE FUNCTION hotrow_hold_end_v1(p_card bigint, p_hold_id bigint, p_capture boolean, p_amount bigint,
                                                   p_key text, p_fp text, p_actor text, p_key_id text,
                                                   p_key_sha text)
@@ -150,6 +159,10 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
       held bigint;
       n bigint;
       rid bigint;
+      v_lots timestamp;
+      settled boolean;
+      b2 bigint;
+      t2 timestamp;
     BEGIN
       IF p_key_id IS NOT NULL THEN
         key_store := hotrow_store_key_check_v1(p_key_id, p_key_sha);
@@ -158,7 +171,7 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME INTO b, v_last, v_hold FROM S_ACCOUNT a
+      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME, a.LOT_TIME INTO b, v_last, v_hold, v_lots FROM S_ACCOUNT a
         WHERE a.CARD_ID = p_card FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT * FROM hotrow_hold_answer_v1(2::smallint, NULL, NULL);
@@ -193,6 +206,8 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
       END IF;
       t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond',
                     v_hold + interval '1 microsecond');
+      -- v0.14.0: settled first (hotrow_pay_v7), whatever this answers.
+      SELECT * INTO b, t, settled, v_lots FROM hotrow_card_settle_v1(p_card, b, t);
       UPDATE P_HOLD x SET STATUS = 'expired', ENDED_TIME = x.EXPIRES_TIME
         WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME <= t;
       IF FOUND THEN  -- an expiry decided at t: the card's time moves on, whatever this answers
@@ -233,9 +248,21 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
           RETURNING TRANSACTION_ID INTO rid;
         UPDATE P_HOLD SET STATUS = 'captured', ENDED_TIME = t, CAPTURE_ID = rid, CAPTURED_AMOUNT = n
           WHERE HOLD_ID = p_hold_id;
+        b := b + n;
+        t := rt + interval '1 microsecond';
       ELSE
         UPDATE P_HOLD SET STATUS = 'voided', ENDED_TIME = t WHERE HOLD_ID = p_hold_id;
         UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+      END IF;
+      -- v0.14.0: what it reserved of lots, taken by the capture (in the
+      -- lots' order) or released; released from a lot written out, it
+      -- leaves now, after this write's row.
+      IF v_lots IS NOT NULL THEN
+        SELECT * INTO b2, t2 FROM hotrow_lots_release_v1(p_card, p_hold_id, CASE WHEN p_capture THEN -n ELSE 0 END,
+                                                         rid, b, t);
+        IF t2 > t THEN
+          UPDATE S_ACCOUNT SET BALANCE = b2, LAST_UPDATE = t2 - interval '1 microsecond' WHERE CARD_ID = p_card;
+        END IF;
       END IF;
       IF p_key IS NOT NULL THEN
         INSERT INTO P_IDEMPOTENCY (CARD_ID, KEY, FINGERPRINT, CREATED, REFUSED, PAYMENT_TIME, STORE_ID, AMOUNT,

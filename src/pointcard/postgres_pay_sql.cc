@@ -1,7 +1,7 @@
 // The online point use's functions on PostgreSQL: hotrow_pay_v7, which
 // this release calls, and the versions instances of earlier releases still
-// call during a rolling upgrade (each a wrapper of a later one, but for
-// v2, 0.1.0-0.5.x's), (re)created at every start after the schema's steps
+// call during a rolling upgrade (each a wrapper of a later one; v2,
+// 0.1.0-0.5.x's, too since 0.14.0), (re)created at every start after the schema's steps
 // (postgres_schema.cc). Why the rule lives in PL/pgSQL as well as in C++:
 // postgres_store.cc, above PayResult.
 #include "pointcard/postgres_store.h"
@@ -11,78 +11,23 @@ namespace hotrow::pointcard {
 Status CreatePostgresPaymentFunctions(db::pg::Connection& conn) {
   return conn.Exec(R"sql(
     -- The online point use of v0.2.0-v0.5.0, kept for instances of those
-    -- releases still running beside this one during an upgrade (they never
-    -- fold staged credit, which leaves it to the fold: still exact). With
-    -- the row's time and balance. outcome is a small integer, the contract
+    -- releases still running beside this one during an upgrade. With the
+    -- row's time and balance. outcome is a small integer, the contract
     -- with PayResult in postgres_store.cc:
     -- 0 ok, 1 refused, 2 no card, 3 key mismatch, 4 replayed, 5 replayed
     -- refusal.
-    -- enable_seqscan = off: SSI locks what a scan reads at the scan's
+    -- (On every function here) enable_seqscan = off: SSI locks what a scan reads at the scan's
     -- granularity, and a sequential scan (the planner's choice on a small
     -- table) locks the whole relation, so every other point use's write
     -- becomes a read/write conflict. Index lookups lock the tuple and its
     -- B-tree page. Measured with pgbench, 4 clients on 200 cards: 72% of
     -- point uses failed with 40001 before, 1% after.
     CREATE OR REPLACE FUNCTION hotrow_pay_v2(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text)
-    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql
-    SET enable_seqscan = off AS $$
-    DECLARE
-      k P_IDEMPOTENCY%ROWTYPE;
-      b bigint;
-      v_last timestamp;
-      t timestamp;
-      st text;
-      v_hold timestamp;
-      held bigint := 0;
+    RETURNS TABLE (outcome smallint, time_us bigint, new_balance bigint) LANGUAGE plpgsql AS $$
     BEGIN
-      IF p_key IS NOT NULL THEN
-        SELECT * INTO k FROM P_IDEMPOTENCY WHERE CARD_ID = p_card AND KEY = p_key;
-        IF FOUND THEN
-          IF k.FINGERPRINT <> p_fp THEN
-            RETURN QUERY SELECT 3::smallint, NULL::bigint, NULL::bigint;
-          ELSE
-            RETURN QUERY SELECT CASE WHEN k.REFUSED THEN 5::smallint ELSE 4::smallint END,
-                                hotrow_us(k.PAYMENT_TIME), k.BALANCE;
-          END IF;
-          RETURN;
-        END IF;
-      END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS, a.HOLD_TIME INTO b, v_last, st, v_hold FROM S_ACCOUNT a
-        WHERE a.CARD_ID = p_card;
-      IF NOT FOUND THEN
-        RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint;
-        RETURN;
-      END IF;
-      IF st <> 'active' THEN
-        PERFORM hotrow_card_closed(p_card);
-      END IF;
-      -- Strictly increasing per card, whatever the clock does, and after
-      -- its newest hold decision (0.12.0: what open holds keep is not
-      -- available to these instances' payments either).
-      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond',
-                    v_hold + interval '1 microsecond');
-      IF p_amount < 0 AND v_hold IS NOT NULL THEN
-        SELECT COALESCE(SUM(-x.AMOUNT), 0) INTO held FROM P_HOLD x
-          WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME > t;
-      END IF;
-      IF b - held + p_amount < 0 THEN
-        IF v_hold IS NOT NULL AND p_amount < 0 THEN
-          UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
-        END IF;
-        IF p_key IS NOT NULL THEN
-          INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', true, NULL,
-                                            p_store, p_amount, b - held);
-        END IF;
-        RETURN QUERY SELECT 1::smallint, NULL::bigint, b - held;
-        RETURN;
-      END IF;
-      UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
-      INSERT INTO H_TRANSACTION VALUES (t, p_card, p_store, p_amount, b + p_amount);
-      IF p_key IS NOT NULL THEN
-        INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
-                                          p_store, p_amount, b + p_amount);
-      END IF;
-      RETURN QUERY SELECT 0::smallint, hotrow_us(t), b + p_amount;
+      -- v0.14.0: v3's (so v7's: holds, lots), as every later release's is;
+      -- PL/pgSQL, so that it may be created before v3.
+      RETURN QUERY SELECT * FROM hotrow_pay_v3(p_card, p_store, p_amount, p_key, p_fp);
     END $$;
     -- The point use (v0.8.0): the card's row locked first (every writer of
     -- a card does, the fold too), then an applied grant's credit not folded
@@ -110,6 +55,9 @@ Status CreatePostgresPaymentFunctions(db::pg::Connection& conn) {
     -- card that never had a hold reads no P_HOLD. A charge is never
     -- refused. v6 is its wrapper, so a 0.10.0 or 0.11.0 instance in a
     -- rolling upgrade respects holds too.
+    -- v0.14.0, same signature (instances of 0.12.0 and 0.13.0 still
+    -- running call it too): a card with lots or expiring credit is settled
+    -- first, and a payment takes from its lots, soonest-expiring first.
     CREATE OR REPLACE FUNCTION hotrow_pay_v7(p_card bigint, p_store int, p_amount bigint, p_key text, p_fp text,
                                              p_actor text, p_reference text, p_reason text, p_key_id text,
                                              p_key_sha text)
@@ -129,6 +77,9 @@ Status CreatePostgresPaymentFunctions(db::pg::Connection& conn) {
       st text;
       v_hold timestamp;
       held bigint := 0;
+      v_lots timestamp;
+      credit_expires timestamp;
+      settled boolean;
     BEGIN
       IF p_key_id IS NOT NULL THEN
         key_store := hotrow_store_key_check_v1(p_key_id, p_key_sha);
@@ -168,8 +119,8 @@ Status CreatePostgresPaymentFunctions(db::pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS, a.HOLD_TIME INTO b, v_last, st, v_hold FROM S_ACCOUNT a
-        WHERE a.CARD_ID = p_card FOR UPDATE;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.STATUS, a.HOLD_TIME, a.LOT_TIME INTO b, v_last, st, v_hold, v_lots
+        FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
         RETURN;
@@ -178,13 +129,22 @@ Status CreatePostgresPaymentFunctions(db::pg::Connection& conn) {
         RETURN QUERY SELECT 6::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
-      SELECT c.GRANT_ID, c.POINTS INTO credit_grant, credit FROM P_GRANT_CREDIT c
+      SELECT c.GRANT_ID, c.POINTS, g.EXPIRES_TIME INTO credit_grant, credit, credit_expires FROM P_GRANT_CREDIT c
         JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = p_card AND g.STATE = 'applied'
         ORDER BY c.GRANT_ID LIMIT 1;
       credit := COALESCE(credit, 0);
       -- Strictly increasing per card, whatever the clock does.
       t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond',
                     v_hold + interval '1 microsecond');
+      -- v0.14.0: a card with lots, or expiring credit (its lot to be), is
+      -- settled first (postgres_lots.cc): what settling writes commits
+      -- whatever this answers.
+      IF v_lots IS NOT NULL OR credit_expires IS NOT NULL THEN
+        SELECT * INTO b, t, settled, v_lots FROM hotrow_card_settle_v1(p_card, b, t);
+        IF credit_expires IS NOT NULL THEN  -- folded: a lot now
+          credit := 0;
+        END IF;
+      END IF;
       IF p_amount < 0 AND v_hold IS NOT NULL THEN
         SELECT COALESCE(SUM(-x.AMOUNT), 0) INTO held FROM P_HOLD x
           WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME > t;
@@ -216,6 +176,9 @@ Status CreatePostgresPaymentFunctions(db::pg::Connection& conn) {
         VALUES (t, p_card, p_store, p_amount, b + p_amount, CASE WHEN p_amount > 0 THEN 'charge' ELSE 'payment' END,
                 p_actor, p_reference, p_reason)
         RETURNING H_TRANSACTION.TRANSACTION_ID INTO id;
+      IF v_lots IS NOT NULL AND p_amount < 0 THEN  -- from its lots first, soonest-expiring first
+        PERFORM hotrow_lots_take_v1(p_card, -p_amount, id, NULL, NULL);
+      END IF;
       IF p_key IS NOT NULL THEN
         INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
                                           p_store, p_amount, b + p_amount);

@@ -19,7 +19,9 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
     -- is left to refund (o_balance: what is left, o_amount: what was asked).
     -- Then the refund row as written (a replay's as the history holds it).
     -- The card's row FOR UPDATE before the sum of earlier refunds, and its
-    -- pending grant credit folded first, as hotrow_pay_v6 does.
+    -- pending grant credit folded first, as hotrow_pay_v6 does. v0.14.0,
+    -- same signature: the card settled first, and the lots the original
+    -- took from given back (postgres_lots.cc).
     CREATE OR REPLACE FUNCTION hotrow_refund_v1(p_card bigint, p_tx bigint, p_amount bigint, p_key text, p_fp text,
                                                 p_actor text, p_reference text, p_reason text, p_key_id text,
                                                 p_key_sha text)
@@ -38,6 +40,12 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
       credit_grant bigint;
       remaining bigint;
       n bigint;
+      v_hold timestamp;
+      v_lots timestamp;
+      credit_expires timestamp;
+      settled boolean;
+      b2 bigint;
+      t2 timestamp;
     BEGIN
       IF p_key_id IS NOT NULL THEN
         key_store := hotrow_store_key_check_v1(p_key_id, p_key_sha);
@@ -47,7 +55,8 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE INTO b, v_last FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME, a.LOT_TIME INTO b, v_last, v_hold, v_lots FROM S_ACCOUNT a
+        WHERE a.CARD_ID = p_card FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT 2::smallint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
                             NULL::text, NULL::text, NULL::text, NULL::text;
@@ -95,10 +104,19 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
                             NULL::text, NULL::text, NULL::text;
         RETURN;
       END IF;
-      SELECT c.GRANT_ID, c.POINTS INTO credit_grant, credit FROM P_GRANT_CREDIT c
+      SELECT c.GRANT_ID, c.POINTS, g.EXPIRES_TIME INTO credit_grant, credit, credit_expires FROM P_GRANT_CREDIT c
         JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = p_card AND g.STATE = 'applied'
         ORDER BY c.GRANT_ID LIMIT 1;
-      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond');
+      -- v0.14.0: after the card's newest hold decision too, and settled
+      -- first (hotrow_pay_v7).
+      t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', v_last + interval '1 microsecond',
+                    v_hold + interval '1 microsecond');
+      IF v_lots IS NOT NULL OR credit_expires IS NOT NULL THEN
+        SELECT * INTO b, t, settled, v_lots FROM hotrow_card_settle_v1(p_card, b, t);
+        IF credit_expires IS NOT NULL THEN  -- folded: a lot now
+          credit := 0;
+        END IF;
+      END IF;
       IF COALESCE(credit, 0) > 0 THEN
         DELETE FROM P_GRANT_CREDIT WHERE CARD_ID = p_card AND GRANT_ID = credit_grant;
         b := b + credit;
@@ -111,6 +129,16 @@ Status CreatePostgresRefundFunctions(pg::Connection& conn) {
                                  REFUND_OF)
         VALUES (t, p_card, orig.STORE_ID, n, b + n, 'refund', p_actor, p_reference, p_reason, p_tx)
         RETURNING * INTO h;
+      -- v0.14.0: given back to the lots the original took from, in
+      -- reverse; to a lot written out already, it leaves again now, after
+      -- this row.
+      IF v_lots IS NOT NULL THEN
+        SELECT * INTO b2, t2 FROM hotrow_lots_restore_v1(p_card, p_tx, orig.AMOUNT, -orig.AMOUNT - remaining, n,
+                                                         h.TRANSACTION_ID, b + n, t + interval '1 microsecond');
+        IF t2 > t + interval '1 microsecond' THEN
+          UPDATE S_ACCOUNT SET BALANCE = b2, LAST_UPDATE = t2 - interval '1 microsecond' WHERE CARD_ID = p_card;
+        END IF;
+      END IF;
       INSERT INTO P_IDEMPOTENCY VALUES (p_card, p_key, p_fp, clock_timestamp() AT TIME ZONE 'UTC', false, t,
                                         orig.STORE_ID, n, b + n);
       IF p_key_id IS NOT NULL THEN

@@ -168,6 +168,67 @@ constexpr std::string_view kHolds = R"sql(
   ALTER TABLE P_IDEMPOTENCY ADD COLUMN HOLD_ID bigint;
 )sql";
 
+// 6 (v0.14.0): expiring lots (model.h, Lot; as SQLite's point-card schema
+// 6, sqlite_schema.cc): only credit that expires is a lot.
+//   - P_LOT: a grant's credit to a card, REMAINING what is left of it,
+//     RESERVED what open holds keep; EXPIRED_TIME set once, by the write
+//     (or sweep) that writes it out, EXPIRY_ID its expiry row.
+//     As SQLite's: P_LOT_LIVE lists a card's lots with points left in the
+//     order payments take them (spent lots drop out), P_LOT_OPEN a card's
+//     lots not written out yet (its settle), P_LOT_DUE all of those by
+//     expiry (the sweep).
+//   - P_LOT_USE: what each row took from (payment, capture, expiry:
+//     negative) or gave back to (refund: positive) each lot.
+//   - P_LOT_HOLD: what each open hold reserves of each lot, with the
+//     hold's EXPIRES_TIME (P_LOT_HOLD_DUE: the sweep's holds past theirs).
+//   - P_GRANT.EXPIRES_TIME: its lots' expiry, NULL for a grant whose points
+//     never expire.
+//   - S_ACCOUNT.LOT_TIME: when the card got its first lot; NULL, it never
+//     had one, and its writes read no P_LOT (no SSI read lock on a table
+//     other cards' lots write), as HOLD_TIME is for P_HOLD. Nullable, no
+//     default: no rewrite (lock_timeout as in 3).
+// A contract step, as 5: 0.12.0 and 0.13.0 instances would spend lot
+// points without taking them from their lots, so they are refused at
+// start. This release replaces the bodies of the functions they call
+// (same signatures), so the ones still running keep lots right.
+constexpr std::string_view kLots = R"sql(
+  SET LOCAL lock_timeout = '10s';
+  ALTER TABLE S_ACCOUNT ADD COLUMN LOT_TIME timestamp;
+  ALTER TABLE P_GRANT ADD COLUMN EXPIRES_TIME timestamp;
+  CREATE TABLE P_LOT (
+    LOT_ID       bigserial PRIMARY KEY,
+    CARD_ID      bigint    NOT NULL,
+    GRANT_ID     bigint    NOT NULL,
+    SOURCE_ID    bigint    NOT NULL,
+    AMOUNT       bigint    NOT NULL,
+    REMAINING    bigint    NOT NULL,
+    RESERVED     bigint    NOT NULL,
+    CREATED_TIME timestamp NOT NULL,
+    EXPIRES_TIME timestamp NOT NULL,
+    EXPIRED_TIME timestamp,
+    EXPIRY_ID    bigint
+  );
+  CREATE INDEX P_LOT_LIVE ON P_LOT (CARD_ID, EXPIRES_TIME, LOT_ID) WHERE REMAINING > 0;
+  CREATE INDEX P_LOT_OPEN ON P_LOT (CARD_ID, EXPIRES_TIME) WHERE EXPIRED_TIME IS NULL;
+  CREATE INDEX P_LOT_DUE ON P_LOT (EXPIRES_TIME) WHERE EXPIRED_TIME IS NULL;
+  CREATE TABLE P_LOT_USE (
+    TRANSACTION_ID bigint NOT NULL,
+    LOT_ID         bigint NOT NULL,
+    AMOUNT         bigint NOT NULL,
+    PRIMARY KEY (TRANSACTION_ID, LOT_ID)
+  );
+  CREATE INDEX P_LOT_USE_LOT ON P_LOT_USE (LOT_ID);
+  CREATE TABLE P_LOT_HOLD (
+    HOLD_ID      bigint    NOT NULL,
+    LOT_ID       bigint    NOT NULL,
+    AMOUNT       bigint    NOT NULL,
+    EXPIRES_TIME timestamp NOT NULL,
+    PRIMARY KEY (HOLD_ID, LOT_ID)
+  );
+  CREATE INDEX P_LOT_HOLD_LOT ON P_LOT_HOLD (LOT_ID);
+  CREATE INDEX P_LOT_HOLD_DUE ON P_LOT_HOLD (EXPIRES_TIME);
+)sql";
+
 Status CreateFunctions(pg::Connection& conn);
 
 // Created as v0.1.0 made them, then migrated (pg::Migrate); the functions
@@ -250,7 +311,8 @@ Status CreateSchema(pg::Connection& conn) {
                               {.sql = kRowFields},
                               {.sql = kCards},
                               {.sql = kStoreKeys},
-                              {.sql = kHolds, .contract = true}});
+                              {.sql = kHolds, .contract = true},
+                              {.sql = kLots, .contract = true}});
       !s.ok())
     return s;
   return CreateFunctions(conn);
@@ -369,6 +431,7 @@ Status CreateFunctions(pg::Connection& conn) {
   )sql");
       !s.ok())
     return s;
+  if (Status s = CreatePostgresLotFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresPaymentFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresCardFunctions(conn); !s.ok()) return s;
   if (Status s = CreatePostgresStoreFunctions(conn); !s.ok()) return s;

@@ -234,14 +234,14 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "|| KIND FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND CASE KIND WHEN 'grant' THEN "
        "STORE_ID <> 0 OR AMOUNT <= 0 WHEN 'charge' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'payment' THEN STORE_ID = 0 "
        "OR AMOUNT >= 0 WHEN 'refund' THEN STORE_ID = 0 OR AMOUNT <= 0 WHEN 'capture' THEN STORE_ID = 0 OR "
-       "AMOUNT >= 0 ELSE true END ORDER BY CARD_ID"},
+       "AMOUNT >= 0 WHEN 'expiry' THEN STORE_ID <> 0 OR AMOUNT >= 0 ELSE true END ORDER BY CARD_ID"},
       {"row fields",
        "SELECT CARD_ID, 'row at ' || PAYMENT_TIME || ' has TRANSACTION_ID ' || TRANSACTION_ID || ', ACTOR ' || "
        "COALESCE(ACTOR, 'NULL') || ', REFERENCE ' || COALESCE(length(REFERENCE) || ' character(s)', 'none') || "
        "', REASON ' || COALESCE(length(REASON) || ' character(s)', 'none') || ', REFUND_OF ' || "
        "COALESCE(REFUND_OF::text, 'none') FROM H_TRANSACTION WHERE CARD_ID >= $1 AND CARD_ID <= $2 AND "
        "(TRANSACTION_ID <= 0 OR ACTOR IS NULL OR NOT (ACTOR IN ('admin', 'system', 'anonymous') OR ACTOR LIKE "
-       "'key:_%') OR (KIND = 'grant') <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
+       "'key:_%') OR (KIND IN ('grant', 'expiry')) <> (ACTOR = 'system') OR length(REFERENCE) NOT BETWEEN 1 AND 64 "
        "OR strpos(REFERENCE, ' ') > 0 OR length(REASON) NOT BETWEEN 1 AND 200 OR strpos(REASON, chr(10)) > 0 "
        "OR strpos(REASON, chr(13)) > 0 OR (REFUND_OF IS NOT NULL) <> (KIND = 'refund')) ORDER BY CARD_ID"},
       {"refund",
@@ -312,6 +312,60 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
        "WHERE a.CARD_ID >= $1 AND a.CARD_ID <= $2 GROUP BY a.CARD_ID, a.BALANCE HAVING SUM(-h.AMOUNT) > a.BALANCE + "
        "(SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID "
        "WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied')"},
+      // 14. lots (check_holds.cc, kLotProbes, in step with these). "lot
+      // sum" counts holds unexpired at the card's time.
+      {"lot",
+       "SELECT l.CARD_ID, 'lot ' || l.LOT_ID || ' (grant ' || l.GRANT_ID || ', amount ' || l.AMOUNT || ', remaining ' "
+       "|| l.REMAINING || ', reserved ' || l.RESERVED || ', expiring ' || l.EXPIRES_TIME || ', expired ' || "
+       "COALESCE(l.EXPIRED_TIME::text, 'never') || ') does not add up: its uses come to ' || "
+       "COALESCE((SELECT SUM(u.AMOUNT) FROM P_LOT_USE u WHERE u.LOT_ID = l.LOT_ID), 0) || ', its holds keep ' || "
+       "COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.LOT_ID = l.LOT_ID), 0) FROM P_LOT l "
+       "LEFT JOIN P_GRANT g ON g.GRANT_ID = l.GRANT_ID LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = l.SOURCE_ID "
+       "WHERE l.CARD_ID >= $1 AND l.CARD_ID <= $2 AND (l.AMOUNT <= 0 OR l.RESERVED < 0 OR l.RESERVED > l.REMAINING "
+       "OR l.EXPIRES_TIME <= g.GRANT_TIME OR g.GRANT_ID IS NULL OR g.EXPIRES_TIME IS DISTINCT FROM l.EXPIRES_TIME "
+       "OR x.TRANSACTION_ID IS NULL OR x.KIND <> 'grant' OR x.CARD_ID <> l.CARD_ID OR x.AMOUNT <> l.AMOUNT "
+       "OR l.REMAINING <> l.AMOUNT + COALESCE((SELECT SUM(u.AMOUNT) FROM P_LOT_USE u WHERE u.LOT_ID = l.LOT_ID), 0) "
+       "OR l.RESERVED <> COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r WHERE r.LOT_ID = l.LOT_ID), 0) "
+       "OR (l.EXPIRED_TIME IS NOT NULL AND (l.EXPIRED_TIME < l.EXPIRES_TIME OR l.REMAINING <> l.RESERVED))) "
+       "ORDER BY l.CARD_ID"},
+      {"lot use",
+       "SELECT COALESCE(x.CARD_ID, l.CARD_ID, 0), 'transaction ' || u.TRANSACTION_ID || ' (' || COALESCE(x.KIND, "
+       "'missing') || ' of ' || COALESCE(x.AMOUNT, 0) || ') uses lot ' || u.LOT_ID || ' by ' || u.AMOUNT || "
+       "COALESCE(' of card ' || l.CARD_ID, ', which is missing') FROM P_LOT_USE u "
+       "LEFT JOIN H_TRANSACTION x ON x.TRANSACTION_ID = u.TRANSACTION_ID LEFT JOIN P_LOT l ON l.LOT_ID = u.LOT_ID "
+       "WHERE COALESCE(x.CARD_ID, l.CARD_ID, 0) BETWEEN $1 AND $2 AND (x.TRANSACTION_ID IS NULL OR l.LOT_ID IS NULL "
+       "OR x.CARD_ID <> l.CARD_ID OR u.AMOUNT = 0 OR CASE x.KIND WHEN 'refund' THEN u.AMOUNT < 0 "
+       "WHEN 'payment' THEN u.AMOUNT > 0 WHEN 'capture' THEN u.AMOUNT > 0 WHEN 'expiry' THEN u.AMOUNT > 0 "
+       "OR l.EXPIRED_TIME IS NULL OR l.EXPIRED_TIME > x.PAYMENT_TIME ELSE true END) ORDER BY 1"},
+      {"lot use",
+       "SELECT x.CARD_ID, 'transaction ' || x.TRANSACTION_ID || ' (' || x.KIND || ' of ' || x.AMOUNT || ') uses lots "
+       "by ' || SUM(u.AMOUNT) FROM H_TRANSACTION x JOIN P_LOT_USE u ON u.TRANSACTION_ID = x.TRANSACTION_ID "
+       "WHERE x.CARD_ID >= $1 AND x.CARD_ID <= $2 GROUP BY x.TRANSACTION_ID, x.CARD_ID, x.KIND, x.AMOUNT "
+       "HAVING abs(SUM(u.AMOUNT)) > abs(x.AMOUNT) OR (x.KIND = 'expiry' AND SUM(u.AMOUNT) <> x.AMOUNT)"},
+      {"expiry",
+       "SELECT x.CARD_ID, 'expiry at ' || x.PAYMENT_TIME || ' (transaction ' || x.TRANSACTION_ID || ', ' || x.AMOUNT "
+       "|| ') takes from no lot' FROM H_TRANSACTION x WHERE x.CARD_ID >= $1 AND x.CARD_ID <= $2 "
+       "AND x.KIND = 'expiry' AND NOT EXISTS (SELECT 1 FROM P_LOT_USE u WHERE u.TRANSACTION_ID = x.TRANSACTION_ID)"},
+      {"lot hold",
+       "SELECT COALESCE(l.CARD_ID, h.CARD_ID, 0), 'hold ' || r.HOLD_ID || ' (' || COALESCE(h.STATUS, 'missing') || "
+       "', amount ' || COALESCE(h.AMOUNT, 0) || ') reserves ' || r.AMOUNT || ' of lot ' || r.LOT_ID || "
+       "COALESCE(' of card ' || l.CARD_ID, ', which is missing') || ', ' || (SELECT SUM(o.AMOUNT) FROM P_LOT_HOLD o "
+       "WHERE o.HOLD_ID = r.HOLD_ID) || ' in all' FROM P_LOT_HOLD r LEFT JOIN P_HOLD h ON h.HOLD_ID = r.HOLD_ID "
+       "LEFT JOIN P_LOT l ON l.LOT_ID = r.LOT_ID WHERE COALESCE(l.CARD_ID, h.CARD_ID, 0) BETWEEN $1 AND $2 "
+       "AND (h.HOLD_ID IS NULL OR l.LOT_ID IS NULL OR h.CARD_ID <> l.CARD_ID OR h.STATUS <> 'open' OR r.AMOUNT <= 0 "
+       "OR r.EXPIRES_TIME <> h.EXPIRES_TIME "
+       "OR (SELECT SUM(o.AMOUNT) FROM P_LOT_HOLD o WHERE o.HOLD_ID = r.HOLD_ID) > -h.AMOUNT) ORDER BY 1"},
+      {"lot sum",
+       "SELECT a.CARD_ID, 'has ' || a.BALANCE || ' point(s), of which its lots have ' || s.LEFT_IN || ' and its open "
+       "holds keep ' || s.NEVER_HELD || ' of the rest' FROM S_ACCOUNT a JOIN (SELECT l.CARD_ID AS CARD_ID, "
+       "SUM(l.REMAINING) AS LEFT_IN, COALESCE((SELECT SUM(-h.AMOUNT - COALESCE((SELECT SUM(r.AMOUNT) FROM P_LOT_HOLD r "
+       "WHERE r.HOLD_ID = h.HOLD_ID), 0)) FROM P_HOLD h JOIN S_ACCOUNT c ON c.CARD_ID = h.CARD_ID "
+       "WHERE h.CARD_ID = l.CARD_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > GREATEST(clock_timestamp() AT TIME "
+       "ZONE 'UTC', c.LAST_UPDATE + interval '1 microsecond', c.HOLD_TIME + interval '1 microsecond')), 0) "
+       "AS NEVER_HELD FROM P_LOT l WHERE l.CARD_ID >= $1 AND l.CARD_ID <= $2 GROUP BY l.CARD_ID) s "
+       "ON s.CARD_ID = a.CARD_ID WHERE a.BALANCE + (SELECT COALESCE(SUM(c.POINTS), 0) FROM P_GRANT_CREDIT c "
+       "JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID WHERE c.CARD_ID = a.CARD_ID AND g.STATE = 'applied') - s.LEFT_IN "
+       "< s.NEVER_HELD"},
       {"orphan credit",
        "SELECT c.CARD_ID, 'credit of grant ' || c.GRANT_ID || ' to a card that does not exist' FROM P_GRANT_CREDIT c "
        "WHERE c.CARD_ID >= $1 AND c.CARD_ID <= $2 AND NOT EXISTS (SELECT 1 FROM S_ACCOUNT a WHERE a.CARD_ID = "
@@ -342,7 +396,8 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
           "AND column_name = 'status'");                                                            // schema 3
   auto keyed = has("tables WHERE table_schema = current_schema() AND table_name = 'm_store_key'");  // schema 4
   auto holding = has("tables WHERE table_schema = current_schema() AND table_name = 'p_hold'");     // schema 5
-  for (const auto* r : {&numbered, &closable, &keyed, &holding}) {
+  auto lotted = has("tables WHERE table_schema = current_schema() AND table_name = 'p_lot'");       // schema 6
+  for (const auto* r : {&numbered, &closable, &keyed, &holding, &lotted}) {
     if (!r->ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");
       return r->status();
@@ -356,6 +411,9 @@ Result<CheckReport> CheckPostgresInvariants(pg::Connection& conn, const CheckSco
     if (std::string_view(p.kind) == "store key" && !*keyed) continue;
     const std::string_view kind(p.kind);
     if ((kind == "hold" || kind == "capture" || kind == "held") && !*holding) continue;
+    if (kind.starts_with("lot") || kind == "expiry") {
+      if (!*lotted) continue;
+    }
     auto rows = conn.Query(p.sql, bounds);
     if (!rows.ok()) {
       log::WarnIfFailed(conn.Exec("ROLLBACK"), "ROLLBACK");

@@ -105,7 +105,7 @@ constexpr pg::NamedSql kSelectHistory{"pointcard_history", R"(
 constexpr pg::NamedSql kSelectGrant{"pointcard_grant_info", R"(
   SELECT CARDS, POINTS, QUERY_MS, UPDATE_MS, COMMIT_MS, hotrow_us(FROM_TIME), hotrow_us(TO_TIME), RATE_PERCENT,
          hotrow_us(COALESCE(APPLIED_TIME, GRANT_TIME)), STATE,
-         hotrow_us(COALESCE(FOLDED_TIME, APPLIED_TIME, GRANT_TIME)), COALESCE(FOLD_MS, 0)
+         hotrow_us(COALESCE(FOLDED_TIME, APPLIED_TIME, GRANT_TIME)), COALESCE(FOLD_MS, 0), hotrow_us(EXPIRES_TIME)
   FROM P_GRANT WHERE GRANT_ID = $1 AND STATE <> 'staging')"};
 // Maintenance, not a request: without the request statement_timeout.
 constexpr pg::NamedSql kPurgeKeys{"pointcard_purge_keys", "DELETE FROM P_IDEMPOTENCY WHERE CREATED < hotrow_ts($1)"};
@@ -179,6 +179,7 @@ void PostgresPointCardStore::GetGrant(int64_t grant_id, std::function<void(Resul
       g.folded_at_us = rows->Int(0, 10);
       g.fold_ms = rows->Double(0, 11);
     }
+    if (!rows->IsNull(0, 12)) g.expires_us = rows->Int(0, 12);
     done(std::move(g));
   });
 }
@@ -369,11 +370,6 @@ void PostgresPointCardStore::Grant(GrantRequest r, std::string fingerprint,
   // one while another stages. Its own thread: the staging statement holds
   // a pool connection for seconds, and the lease's heartbeat and the apply
   // take others.
-  if (r.expires_in_days || r.expires_at_us)
-    return done(Status(ErrorCode::kNotImplemented,
-                       "expiring grants (expiresInDays, expiresAt) are built on the embedded SQLite store only so far; "
-                       "on PostgreSQL a grant's points never expire",
-                       r.expires_in_days ? "expiresInDays" : "expiresAt"));
   std::unique_lock lock(grant_mutex_);
   if (grants_stopped_) {
     lock.unlock();

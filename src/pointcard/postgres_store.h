@@ -179,6 +179,11 @@ class PostgresPointCardStore final : public PointCardStore {
   bool FoldToEnd(int64_t grant_id, const std::function<bool()>& stopping);
   void FoldLoop();
   void KickFolder();
+  // Writes out the lots due (and releases what holds past their expiry
+  // reserved), a batch of cards per transaction, until none is left or
+  // `stopping` (postgres_lots.cc). Any instance's folder runs it, every
+  // second: cards another transaction holds are skipped.
+  void SweepLots(const std::function<bool()>& stopping);
 
   // The pool the grant's jobs run on: the lane, or the shared pool.
   db::pg::Pool& grants() const { return lane_ ? *lane_ : pool_; }
@@ -250,6 +255,10 @@ Status CreatePostgresKeyFunctions(db::pg::Connection& conn);
 Status CreatePostgresRefundFunctions(db::pg::Connection& conn);
 // postgres_holds.cc: holds, (re)created at every start.
 Status CreatePostgresHoldFunctions(db::pg::Connection& conn);
+// postgres_cards.cc: a card as reads show it (NotFound for none).
+Result<Card> PostgresCardById(db::pg::Connection& c, int64_t card_id);
+// postgres_lots.cc: expiring lots, (re)created at every start.
+Status CreatePostgresLotFunctions(db::pg::Connection& conn);
 
 // postgres_schema.cc: tables, migrations and functions, under the schema
 // lock (on one connection, or on one of the pool's at start-up).

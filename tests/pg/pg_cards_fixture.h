@@ -79,6 +79,15 @@ struct PgCardsFixture {
     ASSERT_TRUE(report.ok()) << report.status().ToString();
     EXPECT_TRUE(report->ok()) << report->examples.front();
   }
+  // `corrupt` (SQL) makes the checker report a violation of `kind`; `undo`
+  // puts it back.
+  void ExpectFound(const std::string& corrupt, const std::string& undo, const char* kind) {
+    auto conn = OrThrow(db::pg::Connection::Connect(url));
+    ASSERT_TRUE(conn->Exec(corrupt).ok()) << corrupt;
+    auto report = OrThrow(pointcard::CheckPostgresInvariants(*conn));
+    EXPECT_EQ(report.violations.count(kind), 1u) << corrupt;
+    ASSERT_TRUE(conn->Exec(undo).ok()) << undo;
+  }
   bool Folded(int64_t grant_id) {
     for (int i = 0; i < 1500; ++i) {
       auto g = Wait<Result<pointcard::GrantInfo>>([&](auto done) { service->GetGrant(grant_id, done); });

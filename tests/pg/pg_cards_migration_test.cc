@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "contract/pointcard_helpers.h"
 #include "contract/wait.h"
 #include "db/postgres.h"
 #include "harness/http_client.h"
@@ -293,8 +294,66 @@ TEST(PostgresPointCard, ADatabaseOfV0110GetsHoldsThatOlderPaymentsRespect) {
   EXPECT_EQ(oldest.Int(0, 0), 1) << "nothing is available now";
   EXPECT_EQ(oldest.Int(0, 1), 0);
   // A contract step: 0.10.0 and 0.11.0 would put their own hotrow_pay_v6
-  // back at start, so they are refused (running ones keep serving).
-  EXPECT_EQ(count("SELECT oldest_schema FROM schema_compat WHERE component = 'pointcard'"), 5);
+  // back at start, so they are refused (running ones keep serving); and
+  // 0.14.0's lots (schema 6) refuse 0.12.0 and 0.13.0 likewise.
+  EXPECT_EQ(count("SELECT oldest_schema FROM schema_compat WHERE component = 'pointcard'"), 6);
+  auto report = pointcard::CheckPostgresInvariants(*conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->examples.front();
+  service.Stop();
+}
+
+// A database v0.13.0 made (the last release before point-card migration
+// 6, PostgreSQL's lots): its keys replay; an expiring grant now makes a
+// lot per card, which a payment takes from first; v0.13.0's own payment
+// function (hotrow_pay_v7, same signature, this release's body) takes
+// from lots too, so an instance of that release beside this one keeps
+// them right; and the step refuses 0.12.0 and 0.13.0 at start.
+TEST(PostgresPointCard, ADatabaseOfV0130GetsLotsThatOlderPaymentsTakeFrom) {
+  std::string url = RestoreFixture("v0.13.0-postgres.sql");
+  auto conn = OrThrow(db::pg::Connection::Connect(url));
+  auto count = [&](const std::string& sql) { return OrThrow(conn->Query(sql)).Int(0, 0); };
+  ASSERT_EQ(count("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'p_lot'"), 0)
+      << "the fixture is from before the migration";
+  ASSERT_GT(count("SELECT COUNT(*) FROM P_HOLD"), 0);
+  auto pool = OpenPool(url);
+  auto store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
+  pointcard::PointCardService service(*store);
+  ASSERT_TRUE(service.Load().ok());
+  EXPECT_EQ(count("SELECT oldest_schema FROM schema_compat WHERE component = 'pointcard'"), 6);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM P_LOT"), 0) << "no credit of earlier grants becomes a lot";
+  EXPECT_EQ(count("SELECT COUNT(*) FROM S_ACCOUNT WHERE LOT_TIME IS NOT NULL"), 0);
+  auto replay = Pay(service, 5, 1, -30, "fixture-paid");
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->replayed);
+  // Card 4's whole balance spent, then 100 charged and spent again, and
+  // granted back at 100% as a lot expiring in 30 days.
+  const int64_t balance = GetCard(service, 4)->balance;
+  if (balance > 0) {
+    ASSERT_FALSE(Pay(service, 4, 1, -balance)->refused);
+  }
+  const int64_t from = pointcard::NowUs();
+  ASSERT_FALSE(Pay(service, 4, 1, 100)->refused);
+  ASSERT_FALSE(Pay(service, 4, 1, -100)->refused);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  GrantRequest grant{from, pointcard::NowUs(), 100, std::nullopt, true};
+  grant.expires_in_days = 30;
+  auto granted = Wait<Result<GrantOutcome>>([&](auto done) { service.Grant(grant, done); });
+  ASSERT_TRUE(granted.ok()) << granted.status().ToString();
+  WaitFolded(service, granted->grant_id);
+  auto info = GetGrant(service, granted->grant_id);
+  ASSERT_TRUE(info.ok() && info->expires_us);
+  // 30 days after the grant's time, its begin, before its apply.
+  EXPECT_LE(*info->expires_us - info->applied_at_us, 30 * 86'400'000'000LL);
+  EXPECT_GT(*info->expires_us - info->applied_at_us, 30 * 86'400'000'000LL - 60'000'000);
+  EXPECT_EQ(count("SELECT REMAINING FROM P_LOT WHERE CARD_ID = 4"), 100);
+  ASSERT_FALSE(Pay(service, 4, 1, -30)->refused);
+  EXPECT_EQ(count("SELECT REMAINING FROM P_LOT WHERE CARD_ID = 4"), 70) << "a payment takes from the lot first";
+  // An instance of 0.13.0 still running beside this one.
+  auto older = OrThrow(
+      conn->Query("SELECT outcome FROM hotrow_pay_v7(4, 1, -20, NULL, NULL, 'anonymous', NULL, NULL, NULL, NULL)"));
+  EXPECT_EQ(older.Int(0, 0), 0);
+  EXPECT_EQ(count("SELECT REMAINING FROM P_LOT WHERE CARD_ID = 4"), 50) << "v0.13.0's call takes from it too";
   auto report = pointcard::CheckPostgresInvariants(*conn);
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->examples.front();

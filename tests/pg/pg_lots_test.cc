@@ -1,0 +1,167 @@
+// Expiring lots on PostgreSQL beyond the contract: payments on two
+// instances racing a lot's expiry, with both instances' sweeps running;
+// and the checker's lot probes (invariant 14) finding what the SQLite
+// checker finds (Checker.FindsALotThatDoesNotAddUpAUseOfTheWrongSignAndAnExpiryOfNoLot).
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "contract/pointcard_helpers.h"
+#include "pg/pg_cards_fixture.h"
+
+namespace hotrow::testing {
+namespace {
+
+using pointcard::NowUs;
+
+// Card `card` of `s` left with exactly `lot` points, all in one lot of a
+// grant (rate 100) expiring at `expires_us`; the grant's id.
+int64_t LotOnlyCard(pointcard::PointCardService& s, int64_t card, int64_t lot, int64_t expires_us) {
+  const int64_t balance = GetCard(s, card)->balance;
+  if (balance > 0) {
+    EXPECT_FALSE(Pay(s, card, 1, -balance)->refused);
+  }
+  const int64_t from = NowUs();
+  EXPECT_FALSE(Pay(s, card, 1, lot)->refused);
+  EXPECT_FALSE(Pay(s, card, 1, -lot)->refused);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  GrantRequest r{from, NowUs(), 100, std::nullopt, true};
+  r.expires_at_us = expires_us;
+  auto grant = Wait<Result<GrantOutcome>>([&](auto done) { s.Grant(r, done); });
+  EXPECT_TRUE(grant.ok()) << grant.status().ToString();
+  if (!grant.ok()) return 0;
+  WaitFolded(s, grant->grant_id);
+  EXPECT_EQ(GetCard(s, card)->balance, lot);
+  return grant->grant_id;
+}
+
+// Two instances on one database: payments from both, 8 threads, aimed at
+// a 100-point lot's expiry, and both folders sweeping. Each payment and
+// the expiry are decided under the card's lock at the card's time, on
+// whichever instance: with the expiry rows they take exactly 100, and the
+// lot is written out once.
+TEST(PostgresLots, PaymentsOnTwoInstancesRacingALotsExpiryNeverSpendItTwice) {
+  PgCardsFixture f;
+  auto pool = OpenPool(f.url);
+  auto other_store = OrThrow(pointcard::PostgresPointCardStore::Open(*pool, {}));
+  pointcard::PointCardService other(*other_store);
+  ASSERT_TRUE(other.Load().ok());
+  const int64_t expires = NowUs() + 2'000'000;
+  ASSERT_NE(LotOnlyCard(*f.service, 64, 100, expires), 0);
+  std::atomic<int> paid{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      pointcard::PointCardService& s = t % 2 == 0 ? *f.service : other;
+      std::this_thread::sleep_for(std::chrono::microseconds(expires - 150'000 - NowUs()));
+      for (int i = 0; i < 6; ++i) {
+        auto r = Pay(s, 64, 5, -7);
+        if (!r.ok())
+          ++failed;
+        else if (!r->refused)
+          ++paid;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0) << "a payment failed rather than being decided";
+  // The sweep (either instance's) writes the rest out without a write.
+  int64_t gone = 0;
+  for (int i = 0; i < 500 && f.Int("SELECT COUNT(*) FROM P_LOT WHERE CARD_ID = 64 AND EXPIRED_TIME IS NULL") > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_LOT WHERE CARD_ID = 64 AND EXPIRED_TIME IS NULL"), 0);
+  for (const auto& row : AllRows(*f.service, 64))
+    if (row.kind == "expiry") gone += row.amount;
+  EXPECT_EQ(paid.load() * 7 - gone, 100) << paid.load() << " paid, " << -gone << " expired";
+  EXPECT_LE(f.Int("SELECT COUNT(*) FROM H_TRANSACTION WHERE CARD_ID = 64 AND KIND = 'expiry'"), 1)
+      << "one lot, written out once";
+  EXPECT_EQ(GetCard(other, 64)->balance, 100 - paid.load() * 7 + gone);
+  f.ExpectInvariants();
+  other.Stop();
+}
+
+TEST(PostgresLots, TheCheckerFindsALotThatDoesNotAddUpAUseOfTheWrongSignAndAnExpiryOfNoLot) {
+  PgCardsFixture f;
+  ASSERT_NE(LotOnlyCard(*f.service, 40, 50, NowUs() + 1'000'000), 0);
+  ASSERT_FALSE(Pay(*f.service, 40, 1, -20)->refused);
+  for (int i = 0; i < 500 && f.Int("SELECT COUNT(*) FROM H_TRANSACTION WHERE CARD_ID = 40 AND KIND = 'expiry'") == 0;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(f.Int("SELECT COUNT(*) FROM H_TRANSACTION WHERE CARD_ID = 40 AND KIND = 'expiry'"), 1)
+      << "the sweep writes the other 30 out";
+  f.ExpectInvariants();
+  auto conn = OrThrow(db::pg::Connection::Connect(f.url));
+  const std::string lot = " WHERE CARD_ID = 40";
+  f.ExpectFound("UPDATE P_LOT SET REMAINING = 5" + lot, "UPDATE P_LOT SET REMAINING = 0" + lot, "lot");
+  f.ExpectFound("UPDATE P_LOT SET EXPIRES_TIME = EXPIRES_TIME + interval '1 microsecond'" + lot,
+                "UPDATE P_LOT SET EXPIRES_TIME = EXPIRES_TIME - interval '1 microsecond'" + lot, "lot");
+  f.ExpectFound("UPDATE P_LOT_USE SET AMOUNT = 20 WHERE AMOUNT = -20",
+                "UPDATE P_LOT_USE SET AMOUNT = -20 WHERE AMOUNT = 20", "lot use");
+  f.ExpectFound("UPDATE P_LOT SET EXPIRED_TIME = EXPIRES_TIME - interval '1 second'" + lot,
+                "UPDATE P_LOT SET EXPIRED_TIME = (SELECT PAYMENT_TIME FROM H_TRANSACTION WHERE CARD_ID = 40 AND KIND = "
+                "'expiry')" +
+                    lot,
+                "lot");
+  f.ExpectFound("UPDATE P_LOT SET RESERVED = 1" + lot, "UPDATE P_LOT SET RESERVED = 0" + lot, "lot");
+  f.ExpectInvariants();
+  ASSERT_TRUE(conn->Exec("DELETE FROM P_LOT_USE WHERE AMOUNT = -30").ok());
+  auto report = OrThrow(pointcard::CheckPostgresInvariants(*conn));
+  EXPECT_EQ(report.violations.count("expiry"), 1u) << "an expiry of no lot";
+}
+
+// The correctness review's finding: a write settles its card at the card's
+// time t, and each expiry row it writes moves t on by a microsecond. A hold
+// expiring in between must be released before the write decides at the
+// later t, or the write counts its points free while its lot still keeps
+// them. Card 5: lot A of 100 all reserved by a hold expiring at T + 2 us,
+// lot B of 10 due at T, the card's newest row at T (an hour ahead, so its
+// time is T + 1 us whatever the clock): a payment of 100 writes B's
+// expiry at T + 1 us, then decides at T + 2 us, when the hold has expired.
+// Before the fix it took the 100 from never-expiring points the card did
+// not have, and A then expired its 100 a second time.
+TEST(PostgresLots, AHoldExpiringWhileTheCardIsSettledIsReleasedBeforeTheWriteDecides) {
+  PgCardsFixture f;
+  const int64_t a = LotOnlyCard(*f.service, 5, 100, NowUs() + 86'400'000'000);
+  ASSERT_NE(a, 0);
+  auto hold = Wait<Result<pointcard::HoldOutcome>>([&](auto done) {
+    f.service->CreateHold({.card_id = 5, .store_id = 1, .amount = -100, .expires_in_seconds = 3600}, done);
+  });
+  ASSERT_TRUE(hold.ok()) << hold.status().ToString();
+  // Lot B: 10 charged and spent (from never-expiring points: all of A is
+  // held), then granted back expiring.
+  const int64_t from = NowUs();
+  ASSERT_FALSE(Pay(*f.service, 5, 1, 10)->refused);
+  ASSERT_FALSE(Pay(*f.service, 5, 1, -10)->refused);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  GrantRequest r{from, NowUs(), 100, std::nullopt, true};
+  r.expires_in_days = 2;
+  auto b = Wait<Result<GrantOutcome>>([&](auto done) { f.service->Grant(r, done); });
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  WaitFolded(*f.service, b->grant_id);
+  ASSERT_EQ(f.Int("SELECT COUNT(*) FROM P_LOT WHERE CARD_ID = 5"), 2);
+  const std::string at = "(SELECT LAST_UPDATE FROM S_ACCOUNT WHERE CARD_ID = 5)";
+  const std::string grant_b = std::to_string(b->grant_id), hold_id = std::to_string(hold->hold.hold_id);
+  auto conn = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(conn->Exec("UPDATE S_ACCOUNT SET LAST_UPDATE = date_trunc('second', LAST_UPDATE) + interval '1 hour' "
+                         "WHERE CARD_ID = 5; UPDATE P_GRANT SET EXPIRES_TIME = " +
+                         at + " WHERE GRANT_ID = " + grant_b + "; UPDATE P_LOT SET EXPIRES_TIME = " + at +
+                         " WHERE GRANT_ID = " + grant_b + " AND CARD_ID = 5; UPDATE P_HOLD SET EXPIRES_TIME = " + at +
+                         " + interval '2 microseconds' WHERE HOLD_ID = " + hold_id +
+                         "; UPDATE P_LOT_HOLD SET EXPIRES_TIME = " + at +
+                         " + interval '2 microseconds' WHERE HOLD_ID = " + hold_id)
+                  .ok());
+  auto paid = Pay(*f.service, 5, 1, -100);
+  ASSERT_TRUE(paid.ok()) << paid.status().ToString();
+  EXPECT_FALSE(paid->refused);
+  EXPECT_EQ(f.Int("SELECT BALANCE FROM S_ACCOUNT WHERE CARD_ID = 5"), 0);
+  EXPECT_EQ(f.Int("SELECT REMAINING FROM P_LOT WHERE CARD_ID = 5 AND GRANT_ID = " + std::to_string(a)), 0)
+      << "the payment took lot A, which the expired hold no longer keeps";
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_LOT_HOLD"), 0);
+  f.ExpectInvariants();
+}
+
+}  // namespace
+}  // namespace hotrow::testing
