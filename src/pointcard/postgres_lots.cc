@@ -111,15 +111,16 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
       END LOOP;
     END $$;
 
-    -- What row p_orig of card p_card took from each lot, less what its
-    -- refunds gave back (v0.14.0).
-    CREATE OR REPLACE FUNCTION hotrow_lots_taken_v1(p_card bigint, p_orig bigint)
+    -- What row p_orig took from each lot, less what its refunds p_refunds
+    -- gave back (v0.14.0). Their uses are read by their primary key, whose
+    -- pages are in TRANSACTION_ID order: not by lot, whose pages other
+    -- cards' payments share (SSI).
+    CREATE OR REPLACE FUNCTION hotrow_lots_taken_v1(p_orig bigint, p_refunds bigint[])
     RETURNS TABLE (lot_id bigint, left_in bigint, expired boolean, expires timestamp) LANGUAGE sql STABLE
     SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-      SELECT u.LOT_ID, -u.AMOUNT - COALESCE((SELECT SUM(v.AMOUNT) FROM P_LOT_USE v JOIN H_TRANSACTION h
-                                               ON h.TRANSACTION_ID = v.TRANSACTION_ID
-                                             WHERE v.LOT_ID = u.LOT_ID AND h.KIND = 'refund'
-                                               AND h.REFUND_OF = p_orig AND h.CARD_ID = p_card), 0)::bigint,
+      SELECT u.LOT_ID, -u.AMOUNT - COALESCE((SELECT SUM(v.AMOUNT) FROM P_LOT_USE v
+                                             WHERE v.TRANSACTION_ID = ANY (p_refunds) AND v.LOT_ID = u.LOT_ID),
+                                            0)::bigint,
              l.EXPIRED_TIME IS NOT NULL, l.EXPIRES_TIME
       FROM P_LOT_USE u JOIN P_LOT l ON l.LOT_ID = u.LOT_ID WHERE u.TRANSACTION_ID = p_orig $$;
 
@@ -138,14 +139,20 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
       left_in_lots bigint;
       from_lots bigint;
       give bigint;
+      refunds bigint[];
     BEGIN
-      SELECT COALESCE(SUM(x.left_in), 0) INTO left_in_lots FROM hotrow_lots_taken_v1(p_card, p_orig) x;
+      -- Its earlier refunds, through the card's own history.
+      refunds := ARRAY(SELECT h.TRANSACTION_ID FROM H_TRANSACTION h
+                       WHERE h.CARD_ID = p_card AND h.REFUND_OF = p_orig AND h.TRANSACTION_ID <> p_refund
+                         AND h.PAYMENT_TIME > (SELECT o.PAYMENT_TIME FROM H_TRANSACTION o
+                                               WHERE o.TRANSACTION_ID = p_orig));
+      SELECT COALESCE(SUM(x.left_in), 0) INTO left_in_lots FROM hotrow_lots_taken_v1(p_orig, refunds) x;
       SELECT COALESCE(-SUM(u.AMOUNT), 0) INTO from_lots FROM P_LOT_USE u WHERE u.TRANSACTION_ID = p_orig;
       -- |original| = what it took from lots + its never-expiring part; its
       -- refunds so far gave back p_before, to lots what their uses say.
       p_amount := p_amount - LEAST(p_amount, GREATEST(0, (-p_orig_amount - from_lots)
                                                          - (p_before - (from_lots - left_in_lots))));
-      FOR r IN SELECT * FROM hotrow_lots_taken_v1(p_card, p_orig) x ORDER BY x.expires DESC, x.lot_id DESC LOOP
+      FOR r IN SELECT * FROM hotrow_lots_taken_v1(p_orig, refunds) x ORDER BY x.expires DESC, x.lot_id DESC LOOP
         EXIT WHEN p_amount <= 0;
         give := LEAST(p_amount, r.left_in);
         CONTINUE WHEN give <= 0;
