@@ -187,6 +187,7 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
       v_lots timestamp;
       ended bigint[];
       t_pass timestamp;
+      v_holds timestamp;
     BEGIN
       SELECT c.GRANT_ID, c.POINTS, g.APPLIED_TIME, g.EXPIRES_TIME INTO cr FROM P_GRANT_CREDIT c
         JOIN P_GRANT g ON g.GRANT_ID = c.GRANT_ID
@@ -201,7 +202,7 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
         UPDATE S_ACCOUNT SET LOT_TIME = COALESCE(LOT_TIME, t) WHERE CARD_ID = p_card;
         t := t + interval '1 microsecond';
       END IF;
-      SELECT a.LOT_TIME INTO v_lots FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;
+      SELECT a.LOT_TIME, a.HOLD_TIME INTO v_lots, v_holds FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;
       -- Each expiry row moves t on by a microsecond, and the caller decides
       -- at the t handed back: holds and lots due by then are settled too,
       -- pass after pass until t stands (the correctness review's finding:
@@ -210,21 +211,23 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
       -- have).
       WHILE v_lots IS NOT NULL AND t_pass IS DISTINCT FROM t LOOP
         t_pass := t;
-        WITH e AS (UPDATE P_HOLD x SET STATUS = 'expired', ENDED_TIME = x.EXPIRES_TIME
-                     WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME <= t RETURNING x.HOLD_ID)
-        SELECT COUNT(*) INTO id FROM e;
-        IF id > 0 THEN  -- an expiry decided at t: the card's time moves on
-          UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+        IF v_holds IS NOT NULL THEN  -- a card that never had a hold reads no P_HOLD
+          WITH e AS (UPDATE P_HOLD x SET STATUS = 'expired', ENDED_TIME = x.EXPIRES_TIME
+                       WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME <= t RETURNING x.HOLD_ID)
+          SELECT COUNT(*) INTO id FROM e;
+          IF id > 0 THEN  -- an expiry decided at t: the card's time moves on
+            UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
+          END IF;
+          -- Reservations of holds that ended, found through the card's lots
+          -- that have any (RESERVED <= REMAINING), not its whole hold history.
+          ended := ARRAY(SELECT DISTINCT x.HOLD_ID FROM P_LOT l JOIN P_LOT_HOLD x ON x.LOT_ID = l.LOT_ID
+                         JOIN P_HOLD h ON h.HOLD_ID = x.HOLD_ID
+                         WHERE l.CARD_ID = p_card AND l.REMAINING > 0 AND l.RESERVED > 0 AND h.STATUS <> 'open'
+                         ORDER BY x.HOLD_ID);
+          FOR i IN 1 .. COALESCE(cardinality(ended), 0) LOOP
+            SELECT * INTO b, t FROM hotrow_lots_release_v1(p_card, ended[i], 0, NULL, b, t);
+          END LOOP;
         END IF;
-        -- Reservations of holds that ended, found through the card's lots
-        -- that have any (RESERVED <= REMAINING), not its whole hold history.
-        ended := ARRAY(SELECT DISTINCT x.HOLD_ID FROM P_LOT l JOIN P_LOT_HOLD x ON x.LOT_ID = l.LOT_ID
-                       JOIN P_HOLD h ON h.HOLD_ID = x.HOLD_ID
-                       WHERE l.CARD_ID = p_card AND l.REMAINING > 0 AND l.RESERVED > 0 AND h.STATUS <> 'open'
-                       ORDER BY x.HOLD_ID);
-        FOR i IN 1 .. COALESCE(cardinality(ended), 0) LOOP
-          SELECT * INTO b, t FROM hotrow_lots_release_v1(p_card, ended[i], 0, NULL, b, t);
-        END LOOP;
         FOR r IN SELECT l.LOT_ID, l.REMAINING - l.RESERVED AS free FROM P_LOT l
                    WHERE l.CARD_ID = p_card AND l.EXPIRED_TIME IS NULL AND l.EXPIRES_TIME <= t
                    ORDER BY l.EXPIRES_TIME, l.LOT_ID LOOP
