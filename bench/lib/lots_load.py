@@ -38,7 +38,7 @@ def main():
             serial += 1
             card = rng.randint(1, a.cards)
             draw = rng.random()
-            headers = {"Content-Type": "application/json", "Idempotency-Key": f"{n}-{serial}"}
+            headers = {"Content-Type": "application/json", "Idempotency-Key": f"{a.seed}-{n}-{serial}"}
             if draw < 0.40:
                 op, path, body = "pay", f"/api/v1/cards/{card}/transactions", {"storeId": 1,
                                                                                   "amount": -rng.randint(1, 50)}

@@ -240,7 +240,7 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
           b := b + credit;
           INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR)
             VALUES (rt, p_card, 0, credit, b, 'grant', 'system');
-          rt := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', rt + interval '1 microsecond');
+          rt := rt + interval '1 microsecond';  -- after the settle's t: nothing comes due between
         END IF;
         UPDATE S_ACCOUNT SET BALANCE = b + n, LAST_UPDATE = rt, HOLD_TIME = t WHERE CARD_ID = p_card;
         INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR)

@@ -28,13 +28,23 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
     -- What card p_card's lots due at p_t have lost: all that open holds
     -- unexpired at p_t do not keep, written out or not (v0.14.0). 0 for a
     -- card that never had a lot (p_lot_time NULL), without reading P_LOT.
+    -- Two parts, neither reading the card's written-out history: the lots
+    -- due and not written out yet (P_LOT_OPEN) less what open unexpired
+    -- holds keep of them; and of lots written out, what holds past their
+    -- expiry still keep (all a written-out lot has left is reserved: its
+    -- loss is what its holds no longer keep), through the card's open holds.
     CREATE OR REPLACE FUNCTION hotrow_lots_due_v1(p_card bigint, p_lot_time timestamp, p_t timestamp)
     RETURNS bigint LANGUAGE sql STABLE AS $$
       SELECT CASE WHEN p_lot_time IS NULL THEN 0 ELSE
         COALESCE((SELECT SUM(l.REMAINING - (SELECT COALESCE(SUM(r.AMOUNT), 0) FROM P_LOT_HOLD r
                                             JOIN P_HOLD h ON h.HOLD_ID = r.HOLD_ID
                                             WHERE r.LOT_ID = l.LOT_ID AND h.STATUS = 'open' AND h.EXPIRES_TIME > p_t))
-                  FROM P_LOT l WHERE l.CARD_ID = p_card AND l.REMAINING > 0 AND l.EXPIRES_TIME <= p_t), 0)::bigint
+                  FROM P_LOT l WHERE l.CARD_ID = p_card AND l.EXPIRED_TIME IS NULL AND l.REMAINING > 0
+                    AND l.EXPIRES_TIME <= p_t), 0)::bigint
+        + COALESCE((SELECT SUM(r.AMOUNT) FROM P_HOLD h JOIN P_LOT_HOLD r ON r.HOLD_ID = h.HOLD_ID
+                    JOIN P_LOT l ON l.LOT_ID = r.LOT_ID
+                    WHERE h.CARD_ID = p_card AND h.STATUS = 'open' AND h.EXPIRES_TIME <= p_t
+                      AND l.EXPIRED_TIME IS NOT NULL), 0)::bigint
       END $$;
 
     -- p_points of lot p_lot_id leave card p_card in one 'expiry' row at t
@@ -212,18 +222,15 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
       WHILE v_lots IS NOT NULL AND t_pass IS DISTINCT FROM t LOOP
         t_pass := t;
         IF v_holds IS NOT NULL THEN  -- a card that never had a hold reads no P_HOLD
+          -- Holds past their expiry, stamped now: they give back what they
+          -- reserve (a capture or a void gives it back at once, so these
+          -- are the only ended holds that still reserve any).
           WITH e AS (UPDATE P_HOLD x SET STATUS = 'expired', ENDED_TIME = x.EXPIRES_TIME
                        WHERE x.CARD_ID = p_card AND x.STATUS = 'open' AND x.EXPIRES_TIME <= t RETURNING x.HOLD_ID)
-          SELECT COUNT(*) INTO id FROM e;
-          IF id > 0 THEN  -- an expiry decided at t: the card's time moves on
+          SELECT array_agg(e.HOLD_ID ORDER BY e.HOLD_ID) INTO ended FROM e;
+          IF cardinality(ended) > 0 THEN  -- an expiry decided at t: the card's time moves on
             UPDATE S_ACCOUNT SET HOLD_TIME = t WHERE CARD_ID = p_card;
           END IF;
-          -- Reservations of holds that ended, found through the card's lots
-          -- that have any (RESERVED <= REMAINING), not its whole hold history.
-          ended := ARRAY(SELECT DISTINCT x.HOLD_ID FROM P_LOT l JOIN P_LOT_HOLD x ON x.LOT_ID = l.LOT_ID
-                         JOIN P_HOLD h ON h.HOLD_ID = x.HOLD_ID
-                         WHERE l.CARD_ID = p_card AND l.REMAINING > 0 AND l.RESERVED > 0 AND h.STATUS <> 'open'
-                         ORDER BY x.HOLD_ID);
           FOR i IN 1 .. COALESCE(cardinality(ended), 0) LOOP
             SELECT * INTO b, t FROM hotrow_lots_release_v1(p_card, ended[i], 0, NULL, b, t);
           END LOOP;

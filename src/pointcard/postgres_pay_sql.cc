@@ -169,7 +169,7 @@ Status CreatePostgresPaymentFunctions(db::pg::Connection& conn) {
         b := b + credit;
         INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR)
           VALUES (t, p_card, 0, credit, b, 'grant', 'system');
-        t := GREATEST(clock_timestamp() AT TIME ZONE 'UTC', t + interval '1 microsecond');
+        t := t + interval '1 microsecond';  -- after the settle's t: nothing comes due between
       END IF;
       UPDATE S_ACCOUNT SET BALANCE = b + p_amount, LAST_UPDATE = t WHERE CARD_ID = p_card;
       INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, ACTOR, REFERENCE, REASON)

@@ -173,9 +173,12 @@ constexpr std::string_view kHolds = R"sql(
 //   - P_LOT: a grant's credit to a card, REMAINING what is left of it,
 //     RESERVED what open holds keep; EXPIRED_TIME set once, by the write
 //     (or sweep) that writes it out, EXPIRY_ID its expiry row.
-//     P_LOT_CARD lists a card's lots in the order payments take them,
-//     P_LOT_DUE the lots not written out yet by expiry (the sweep). No
-//     index names REMAINING or RESERVED, and pages are half full
+//     P_LOT_CARD lists a card's lots in expiry order (reads, the lot
+//     list), P_LOT_OPEN those not written out yet (what a write reads:
+//     a card's history of spent, written-out lots stays unread, so SSI
+//     never promotes a payment's read locks to all of P_LOT), P_LOT_DUE
+//     all of those by expiry (the sweep). No index names REMAINING or
+//     RESERVED, and pages are half full
 //     (fillfactor 50, as S_ACCOUNT): a payment's take is a HOT update that
 //     writes no index entry. With SQLite's partial indexes on REMAINING,
 //     every take wrote entries into index pages other cards' payments read,
@@ -214,6 +217,7 @@ constexpr std::string_view kLots = R"sql(
     EXPIRY_ID    bigint
   ) WITH (fillfactor = 50);
   CREATE INDEX P_LOT_CARD ON P_LOT (CARD_ID, EXPIRES_TIME, LOT_ID);
+  CREATE INDEX P_LOT_OPEN ON P_LOT (CARD_ID, EXPIRES_TIME, LOT_ID) WHERE EXPIRED_TIME IS NULL;
   CREATE INDEX P_LOT_DUE ON P_LOT (EXPIRES_TIME) WHERE EXPIRED_TIME IS NULL;
   CREATE TABLE P_LOT_USE (
     TRANSACTION_ID bigint NOT NULL,

@@ -163,5 +163,40 @@ TEST(PostgresLots, AHoldExpiringWhileTheCardIsSettledIsReleasedBeforeTheWriteDec
   f.ExpectInvariants();
 }
 
+// The correctness re-review's finding: without an index of a card's lots
+// not written out, a payment's take and its settle read every lot the card
+// ever had, and past 32 rows SSI promotes its read locks to one on all of
+// P_LOT (max_pred_locks_per_relation), so payments on different cards
+// conflict again. Cards 1..200 with 40 lots written out and spent and one
+// live each: a payment on card 9 reads only its live one.
+TEST(PostgresLots, APaymentReadsOnlyTheLotsNotWrittenOutOfACardWithALongHistory) {
+  PgCardsFixture f;
+  auto conn = OrThrow(db::pg::Connection::Connect(f.url));
+  // 40 grants' lots of cards 1..200, a grant at a time: card 9's lots lie
+  // on 40 pages, as a long history leaves them.
+  ASSERT_TRUE(
+      conn->Exec("INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, "
+                 "EXPIRES_TIME, EXPIRED_TIME) SELECT c, g, g, 10, 0, 0, timestamp '2020-01-01' + g * interval "
+                 "'1 day', timestamp '2020-01-02' + g * interval '1 day', timestamp '2020-01-02' + g * interval "
+                 "'1 day' FROM generate_series(1, 40) g, generate_series(1, 200) c ORDER BY g, c; "
+                 "INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, "
+                 "EXPIRES_TIME) SELECT c, 41, 41, 10, 10, 0, now(), now() + interval '1 day' "
+                 "FROM generate_series(1, 200) c; "
+                 "UPDATE S_ACCOUNT SET LOT_TIME = timestamp '2020-01-01', BALANCE = BALANCE + 10 WHERE "
+                 "CARD_ID = 9; ANALYZE P_LOT")
+          .ok());
+  ASSERT_TRUE(conn->Exec("BEGIN ISOLATION LEVEL SERIALIZABLE").ok());
+  auto paid = OrThrow(
+      conn->Query("SELECT outcome FROM hotrow_pay_v7(9, 1, -1, NULL, NULL, 'anonymous', NULL, NULL, NULL, NULL)"));
+  EXPECT_EQ(paid.Int(0, 0), 0);
+  auto locks =
+      OrThrow(conn->Query("SELECT COUNT(*) FILTER (WHERE locktype = 'relation'), COUNT(*) FILTER (WHERE locktype <> "
+                          "'relation') FROM pg_locks "
+                          "WHERE mode = 'SIReadLock' AND pid = pg_backend_pid() AND relation = 'p_lot'::regclass"));
+  EXPECT_EQ(locks.Int(0, 0), 0) << "a read lock on all of P_LOT";
+  EXPECT_LE(locks.Int(0, 1), 2) << "the live lot's row and page only";
+  ASSERT_TRUE(conn->Exec("ROLLBACK").ok());
+}
+
 }  // namespace
 }  // namespace hotrow::testing
