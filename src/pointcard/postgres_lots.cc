@@ -209,7 +209,7 @@ Status CreatePostgresLotFunctions(pg::Connection& conn) {
           VALUES (t, p_card, 0, cr.POINTS, b, 'grant', 'system') RETURNING TRANSACTION_ID INTO id;
         INSERT INTO P_LOT (CARD_ID, GRANT_ID, SOURCE_ID, AMOUNT, REMAINING, RESERVED, CREATED_TIME, EXPIRES_TIME)
           VALUES (p_card, cr.GRANT_ID, id, cr.POINTS, cr.POINTS, 0, cr.APPLIED_TIME, cr.EXPIRES_TIME);
-        UPDATE S_ACCOUNT SET LOT_TIME = COALESCE(LOT_TIME, t) WHERE CARD_ID = p_card;
+        UPDATE S_ACCOUNT a SET LOT_TIME = COALESCE(a.LOT_TIME, t) WHERE a.CARD_ID = p_card;  -- a., not lot_time
         t := t + interval '1 microsecond';
       END IF;
       SELECT a.LOT_TIME, a.HOLD_TIME INTO v_lots, v_holds FROM S_ACCOUNT a WHERE a.CARD_ID = p_card;

@@ -198,5 +198,53 @@ TEST(PostgresLots, APaymentReadsOnlyTheLotsNotWrittenOutOfACardWithALongHistory)
   ASSERT_TRUE(conn->Exec("ROLLBACK").ok());
 }
 
+// Writes that meet an expiring grant's credit before the fold (held off
+// here) fold it into the card's lot themselves: a payment, a hold, and a
+// payment then its refund. The fault rig found the first such write answering 500 (an
+// ambiguous column in the settle); these tests had always waited for the
+// fold.
+TEST(PostgresLots, WritesBeforeTheFoldMakeTheCardsLotThemselves) {
+  PgCardsFixture f;
+  auto holder = OrThrow(db::pg::Connection::Connect(f.url));
+  ASSERT_TRUE(holder->Query(PauseFold(1)).ok());  // the first grant of a fresh database is grant 1
+  GrantRequest r{0, NowUs(), 10, std::nullopt, true};
+  r.expires_in_days = 30;
+  auto grant = Wait<Result<GrantOutcome>>([&](auto done) { f.service->Grant(r, done); });
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_EQ(grant->grant_id, 1);
+  ASSERT_GE(grant->cards, 3);
+  auto credited = OrThrow(holder->Query("SELECT CARD_ID, POINTS FROM P_GRANT_CREDIT ORDER BY CARD_ID LIMIT 3"));
+  for (int i = 0; i < 3; ++i) {
+    const int64_t card = credited.Int(i, 0), credit = credited.Int(i, 1);
+    const std::string c = std::to_string(card);
+    if (i == 0) {
+      auto paid = Pay(*f.service, card, 1, -1);
+      ASSERT_TRUE(paid.ok()) << paid.status().ToString();
+      EXPECT_FALSE(paid->refused);
+      EXPECT_EQ(f.Int("SELECT REMAINING FROM P_LOT WHERE CARD_ID = " + c), credit - 1) << "taken from the new lot";
+    } else if (i == 1) {
+      auto hold = Wait<Result<pointcard::HoldOutcome>>([&](auto done) {
+        f.service->CreateHold({.card_id = card, .store_id = 1, .amount = -1, .expires_in_seconds = 60}, done);
+      });
+      ASSERT_TRUE(hold.ok()) << hold.status().ToString();
+      EXPECT_EQ(f.Int("SELECT RESERVED FROM P_LOT WHERE CARD_ID = " + c), 1) << "reserved of the new lot";
+    } else {
+      auto paid = Pay(*f.service, card, 1, -1);  // its grant row and lot first, then 1 from the lot
+      ASSERT_TRUE(paid.ok()) << paid.status().ToString();
+      auto refund = Wait<Result<PaymentOutcome>>([&](auto done) {
+        f.service->Refund(
+            {.card_id = card, .transaction_id = paid->row.transaction_id, .amount = 1, .idempotency_key = "r"}, done);
+      });
+      ASSERT_TRUE(refund.ok()) << refund.status().ToString();
+    }
+    EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_LOT WHERE CARD_ID = " + c), 1);
+    EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_GRANT_CREDIT WHERE CARD_ID = " + c), 0) << "consumed once";
+  }
+  ASSERT_TRUE(holder->Query(ResumeFold(1)).ok());
+  WaitFolded(*f.service, 1);
+  EXPECT_EQ(f.Int("SELECT COUNT(*) FROM P_LOT"), grant->cards) << "one lot per card, the fold's and the writes'";
+  f.ExpectInvariants();
+}
+
 }  // namespace
 }  // namespace hotrow::testing
