@@ -64,6 +64,19 @@ else
   "$BEFORE" seed pointcard --cards 10000 --stores 20 --history 10000 --db "sqlite:$WORK/t.db" >/dev/null 2>&1
 fi
 
+# expiring_grant FROM: a grant of 100% of the charges since FROM (RFC
+# 3339), expiring in 30 days, waited for until it has folded.
+expiring_grant() {
+  local grant
+  grant=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/grants" -H 'Authorization: Bearer bench' \
+    -H 'Content-Type: application/json' -d "{\"from\":\"$1\",\"to\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\",\"ratePercent\":100,\"expiresInDays\":30,\"allowOverlap\":true}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])')
+  for _ in $(seq 300); do
+    curl -fs "http://127.0.0.1:$PORT/api/v1/grants/$grant" -H 'Authorization: Bearer bench' | grep -q '"state":"folded"' && break
+    sleep 0.1
+  done
+}
+
 n=0
 run() {  # name binary anon|key
   n=$((n + 1))
@@ -80,14 +93,7 @@ run() {  # name binary anon|key
   HOTROW_BIN=$2 start_hotrow "$PORT" --db "$db" --db-pool 8 --admin-token bench >/dev/null 2>&1
   wait_http "http://127.0.0.1:$PORT/readyz" 60
   if [[ $PG == 1 && $LOTS == 1 && $2 == "$HOTROW" ]]; then
-    local grant
-    grant=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/grants" -H 'Authorization: Bearer bench' \
-      -H 'Content-Type: application/json' -d "{\"from\":\"2000-01-01T00:00:00Z\",\"to\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\",\"ratePercent\":100,\"expiresInDays\":30,\"allowOverlap\":true}" |
-      python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])')
-    for _ in $(seq 300); do
-      curl -fs "http://127.0.0.1:$PORT/api/v1/grants/$grant" -H 'Authorization: Bearer bench' | grep -q '"state":"folded"' && break
-      sleep 0.1
-    done
+    expiring_grant 2000-01-01T00:00:00Z
     echo "  $("$PGBIN/psql" "$db" -XAtqc "SELECT count(*) FROM P_LOT") cards of 10,000 got a lot"
   fi
   if [[ $PG == 0 && $AMOUNT -lt 0 ]]; then
@@ -97,14 +103,7 @@ run() {  # name binary anon|key
       -d '{"storeId":3,"amount":1000000}' >/dev/null
     if [[ $LOTS == 1 && $2 == "$HOTROW" ]]; then
       sleep 0.01
-      local grant
-      grant=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/grants" -H 'Authorization: Bearer bench' \
-        -H 'Content-Type: application/json' -d "{\"from\":\"$from\",\"to\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\",\"ratePercent\":100,\"expiresInDays\":30,\"allowOverlap\":true}" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])')
-      for _ in $(seq 100); do
-        curl -fs "http://127.0.0.1:$PORT/api/v1/grants/$grant" -H 'Authorization: Bearer bench' | grep -q '"state":"folded"' && break
-        sleep 0.1
-      done
+      expiring_grant "$from"
       curl -fs "http://127.0.0.1:$PORT/api/v1/cards/7/lots" | grep -q '"remaining":1000000' ||
         { echo "card 7 got no lot of 1,000,000" >&2; exit 1; }
     fi
