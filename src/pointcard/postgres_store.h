@@ -208,6 +208,20 @@ class PostgresPointCardStore final : public PointCardStore {
 // postgres_grant_sql.cc: the grant's functions, (re)created at every start by
 // CreatePostgresPointCardSchema.
 Status CreatePostgresGrantFunctions(db::pg::Connection& conn);
+// Shared by the grant's steps (postgres_grant.cc) and its fold
+// (postgres_fold.cc):
+//   `work` between BEGIN `begin` and COMMIT in one round trip; a failure
+//   rolls back (a broken connection is replaced by the pool). Returns the
+//   rows of work's last statement.
+Result<db::pg::Rows> InTransaction(db::pg::Connection& c, const std::string& begin,
+                                   std::vector<db::pg::Connection::Statement> work);
+//   The width of each of `workers` ranges of card ids up to `top` (the last
+//   range runs on to the largest id); without overflow when top is
+//   INT64_MAX, a valid card id.
+int64_t RangeSpan(int64_t top, int64_t workers);
+inline constexpr db::pg::NamedSql kTopCard{"pointcard_top_card", "SELECT COALESCE(MAX(CARD_ID), 0) FROM S_ACCOUNT"};
+inline constexpr db::pg::NamedSql kOldestApplied{
+    "pointcard_grant_oldest_applied", "SELECT GRANT_ID FROM P_GRANT WHERE STATE = 'applied' ORDER BY GRANT_ID LIMIT 1"};
 // Payments' and grants' retry wait: 1-10 ms jittered, doubling.
 void RetryBackoff(int attempt);
 // The transaction's isolation: SERIALIZABLE (SSI), or READ COMMITTED for a
