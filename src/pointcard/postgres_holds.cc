@@ -85,8 +85,8 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME, a.STATUS, a.LOT_TIME INTO b, v_last, v_hold, st, v_lots
-        FROM S_ACCOUNT a WHERE a.CARD_ID = p_card FOR UPDATE;
+      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME, a.STATUS INTO b, v_last, v_hold, st FROM S_ACCOUNT a
+        WHERE a.CARD_ID = p_card FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT * FROM hotrow_hold_answer_v1(2::smallint, NULL, NULL);
         RETURN;
@@ -171,7 +171,7 @@ Status CreatePostgresHoldFunctions(pg::Connection& conn) {
           RETURN;
         END IF;
       END IF;
-      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME, a.LOT_TIME INTO b, v_last, v_hold, v_lots FROM S_ACCOUNT a
+      SELECT a.BALANCE, a.LAST_UPDATE, a.HOLD_TIME INTO b, v_last, v_hold FROM S_ACCOUNT a
         WHERE a.CARD_ID = p_card FOR UPDATE;
       IF NOT FOUND THEN
         RETURN QUERY SELECT * FROM hotrow_hold_answer_v1(2::smallint, NULL, NULL);
