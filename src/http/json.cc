@@ -295,8 +295,9 @@ Result<std::vector<int64_t>> ExtractIntegers(std::string_view json, std::string_
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
   if (doc.HasParseError() || !doc.IsObject()) return Status::BadRequest("not a JSON object");
-  auto list = doc.FindMember(rapidjson::Value(array_key.data(), static_cast<rapidjson::SizeType>(array_key.size())));
-  if (list == doc.MemberEnd() || !list->value.IsArray())
+  const rapidjson::Document& read = doc;  // const iterators: clang finds == on mixed ones ambiguous
+  auto list = read.FindMember(rapidjson::Value(array_key.data(), static_cast<rapidjson::SizeType>(array_key.size())));
+  if (list == read.MemberEnd() || !list->value.IsArray())
     return Status::BadRequest(std::string(array_key) + " is not an array");
   std::vector<int64_t> out;
   rapidjson::Value key(field.data(), static_cast<rapidjson::SizeType>(field.size()));

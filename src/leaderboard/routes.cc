@@ -251,7 +251,7 @@ void Top(LeaderboardService& service, Request& req, Responder responder) {
   auto range = PageRange(*query);
   if (!range.ok()) return responder.Send(Error(range.status()));
   auto [offset, limit] = *range;
-  service.Top(offset, limit, [responder, offset, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
+  service.Top(offset, limit, [responder, offset = offset, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
     if (!r.ok()) return responder.Send(Error(r.status()));
     SendPage(responder, std::move(body), *r, offset, nullptr);
   });
@@ -417,7 +417,8 @@ void BoardTop(LeaderboardService& service, Request& req, Responder responder) {
   if (!season.ok()) return responder.Send(Error(season.status()));
   auto [offset, limit] = *range;
   service.Top(board_id, *season, offset, limit,
-              [responder, board_id, offset, season = *season, body = http::TakeSpareBody(req)](Result<Page> r) mutable {
+              [responder, board_id, offset = offset, season = *season,
+               body = http::TakeSpareBody(req)](Result<Page> r) mutable {
                 if (!r.ok()) return responder.Send(Error(r.status()));
                 SendPage(responder, std::move(body), *r, offset, &board_id, season);
               });

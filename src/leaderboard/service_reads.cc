@@ -259,7 +259,7 @@ void LeaderboardService::Top(const std::string& board_id, std::optional<int64_t>
   if (ranking_) return ranking_->Top(state->info, s, offset, limit, std::move(done));
   if (s == state->season) return ReadTop(state->board, state->info.id, s, offset, limit, std::move(done));
   Archived(state, s, /*limited=*/true,
-           [this, board_id = state->info.id, s, offset, limit,
+           [this, board_id = state->info.id, s = s, offset, limit,
             done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
              if (!b.ok()) return done(b.status());
              ReadTop(*b, board_id, s, offset, limit, std::move(done));
@@ -297,7 +297,7 @@ void LeaderboardService::Player(const std::string& board_id, std::optional<int64
   if (around && (*around < 0 || *around > kAroundMax)) return done(Status::OutOfRange("around", 0, kAroundMax));
   auto& [state, s] = *read;
   if (ranking_) return ranking_->Player(state->info, s, std::move(client_id), around, std::move(done));
-  auto answer = [this, board_id = state->info.id, s, client_id = std::move(client_id), around,
+  auto answer = [this, board_id = state->info.id, s = s, client_id = std::move(client_id), around,
                  done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
     if (!b.ok()) return done(b.status());
     ReadPlayer(*b, board_id, s, client_id, around, std::move(done));
@@ -334,7 +334,7 @@ void LeaderboardService::Ranks(const std::string& board_id, std::optional<int64_
                              if (!r.ok()) return done(r.status());
                              done(finish(std::move(*r)));
                            });
-  auto answer = [this, board_id = state->info.id, s, finish, client_ids,
+  auto answer = [this, board_id = state->info.id, s = s, finish, client_ids,
                  done = std::move(done)](Result<std::shared_ptr<Board>> b) mutable {
     if (!b.ok()) return done(b.status());
     FillProfiles(*b, board_id, s, (*b)->Locate(client_ids),

@@ -69,7 +69,7 @@ void SqlitePointCardStore::CreateStore(NewStore store, std::string fingerprint,
   using Made = std::pair<StoreInfo, bool>;  // the store, replayed
   sqlite::SubmitCall<Made>(
       db_.writer(),
-      [this, store = std::move(store), fp = std::move(fingerprint)](sqlite::Connection& c) -> Result<Made> {
+      [store = std::move(store), fp = std::move(fingerprint)](sqlite::Connection& c) -> Result<Made> {
         if (store.idempotency_key) {
           auto earlier = FindRequestKey(c, "stores", *store.idempotency_key, fp);
           if (!earlier.ok()) return earlier.status();

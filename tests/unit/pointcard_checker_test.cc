@@ -160,7 +160,8 @@ TEST_F(Checker, FindsARefundOfTooMuchOfAnotherCardOrStoreOrOfACharge) {
   auto [card, time] = CardWithHistory();
   const std::string c = std::to_string(card);
   // A payment of 100 and a refund of 60 of it, written as the server does.
-  auto append = [&](int64_t at, int64_t store, int64_t amount, const std::string& kind, const std::string& refund_of) {
+  auto append = [&, time = time](int64_t at, int64_t store, int64_t amount, const std::string& kind,
+                                 const std::string& refund_of) {
     const std::string t = std::to_string(time + at);
     ASSERT_TRUE(conn_
                     ->Exec("INSERT INTO H_TRANSACTION (PAYMENT_TIME, CARD_ID, STORE_ID, AMOUNT, BALANCE, KIND, "
