@@ -22,8 +22,11 @@ packages=(
   systemd
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev curl procps
-  # formatting (make test checks it), lint (make lint), the fuzz targets (make fuzz)
-  clang-format clang-tidy clang
+  # formatting (make test checks it), lint (make lint), the fuzz targets (make
+  # fuzz) and the sanitizer build (make test): clang, its sanitizer and
+  # libFuzzer runtimes and the symbolizer for their reports (both only
+  # Recommends of clang, which --no-install-recommends below skips)
+  clang-format clang-tidy clang libclang-rt-14-dev llvm-14
   # servers the tests start on loopback
   postgresql redis-server
   # load tools and the HTTP ceiling used by the benchmarks
