@@ -44,14 +44,8 @@ run() {  # name never|expiring
   wait_http "http://127.0.0.1:$P2/readyz" 60
   local grant expiry=""
   [[ $2 == expiring ]] && expiry=",\"expiresAt\":\"$(date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%S.%6NZ)\""
-  grant=$(curl -fs -X POST "http://127.0.0.1:$P1/api/v1/grants" -H 'Authorization: Bearer bench' \
-    -H 'Content-Type: application/json' \
-    -d "{\"from\":\"2000-01-01T00:00:00Z\",\"to\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\",\"ratePercent\":20,\"allowOverlap\":true$expiry}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])')
-  for _ in $(seq 100); do
-    curl -fs "http://127.0.0.1:$P1/api/v1/grants/$grant" -H 'Authorization: Bearer bench' | grep -q '"state":"folded"' && break
-    sleep 0.1
-  done
+  grant=$(post_grant "$P1" 20 2000-01-01T00:00:00Z "$expiry")
+  wait_folded "$P1" "$grant" 100 >/dev/null
   echo "$1 ($("$PGBIN/psql" "$db" -XAtqc "SELECT count(*) FROM P_LOT WHERE CARD_ID <= 40") of cards 1..40 with a lot)"
   python3 bench/lib/lots_load.py --ports "$P1,$P2" --cards 40 --threads 8 --seconds 15 --seed "$n"
   "$HOTROW" check pointcard --db "$db" | tail -1

@@ -33,29 +33,13 @@ request = function()
   return wrk.format(nil, "/api/v1/cards/" .. math.random(1, $CARDS) .. "/transactions")
 end
 LUA
-now() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ; }
-grant() {  # extra-json: posts a grant of 1% of every charge so far, prints its id and answer ms
-  local t0 t1 id
+grant() {  # extra-json [rate]: a grant of rate % (1) of every charge so far; prints its id and answer ms
+  local t0 id
   t0=$(date +%s%N)
-  id=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/grants" -H 'Authorization: Bearer bench' \
-    -H 'Content-Type: application/json' \
-    -d "{\"from\":\"2000-01-01T00:00:00Z\",\"to\":\"$(now)\",\"ratePercent\":${2:-1},\"allowOverlap\":true$1}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])')
-  t1=$(date +%s%N)
-  echo "$id $(((t1 - t0) / 1000000))"
+  id=$(post_grant "$PORT" "${2:-1}" 2000-01-01T00:00:00Z "$1")
+  echo "$id $((($(date +%s%N) - t0) / 1000000))"
 }
-folded() {  # id: waits for the fold, prints its foldMs
-  for _ in $(seq 1200); do
-    local g
-    g=$(curl -fs "http://127.0.0.1:$PORT/api/v1/grants/$1" -H 'Authorization: Bearer bench')
-    if grep -q '"state":"folded"' <<<"$g"; then
-      python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("foldMs"))' "$g"
-      return
-    fi
-    sleep 0.1
-  done
-  echo "not folded"
-}
+folded() { wait_folded "$PORT" "$1" 1200; }  # id: waits for the fold, prints its foldMs
 
 n=0
 run() {  # name with-lots(0|1) grant-extra-json

@@ -67,14 +67,7 @@ fi
 # expiring_grant FROM: a grant of 100% of the charges since FROM (RFC
 # 3339), expiring in 30 days, waited for until it has folded.
 expiring_grant() {
-  local grant
-  grant=$(curl -fs -X POST "http://127.0.0.1:$PORT/api/v1/grants" -H 'Authorization: Bearer bench' \
-    -H 'Content-Type: application/json' -d "{\"from\":\"$1\",\"to\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\",\"ratePercent\":100,\"expiresInDays\":30,\"allowOverlap\":true}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])')
-  for _ in $(seq 300); do
-    curl -fs "http://127.0.0.1:$PORT/api/v1/grants/$grant" -H 'Authorization: Bearer bench' | grep -q '"state":"folded"' && break
-    sleep 0.1
-  done
+  wait_folded "$PORT" "$(post_grant "$PORT" 100 "$1" ',"expiresInDays":30')" 300 >/dev/null
 }
 
 n=0

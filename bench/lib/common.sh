@@ -103,6 +103,31 @@ free_port() {
     echo $(( 20000 + RANDOM % 20000 ))
 }
 
+# post_grant PORT RATE FROM [EXTRA]: POSTs a grant (admin token "bench") of
+# RATE % of the charges from FROM (RFC 3339) until now, overlap allowed,
+# EXTRA appended to its JSON (',"expiresInDays":30'); prints its id.
+post_grant() {
+  curl -fs -X POST "http://127.0.0.1:$1/api/v1/grants" -H 'Authorization: Bearer bench' \
+    -H 'Content-Type: application/json' \
+    -d "{\"from\":\"$3\",\"to\":\"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)\",\"ratePercent\":$2,\"allowOverlap\":true${4:-}}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["grantId"])'
+}
+
+# wait_folded PORT ID TRIES: polls the grant every 0.1 s, at most TRIES
+# times, until it has folded; prints its foldMs, or "not folded".
+wait_folded() {
+  local g
+  for _ in $(seq "$3"); do
+    g=$(curl -fs "http://127.0.0.1:$1/api/v1/grants/$2" -H 'Authorization: Bearer bench') || g=""
+    if grep -q '"state":"folded"' <<<"$g"; then
+      python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("foldMs"))' "$g"
+      return
+    fi
+    sleep 0.1
+  done
+  echo "not folded"
+}
+
 # start_nginx DIR PORT FILE_NAME FILE_CONTENT: nginx serving one static file.
 start_nginx() {
   local dir=$1 port=$2 name=$3 content=$4
