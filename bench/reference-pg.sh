@@ -11,8 +11,9 @@
 #     (it loses payments; `hotrow check pointcard` on the run's database is
 #     the finding);
 #   - hotrow: the store's staged grant.
-# Payments are hotrow's (hotrow_pay_v3, SERIALIZABLE) in every run. Writes
-# docs/benchmarks.md (section "reference-postgres") unless --no-docs.
+# Payments are hotrow's in every run (the store's payment function,
+# hotrow_pay_v7 today, at SERIALIZABLE). Writes docs/benchmarks.md (section
+# "reference-postgres") unless --no-docs.
 #
 #   bench/reference-pg.sh [--duration 60s] [--hotrow-duration 180s] [--parallel 64,192]
 #                         [--hotrow-parallel 1,32,64,128,192] [--only plain|read-committed|hotrow] [--no-docs]
