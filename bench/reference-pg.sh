@@ -16,12 +16,15 @@
 # "reference-postgres") unless --no-docs.
 #
 #   bench/reference-pg.sh [--duration 60s] [--hotrow-duration 180s] [--parallel 64,192]
-#                         [--hotrow-parallel 1,32,64,128,192] [--only plain|read-committed|hotrow] [--no-docs]
+#                         [--hotrow-parallel 1,32,64,128,192] [--only plain|read-committed|hotrow]
+#                         [--grant-workers N] [--no-docs]
+# --grant-workers: hotrow's staging and folding backends (simulate's flag;
+# 1 unless given).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
 
-DURATION=60s HOTROW_DURATION=180s PARALLEL=64,192 HOTROW_PARALLEL=1,32,64,128,192 ONLY="" WRITE_DOCS=1
+DURATION=60s HOTROW_DURATION=180s PARALLEL=64,192 HOTROW_PARALLEL=1,32,64,128,192 ONLY="" WRITE_DOCS=1 GRANT_WORKERS=""
 while (($#)); do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
@@ -29,6 +32,7 @@ while (($#)); do
     --parallel) PARALLEL=$2; shift 2 ;;
     --hotrow-parallel) HOTROW_PARALLEL=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
+    --grant-workers) GRANT_WORKERS=$2; shift 2 ;;
     --no-docs) WRITE_DOCS=0; shift ;;
     -h|--help) bench_usage; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -45,14 +49,16 @@ run() {
   echo "== $name"
   rm -rf "$WORK/pg"
   pg_start max_connections=300 shared_buffers=1GB "$@"
+  local workers=()
+  [[ $mode == hotrow && -n $GRANT_WORKERS ]] && workers=(--grant-workers "$GRANT_WORKERS")
   "$HOTROW" simulate pointcard --db "postgresql://hotrow@127.0.0.1:$PGPORT/postgres" --db-pool 16 \
-    --grant-mode "$mode" --parallel "$parallel" --duration "$duration" --work-dir "$WORK/sim" \
+    --grant-mode "$mode" --parallel "$parallel" --duration "$duration" --work-dir "$WORK/sim" "${workers[@]}" \
     --out "$WORK/out-${#OUTS[@]}" | grep -v '^parallel' || true
   pg_stop
   {
     echo "### $name"
     echo
-    echo "\`simulate pointcard --grant-mode $mode --parallel $parallel --duration $duration\`," \
+    echo "\`simulate pointcard --grant-mode $mode --parallel $parallel --duration $duration${workers[*]:+ ${workers[*]}}\`," \
       "PostgreSQL settings: ${*:-defaults (max_locks_per_transaction 64, max_pred_locks_per_transaction 64, max_pred_locks_per_page 2)}"
     echo
     echo '```'

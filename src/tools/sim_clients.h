@@ -87,7 +87,7 @@ class InProcessClient : public SimClient {
 // The query joins S_ACCOUNT for each card's balance; then, per 1,000 cards
 // (its executeBatch), one statement sets BALANCE to the balance the query
 // read plus the bonus and writes the history rows. It writes no P_GRANT row,
-// so it answers folded at once. Payments stay the store's (hotrow_pay_v4).
+// so it answers folded at once. Payments stay the store's (hotrow_pay_v7).
 class ReferenceGrantClient final : public InProcessClient {
  public:
   ReferenceGrantClient(PointCardService& s, std::unique_ptr<db::pg::Connection> conn, std::string isolation)
