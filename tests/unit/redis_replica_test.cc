@@ -45,6 +45,11 @@ uint64_t ReplicaReads(leaderboard::RedisLeaderboardStore& store) {
   return n;
 }
 
+// The (one) replica serves reads: its lag is reported only while it does.
+bool ReplicaUsable(leaderboard::RedisLeaderboardStore& store) {
+  return store.replicas()->States().at(0).lag_ms.has_value();
+}
+
 // A master, a replica of it, and one instance (store + service) reading
 // through the replica.
 class RedisReplicas : public ::testing::Test {
@@ -84,8 +89,7 @@ class RedisReplicas : public ::testing::Test {
 
 TEST_F(RedisReplicas, ACaughtUpReplicaServesPagesAndTheInstanceSeesItsOwnWrites) {
   Open(WithReplica());
-  ASSERT_TRUE(Eventually([&] { return store_->replicas()->States().at(0).lag_ms.has_value(); }))
-      << "the replica's lag was never measured";
+  ASSERT_TRUE(Eventually([&] { return ReplicaUsable(*store_); })) << "the replica's lag was never measured";
   // Every page read right after a 200 shows that post, though most pages
   // come from the replica (each post moves the board, so each read
   // refetches past the cache).
@@ -129,8 +133,7 @@ TEST_F(RedisReplicas, AReplicaThatStopsReplicatingGetsNoReadsPastTheLagBound) {
   ASSERT_TRUE(Eventually(
       [&] {
         auto page = Top(*service_);
-        return page.ok() && page->total == 2 && page->entries[0].client_id == "second" &&
-               !store_->replicas()->States().at(0).lag_ms.has_value();
+        return page.ok() && page->total == 2 && page->entries[0].client_id == "second" && !ReplicaUsable(*store_);
       },
       std::chrono::seconds(3)))
       << "pages kept coming from the replica that stopped replicating, or it still counts as usable";
@@ -146,7 +149,7 @@ TEST_F(RedisReplicas, AReplicaThatStopsReplicatingGetsNoReadsPastTheLagBound) {
     EXPECT_EQ(page->entries[0].client_id, "second");
   }
   EXPECT_EQ(ReplicaReads(*store_), reads) << "the stale replica got reads past its lag bound";
-  EXPECT_FALSE(store_->replicas()->States().at(0).lag_ms.has_value()) << "the stale replica counts as usable again";
+  EXPECT_FALSE(ReplicaUsable(*store_)) << "the stale replica counts as usable again";
   other_store->Stop();
 }
 
@@ -156,7 +159,7 @@ TEST_F(RedisReplicas, ADeadOrStalledReplicaCostsNoFailedRead) {
   Open(WithReplica(/*cache_ms=*/0));
   ASSERT_TRUE(Post(*service_, "a", 1).ok());
   for (bool kill : {false, true}) {
-    ASSERT_TRUE(Eventually([&] { return Top(*service_).ok() && store_->replicas()->States().at(0).lag_ms; }));
+    ASSERT_TRUE(Eventually([&] { return Top(*service_).ok() && ReplicaUsable(*store_); }));
     uint64_t before = ReplicaReads(*store_);
     ASSERT_TRUE(Top(*service_).ok());
     ASSERT_GT(ReplicaReads(*store_), before) << "the replica was not read before the fault";
@@ -170,7 +173,7 @@ TEST_F(RedisReplicas, ADeadOrStalledReplicaCostsNoFailedRead) {
       ASSERT_TRUE(page.ok()) << (kill ? "killed" : "stalled") << ", read " << i << ": " << page.status().ToString();
       ASSERT_EQ(page->total, 1);
     }
-    EXPECT_FALSE(store_->replicas()->States().at(0).lag_ms.has_value());
+    EXPECT_FALSE(ReplicaUsable(*store_));
     if (!kill) replica_->Resume();
   }
 }
@@ -184,7 +187,7 @@ TEST_F(RedisReplicas, ADeadOrStalledReplicaCostsNoFailedRead) {
 TEST_F(RedisReplicas, AReplicaOfAnotherMasterIsNeverRead) {
   Open(WithReplica(/*cache_ms=*/0));
   ASSERT_TRUE(Post(*service_, "here", 5).ok());
-  ASSERT_TRUE(Eventually([&] { return store_->replicas()->States().at(0).lag_ms.has_value(); }));
+  ASSERT_TRUE(Eventually([&] { return ReplicaUsable(*store_); }));
   // The copy: our heartbeat as it is now, and a player of its own.
   auto other = RedisProcess::Start();
   ASSERT_TRUE(other);
